@@ -1,0 +1,108 @@
+"""Turn a predictor's output into a PerfReport: throughput, carbon, cost, MIG advice, warnings.
+
+Predictors say how long one call takes and how much memory and energy it needs; everything derived from those
+(per-sample figures, a workload's carbon and cost, which MIG slice fits) is computed once, here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from perfpredict.predictors.base import RunConfig
+from perfpredict.predictors.registry import get_predictor
+from perfpredict.report import GraphSummary, PerfReport, Prediction
+
+if TYPE_CHECKING:
+    from perfpredict.devices import Device
+    from perfpredict.graph import OpGraph
+
+INFERENCE_WORKLOAD_SAMPLES = 1000
+TRAINING_WORKLOAD_STEPS = 1000
+COVERAGE_WARNING_BELOW = 0.95
+
+
+def build_report(graph: OpGraph, device: Device, config: RunConfig, predictor: str = "analytical", *,
+                 model_name: str = "", max_latency_ms: float | None = None,
+                 min_throughput_per_s: float | None = None, grid_g_per_kwh: float | None = None,
+                 price_usd_per_hour: float | None = None, workload_calls: int | None = None) -> PerfReport:
+    from perfpredict import carbon, cost, mig
+
+    model = get_predictor(predictor)
+    out = model.predict(graph, device, config)
+    batch = max(1, graph.batch_size)
+    calls, workload = _workload(config.phase, batch, workload_calls)
+    grid = carbon.grid_intensity_g_per_kwh(grid_g_per_kwh)
+    price = price_usd_per_hour if price_usd_per_hour is not None else cost.price_usd_per_hour(device)
+    lat = out.latency_ms
+    throughput = Prediction(batch / lat.value * 1e3, "samples/s", batch / lat.high * 1e3,
+                            batch / max(lat.low, 1e-12) * 1e3, lat.predictor, lat.predictor_version, lat.ood)
+    carbon_per_call = out.energy_j.scaled(calls * carbon.carbon_g(1.0, grid), "g")
+    cost_pred = lat.scaled(calls * cost.cost_usd(1e-3, price or 0.0), "USD")
+    advice = None
+    if device.mig_profiles:
+        advice = mig.advise_mig(device, int(out.peak_memory_bytes.value),
+                                lambda d: _latency_ms(model, graph, d, config), batch,
+                                max_latency_ms=max_latency_ms, min_throughput_per_s=min_throughput_per_s)
+    fits = out.peak_memory_bytes.value <= device.memory_bytes
+    return PerfReport(
+        model_name=model_name or graph.name, device=device.name, phase=config.phase, batch_size=batch,
+        seq_len=graph.seq_len, dtype=graph.dtype, latency_ms=lat, throughput_per_s=throughput,
+        peak_memory_bytes=out.peak_memory_bytes, memory=out.memory, fits_in_memory=fits,
+        device_memory_bytes=device.memory_bytes, energy_j=out.energy_j,
+        energy_per_sample_j=out.energy_j.scaled(1.0 / batch), avg_power_w=out.avg_power_w,
+        carbon_g=carbon_per_call, grid_intensity_g_per_kwh=grid, cost_usd=cost_pred, price_usd_per_hour=price,
+        workload=workload, workload_calls=calls, per_op=out.per_op, coverage=graph.coverage,
+        graph=GraphSummary(len(graph.nodes), len(graph.edges), graph.subgraphs, graph.total_flops,
+                           graph.total_bytes, graph.param_count, graph.source),
+        mig=advice, warnings=_warnings(graph, device, fits, out.peak_memory_bytes.value) + out.warnings,
+        notes=_notes(graph, device, predictor, price), device_source=device.source,
+    )
+
+
+def _latency_ms(model, graph: OpGraph, device: Device, config: RunConfig) -> float:
+    fast = getattr(model, "latency_s", None)
+    if fast is not None:
+        return fast(graph, device, config) * 1e3
+    return model.predict(graph, device, config).latency_ms.value
+
+
+def _workload(phase: str, batch: int, workload_calls: int | None) -> tuple[int, str]:
+    if workload_calls is not None:
+        calls = int(workload_calls)
+        what = "inferences" if phase == "inference" else "training steps"
+        return calls, f"{calls:,} calls ({calls * batch:,} samples)" if phase == "inference" else f"{calls:,} {what}"
+    if phase == "training":
+        return TRAINING_WORKLOAD_STEPS, f"a training run of {TRAINING_WORKLOAD_STEPS:,} steps"
+    calls = math.ceil(INFERENCE_WORKLOAD_SAMPLES / batch)
+    return calls, f"{INFERENCE_WORKLOAD_SAMPLES:,} inferences ({calls:,} calls of batch {batch})"
+
+
+def _warnings(graph: OpGraph, device: Device, fits: bool, peak_bytes: float) -> tuple[str, ...]:
+    out = []
+    if graph.coverage < COVERAGE_WARNING_BELOW:
+        unknown = sorted(graph.unknown_targets.items(), key=lambda kv: -kv[1])
+        names = ", ".join(f"{name} x{count}" for name, count in unknown[:8])
+        out.append(f"coverage {graph.coverage:.0%}: no cost model for {names}; they are charged memory traffic "
+                   "and launch overhead only")
+    elif graph.unknown_targets:
+        names = ", ".join(sorted(graph.unknown_targets))
+        out.append(f"ops without a cost model (charged memory traffic only): {names}")
+    if not fits:
+        out.append(f"does not fit: needs {peak_bytes / 2**30:.1f} GiB, {device.name} has "
+                   f"{device.memory_bytes / 2**30:.1f} GiB")
+    return tuple(out)
+
+
+def _notes(graph: OpGraph, device: Device, predictor: str, price: float | None) -> tuple[str, ...]:
+    notes = list(graph.notes)
+    if predictor == "analytical":
+        notes.append("analytical estimate: per-op roofline without fusion, not calibrated against measurements; "
+                     "the interval is a heuristic band")
+    if graph.subgraphs > 1:
+        notes.append(f"{graph.subgraphs} subgraphs (graph breaks) summed; time between them is not modelled")
+    if device.measured:
+        notes.append(f"measured ceilings used for: {', '.join(sorted(device.measured))}")
+    if price is None:
+        notes.append(f"no price known for {device.name}: cost shown as 0; pass price_usd_per_hour")
+    return tuple(notes)

@@ -1,0 +1,207 @@
+"""The ``perfpredict`` torch.compile backend: observe the graph, predict, and hand the graph on unchanged.
+
+``torch.compile(model, backend="perfpredict", options={...})`` finds this function through the
+``torch_dynamo_backends`` entry point, so no import is needed. Options:
+
+- ``device`` (default "H100-SXM"), ``predictor`` ("analytical"), ``phase`` ("inference" or "training"),
+  ``optimizer`` ("adamw"), ``tf32`` (False), ``max_latency_ms`` / ``min_throughput_per_s`` (MIG targets);
+- ``report``: a path (.json, .html, .txt) or a callable that receives each PerfReport;
+- ``inner``: "eager" (default) or "inductor", the backend that really compiles the graph;
+- ``strict``: raise perfpredict's own errors instead of warning once and falling back.
+
+Graph breaks: all subgraphs compiled during one call of the compiled function add up into one report, which is
+re-delivered as each subgraph arrives (so after the first call it covers the whole function).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfpredict.errors import InvalidInputError, PerfPredictError
+
+logger = logging.getLogger(__name__)
+logger.addHandler(logging.NullHandler())
+
+DEFAULT_DEVICE = "H100-SXM"
+_KNOWN_OPTIONS = {"device", "predictor", "phase", "optimizer", "tf32", "max_latency_ms", "min_throughput_per_s",
+                  "report", "inner", "strict", "model_name", "grid_g_per_kwh", "workload_calls", "top_ops"}
+_WARNED: set[str] = set()
+
+
+@dataclass
+class BackendOptions:
+    device: str = DEFAULT_DEVICE
+    predictor: str = "analytical"
+    phase: str = "inference"
+    optimizer: str = "adamw"
+    tf32: bool = False
+    max_latency_ms: float | None = None
+    min_throughput_per_s: float | None = None
+    report: Any = None
+    inner: str = "eager"
+    strict: bool = False
+    model_name: str = ""
+    grid_g_per_kwh: float | None = None
+    workload_calls: int | None = None
+    top_ops: int = 25
+
+    @classmethod
+    def parse(cls, options: dict[str, Any] | None) -> BackendOptions:
+        options = dict(options or {})
+        unknown = sorted(set(options) - _KNOWN_OPTIONS)
+        opts = cls(**{k: v for k, v in options.items() if k in _KNOWN_OPTIONS})
+        if unknown:
+            raise InvalidInputError(f"unknown perfpredict option(s) {unknown!r}; valid: {sorted(_KNOWN_OPTIONS)}")
+        if opts.inner not in ("eager", "inductor"):
+            raise InvalidInputError(f"option inner={opts.inner!r} is not 'eager' or 'inductor'")
+        return opts
+
+
+@dataclass
+class _Session:
+    """The subgraphs compiled during one top-level call of a compiled function."""
+
+    frame: Any
+    graphs: list = field(default_factory=list)
+
+
+_CURRENT: list[_Session] = []
+
+
+def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, Any] | None = None,
+                        **_: Any) -> Any:
+    """A torch.compile backend: predict performance of ``gm``, then compile it with the inner backend."""
+    strict = bool((options or {}).get("strict", False))
+    try:
+        opts = BackendOptions.parse(options)
+    except PerfPredictError as err:
+        if strict:
+            raise
+        _warn_once(err)
+        return gm.forward
+    if opts.phase == "training":
+        return _training(gm, example_inputs, opts)
+    try:
+        from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
+
+        _observe(graph_from_fx(gm, example_inputs, name=opts.model_name), opts)
+    except Exception as err:  # noqa: BLE001 - the hook must never break the user's compile
+        if opts.strict:
+            raise
+        _warn_once(err)
+    return _inner(gm, example_inputs, opts)
+
+
+def _observe(graph: Any, opts: BackendOptions) -> None:
+    """Add one subgraph to its session, re-predict the session's whole graph, and deliver the report."""
+    from perfpredict.api import report_for_graph
+    from perfpredict.delivery import deliver
+    from perfpredict.graph import merge_graphs
+
+    session = _session()
+    session.graphs.append(graph)
+    merged = merge_graphs(session.graphs, name=opts.model_name)
+    report = report_for_graph(
+        merged, device=opts.device, phase=opts.phase, predictor=opts.predictor, optimizer=opts.optimizer,
+        tf32=opts.tf32, max_latency_ms=opts.max_latency_ms, min_throughput_per_s=opts.min_throughput_per_s,
+        grid_g_per_kwh=opts.grid_g_per_kwh, workload_calls=opts.workload_calls, top_ops=opts.top_ops)
+    deliver(report, opts.report)
+
+
+def _session() -> _Session:
+    """The session of the outermost dynamo-wrapped call on the stack; a new one when that call changed."""
+    frame = _outermost_dynamo_frame()
+    if frame is not None and _CURRENT and _CURRENT[0].frame is frame:
+        return _CURRENT[0]
+    _CURRENT[:] = [_Session(frame)]
+    return _CURRENT[0]
+
+
+def _outermost_dynamo_frame() -> Any:
+    """Dynamo runs every subgraph of one compiled call inside the same wrapper frame of eval_frame.py."""
+    suffix = os.path.join("_dynamo", "eval_frame.py")
+    found = None
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in ("compile_wrapper", "_fn") and code.co_filename.endswith(suffix):
+            found = frame
+        frame = frame.f_back
+    return found
+
+
+def _inner(gm: Any, example_inputs: list[Any], opts: BackendOptions) -> Any:
+    if opts.inner == "inductor":
+        from torch._inductor.compile_fx import compile_fx
+
+        return compile_fx(gm, example_inputs)
+    return gm.forward
+
+
+def _training(gm: Any, example_inputs: list[Any], opts: BackendOptions, on_graph: Any = None) -> Any:
+    """Trace forward + backward with AOTAutograd, featurize the joint graph, and run it as the inner backend.
+
+    ``on_graph`` receives the training OpGraph (default: add it to the current session and deliver a report).
+    """
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import default_partition
+
+    state = {"seen": False}
+
+    def observe(graph_fn: Any) -> None:
+        try:
+            graph = graph_fn()
+            on_graph(graph) if on_graph is not None else _observe(graph, opts)
+        except Exception as err:  # noqa: BLE001 - never break the user's compile
+            if opts.strict:
+                raise
+            _warn_once(err)
+
+    def partition(joint_module: Any, joint_inputs: Any, **kwargs: Any) -> Any:
+        from perfpredict.compiler_hooks.aot_frontend import graph_from_joint
+
+        state["seen"] = True
+        observe(lambda: graph_from_joint(joint_module, gm, example_inputs, name=opts.model_name))
+        return default_partition(joint_module, joint_inputs, **kwargs)
+
+    def forward_compiler(fw_module: Any, fw_inputs: Any) -> Any:
+        if not state["seen"]:  # nothing requires grad: AOT traced a forward-only graph
+            from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
+
+            state["seen"] = True
+            observe(lambda: graph_from_fx(fw_module, None, phase="training", name=opts.model_name).with_run(
+                notes=("no input or parameter requires grad: the training step is forward-only",)))
+        return make_boxed_func(fw_module.forward)
+
+    if opts.inner == "inductor":
+        try:  # featurize with our own AOT trace, then let inductor compile the original graph
+            aot_autograd(fw_compiler=forward_compiler, bw_compiler=lambda m, _: make_boxed_func(m.forward),
+                         partition_fn=partition)(gm, example_inputs)
+        except Exception as err:  # noqa: BLE001
+            if opts.strict:
+                raise
+            _warn_once(err)
+        return _inner(gm, example_inputs, opts)
+    try:
+        return aot_autograd(fw_compiler=forward_compiler, bw_compiler=lambda m, _: make_boxed_func(m.forward),
+                            partition_fn=partition)(gm, example_inputs)
+    except Exception as err:  # noqa: BLE001 - AOT could not trace it; eager still runs it
+        if opts.strict:
+            raise
+        _warn_once(err)
+        return gm.forward
+
+
+def _warn_once(err: BaseException) -> None:
+    message = (f"perfpredict could not predict this graph ({type(err).__name__}: {err}); the model runs unchanged. "
+               "Pass options={'strict': True} to raise instead.")
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+    logger.debug("perfpredict backend failure", exc_info=err)

@@ -1,0 +1,47 @@
+"""Where a finished report goes: ``last_report()``, a user callback or file, and one log line.
+
+Every frontend (the torch.compile backend, the Relax pass, the CLI's API calls) delivers through here, so the
+three channels behave the same everywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Union
+
+from perfpredict.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from perfpredict.report import PerfReport
+
+logger = logging.getLogger(__name__)
+logger.addHandler(logging.NullHandler())
+
+ReportTarget = Union[str, "os.PathLike[str]", Callable[["PerfReport"], object], None]
+_LAST: list[PerfReport] = []
+
+
+def last_report() -> PerfReport | None:
+    """The most recent report any frontend produced in this process (None before the first one)."""
+    return _LAST[-1] if _LAST else None
+
+
+def deliver(report: PerfReport, target: ReportTarget = None) -> None:
+    """Record ``report`` as the last one, hand it to ``target`` (callable or path), and log one line."""
+    _LAST[:] = [report]
+    if callable(target):
+        target(report)
+    elif target is not None:
+        if not isinstance(target, (str, os.PathLike)):
+            raise InvalidInputError(
+                f"report target {target!r} is neither a path nor a callable; pass e.g. 'report.html' or print")
+        from perfpredict.render_html import write_report
+
+        write_report(report, target)
+    logger.info(
+        "perfpredict: %s on %s (%s, batch %d): %.3f ms [%.3f, %.3f], peak memory %.2f GiB, %s predictor",
+        report.model_name or "model", report.device, report.phase, report.batch_size, report.latency_ms.value,
+        report.latency_ms.low, report.latency_ms.high, report.peak_memory_bytes.value / 2**30, report.predictor,
+    )

@@ -1,0 +1,181 @@
+"""The analytical roofline predictor: per-op max(compute time, memory time) plus a launch overhead.
+
+Each op runs as its own kernel (no fusion): time = max(FLOPs / attainable FLOP/s, bytes / attainable bandwidth)
++ launch overhead. Views launch nothing. Attainable = datasheet peak x a typical achieved fraction (below), or
+the measured ceiling itself when a roofline run exists for the device. Energy integrates a power model that
+moves between idle and TDP with each op's utilisation of its binding ceiling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from perfpredict import ops
+from perfpredict.predictors.base import PredictorOutput, RunConfig
+from perfpredict.predictors.cost_arrays import CostArrays
+from perfpredict.predictors.memory_model import activation_peak, free_steps, memory_terms
+from perfpredict.predictors.registry import register_predictor
+from perfpredict.report import OpContribution, Prediction
+
+if TYPE_CHECKING:
+    from perfpredict.devices import Device
+    from perfpredict.graph import OpGraph, OpNode
+
+NAME = "analytical"
+VERSION = "1"
+
+# Achieved fractions of datasheet peaks, from the sanity bands in the roofline references (gpus.md): cuBLAS
+# reaches about 75-87% of dense tensor-core peak, stream kernels 88-95% of HBM, FMA-bound code most of the
+# FP32 vector peak. CPU eager kernels reach far less of a theoretical AVX peak. Measured ceilings replace these.
+ACHIEVED_FRACTION = {
+    "gpu": {"tensor": 0.80, "vector": 0.85, "memory": 0.90},
+    "cpu": {"tensor": 0.50, "vector": 0.50, "memory": 0.70},
+}
+# The interval is a heuristic band, not a calibrated confidence interval: the low end is the pure roofline at
+# 100% of peak; the high end allows for what the model ignores (kernel selection, wave quantisation, small-op
+# inefficiency). Learned predictors replace it with intervals fitted to measurements.
+HIGH_FACTOR = 1.6
+ENERGY_BAND = 0.3  # +-30% on energy and power: the power model is not calibrated per device
+# Share of TDP drawn when memory-bound at full bandwidth, relative to compute-bound at full FLOP rate.
+MEMORY_POWER_WEIGHT = 0.7
+
+
+def _uses_tensor_cores(node: OpNode, device: Device, config: RunConfig) -> bool:
+    if node.op not in ops.TENSOR_CORE_OPS or device.kind != "gpu":
+        return False
+    dtype = node.outputs[0].dtype if node.outputs else "float32"
+    return dtype != "float32" or config.tf32
+
+
+def _attainable(device: Device, key: str, kind: str) -> float:
+    """Attainable rate for a peak key ("bf16_tensor", "fp32", ...) or "memory": measured, else a fraction."""
+    measured = device.measured
+    if key == "memory":
+        peak = device.memory_bandwidth_bytes_per_s
+        is_measured = "memory_bandwidth_bytes_per_s" in measured
+        fraction = ACHIEVED_FRACTION[device.kind]["memory"]
+    else:
+        peak = device.peak_flops_per_s.get(key, 0.0)
+        is_measured = key in measured or f"peak_flops_per_s.{key}" in measured
+        fraction = ACHIEVED_FRACTION[device.kind][kind]
+    return peak if is_measured else peak * fraction
+
+
+def _node_rates(graph: OpGraph, device: Device, config: RunConfig, ideal: bool) -> np.ndarray:
+    """FLOP/s each node can attain: its dtype's tensor-core or vector rate (datasheet peak when ``ideal``)."""
+    rates = np.empty(len(graph.nodes))
+    for i, node in enumerate(graph.nodes):
+        peak, key = device.peak_flops(node.outputs[0].dtype if node.outputs else graph.dtype,
+                                      _uses_tensor_cores(node, device, config))
+        rates[i] = peak if ideal else _attainable(device, key, "tensor" if key.endswith("_tensor") else "vector")
+    return rates
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Times per node and config ([nodes, configs]) and per-config totals, all in SI units."""
+
+    node_s: np.ndarray
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    optimizer_s: np.ndarray
+    latency_s: np.ndarray
+    ideal_latency_s: np.ndarray
+    activations_bytes: np.ndarray
+    power_w: np.ndarray
+
+
+class AnalyticalPredictor:
+    name = NAME
+    version = VERSION
+
+    def evaluate(self, arrays: CostArrays, device: Device, config: RunConfig, batches: np.ndarray) -> Evaluation:
+        graph = arrays.graph
+        flops, moved, out_bytes, input_bytes = arrays.at(batches)
+        views = np.array([n.is_view for n in graph.nodes], dtype=bool)[:, None]
+        launch = np.where(views, 0.0, device.launch_overhead_s)
+        compute = np.where(views, 0.0, flops / _node_rates(graph, device, config, ideal=False)[:, None])
+        memory = np.where(views, 0.0, moved / _attainable(device, "memory", "memory"))
+        node_s = np.maximum(compute, memory) + launch
+        ideal = np.maximum(flops / _node_rates(graph, device, config, ideal=True)[:, None],
+                           moved / device.memory_bandwidth_bytes_per_s)
+        ideal_s = np.where(views, 0.0, ideal + launch).sum(axis=0)
+        optimizer_s = np.full(len(batches), _optimizer_step_s(graph, device, config))
+        latency = node_s.sum(axis=0) + optimizer_s
+        activations = activation_peak(out_bytes, free_steps(graph)) + input_bytes
+        busy = np.maximum(compute, MEMORY_POWER_WEIGHT * memory).sum(axis=0) + MEMORY_POWER_WEIGHT * optimizer_s
+        utilisation = np.clip(busy / np.maximum(latency, 1e-30), 0.0, 1.0)
+        power = device.idle_power_w + (device.tdp_w - device.idle_power_w) * utilisation
+        return Evaluation(node_s, compute, memory, optimizer_s, latency, np.minimum(ideal_s, latency),
+                          activations, power)
+
+    def latency_s(self, graph: OpGraph, device: Device, config: RunConfig) -> float:
+        arrays = CostArrays.from_graph(graph)
+        return float(self.evaluate(arrays, device, config, np.array([graph.batch_size])).latency_s[0])
+
+    def predict(self, graph: OpGraph, device: Device, config: RunConfig) -> PredictorOutput:
+        ev = self.evaluate(CostArrays.from_graph(graph), device, config, np.array([graph.batch_size]))
+        latency_s, power_w = float(ev.latency_s[0]), float(ev.power_w[0])
+        memory = memory_terms(graph, device, config, float(ev.activations_bytes[0]))
+        energy_j = power_w * latency_s
+        return PredictorOutput(
+            latency_ms=Prediction(latency_s * 1e3, "ms", float(ev.ideal_latency_s[0]) * 1e3,
+                                  latency_s * HIGH_FACTOR * 1e3, NAME, VERSION),
+            # NB: the memory model is structural (sizes are exact); the band covers allocator rounding and
+            # workspace (cuBLAS, cuDNN) that the graph does not show.
+            peak_memory_bytes=Prediction(float(memory.total_bytes), "bytes", memory.total_bytes * 0.9,
+                                         memory.total_bytes * 1.25, NAME, VERSION),
+            memory=memory,
+            energy_j=Prediction(energy_j, "J", energy_j * (1 - ENERGY_BAND), energy_j * HIGH_FACTOR, NAME, VERSION),
+            avg_power_w=Prediction(power_w, "W", power_w * (1 - ENERGY_BAND),
+                                   max(power_w, min(device.tdp_w, power_w * (1 + ENERGY_BAND))), NAME, VERSION),
+            per_op=_contributions(graph, ev, latency_s, config),
+        )
+
+
+def _optimizer_step_s(graph: OpGraph, device: Device, config: RunConfig) -> float:
+    """An optimizer step is memory-bound: read parameter, gradient and states, write parameter and states."""
+    if config.phase != "training" or config.optimizer == "none":
+        return 0.0
+    # NB: a foreach/fused implementation launches a handful of kernels, not one per parameter.
+    return (_optimizer_bytes(graph, config) / _attainable(device, "memory", "memory")
+            + 4 * device.launch_overhead_s)
+
+
+def _optimizer_bytes(graph: OpGraph, config: RunConfig) -> int:
+    return graph.trainable_param_bytes * (3 + 2 * config.optimizer_states)
+
+
+def _contributions(graph: OpGraph, ev: Evaluation, latency_s: float,
+                   config: RunConfig) -> tuple[OpContribution, ...]:
+    rows = []
+    for i, node in enumerate(graph.nodes):
+        t, compute_s, memory_s = float(ev.node_s[i, 0]), float(ev.compute_s[i, 0]), float(ev.memory_s[i, 0])
+        if t <= 0:
+            continue
+        moved = node.bytes_read + node.bytes_written
+        work_s = max(compute_s, memory_s)
+        bound = "overhead" if t - work_s > work_s else ("compute" if compute_s >= memory_s else "memory")
+        rows.append(OpContribution(
+            name=node.name, op=node.op, target=node.target, module_path=node.module_path, time_ms=t * 1e3,
+            share=t / latency_s if latency_s else 0.0, bound=bound, flops=node.flops, bytes_moved=moved,
+            arithmetic_intensity_flop_per_byte=node.flops / moved if moved else 0.0,
+        ))
+    optimizer_s = float(ev.optimizer_s[0])
+    if optimizer_s > 0:
+        rows.append(OpContribution(
+            name="optimizer_step", op=ops.OPTIMIZER, target=config.optimizer, module_path="",
+            time_ms=optimizer_s * 1e3, share=optimizer_s / latency_s, bound="memory",
+            flops=10 * graph.trainable_param_count, bytes_moved=_optimizer_bytes(graph, config),
+            arithmetic_intensity_flop_per_byte=0.0,
+        ))
+    rows.sort(key=lambda r: r.time_ms, reverse=True)
+    return tuple(rows[: config.top_ops])
+
+
+@register_predictor(NAME)
+def _make() -> AnalyticalPredictor:
+    return AnalyticalPredictor()

@@ -1,0 +1,64 @@
+"""An OpGraph as numpy arrays whose sizes are linear in the batch size, for fast many-config prediction.
+
+Every per-node quantity (FLOPs, bytes moved, output bytes) of a model at fixed sequence length is affine in the
+batch: q(b) = q0 + q1 * b (parameters give the constant part, activations the slope). Two captures at two batch
+sizes fix both coefficients exactly; one capture gives slope 0. Predictors evaluate a whole column of batch
+sizes at once, which is what makes ``predict_many`` fast, and the single-config path is the same code with one
+column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfpredict import ops
+from perfpredict.errors import FrontendError
+from perfpredict.graph import OpGraph
+
+
+@dataclass(frozen=True)
+class CostArrays:
+    graph: OpGraph  # the structure (ops, dtypes, edges) and the reference batch
+    flops: tuple[np.ndarray, np.ndarray]  # (intercept, slope per sample), one entry per node
+    bytes_moved: tuple[np.ndarray, np.ndarray]
+    output_bytes: tuple[np.ndarray, np.ndarray]
+    input_bytes: tuple[float, float]
+
+    @classmethod
+    def from_graph(cls, graph: OpGraph) -> CostArrays:
+        zero = np.zeros(len(graph.nodes))
+        flops, moved, out = _node_columns(graph)
+        return cls(graph, (flops, zero), (moved, zero), (out, zero), (float(graph.input_bytes), 0.0))
+
+    @classmethod
+    def fit(cls, a: OpGraph, b: OpGraph) -> CostArrays:
+        """Affine coefficients from the same model captured at two batch sizes."""
+        if [n.op for n in a.nodes] != [n.op for n in b.nodes] or a.batch_size == b.batch_size:
+            raise FrontendError(
+                f"the graph changes structure between batch {a.batch_size} and {b.batch_size}; "
+                "predict each batch size with perfpredict.predict instead")
+        span = float(b.batch_size - a.batch_size)
+        ca, cb = _node_columns(a), _node_columns(b)
+        pairs = [((x * b.batch_size - y * a.batch_size) / span, (y - x) / span) for x, y in zip(ca, cb)]
+        slope_in = (b.input_bytes - a.input_bytes) / span
+        return cls(a, pairs[0], pairs[1], pairs[2], (a.input_bytes - slope_in * a.batch_size, slope_in))
+
+    def at(self, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(flops, bytes moved, output bytes) as [nodes, configs] matrices, and input bytes per config."""
+        b = np.asarray(batches, dtype=float)[None, :]
+        f = self.flops[0][:, None] + self.flops[1][:, None] * b
+        m = self.bytes_moved[0][:, None] + self.bytes_moved[1][:, None] * b
+        o = self.output_bytes[0][:, None] + self.output_bytes[1][:, None] * b
+        return f, m, o, self.input_bytes[0] + self.input_bytes[1] * b[0]
+
+
+def _node_columns(graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    nodes = graph.nodes
+    flops = np.array([n.flops for n in nodes], dtype=float)
+    moved = np.array([n.bytes_read + n.bytes_written for n in nodes], dtype=float)
+    # Views share storage and parameter gradients are counted in their own memory term.
+    out = np.array([0 if (n.op in ops.VIEW_OPS or i in graph.grad_outputs) else n.output_bytes
+                    for i, n in enumerate(nodes)], dtype=float)
+    return flops, moved, out

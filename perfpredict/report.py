@@ -1,0 +1,174 @@
+"""Prediction and PerfReport: what every predictor returns and every renderer shows.
+
+Names carry units. A :class:`PerfReport` is plain data: renderers (``render_text``, ``render_html``) never compute,
+and :meth:`PerfReport.to_dict` gives the JSON form with a schema version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+REPORT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One predicted quantity with an interval. ``ood`` is the distance from the predictor's data (None: n/a)."""
+
+    value: float
+    unit: str
+    low: float
+    high: float
+    predictor: str
+    predictor_version: str = "1"
+    ood: float | None = None
+
+    def scaled(self, factor: float, unit: str | None = None) -> Prediction:
+        """The same prediction times a positive factor (an interval stays an interval)."""
+        lo, hi = sorted((self.low * factor, self.high * factor))
+        return dataclasses.replace(self, value=self.value * factor, low=lo, high=hi, unit=unit or self.unit)
+
+
+@dataclass(frozen=True)
+class OpContribution:
+    """One op's share of the predicted time, with the roofline bound that limits it."""
+
+    name: str
+    op: str
+    target: str
+    module_path: str
+    time_ms: float
+    share: float
+    bound: str  # "compute", "memory" or "overhead" (launch-bound)
+    flops: int
+    bytes_moved: int
+    arithmetic_intensity_flop_per_byte: float
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Peak memory, term by term. ``total_bytes`` is their sum."""
+
+    params_bytes: int
+    gradients_bytes: int
+    optimizer_state_bytes: int
+    activations_peak_bytes: int
+    runtime_overhead_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return (self.params_bytes + self.gradients_bytes + self.optimizer_state_bytes
+                + self.activations_peak_bytes + self.runtime_overhead_bytes)
+
+
+@dataclass(frozen=True)
+class MigOption:
+    """One MIG profile for the model: does it fit, how fast would it run, how many fit on one GPU."""
+
+    profile: str
+    memory_bytes: int
+    sm_count: int
+    fits: bool
+    latency_ms: float | None
+    throughput_per_s: float | None
+    instances_per_gpu: int
+    meets_targets: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class MigAdvice:
+    """MIG advice for one device: every profile, and the smallest one that fits and meets the targets."""
+
+    device: str
+    options: tuple[MigOption, ...]
+    recommended: str | None
+    reason: str
+    max_latency_ms: float | None = None
+    min_throughput_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class GraphSummary:
+    nodes: int
+    edges: int
+    subgraphs: int
+    total_flops: int
+    total_bytes: int
+    param_count: int
+    source: str
+
+
+@dataclass(frozen=True)
+class PerfReport:
+    """Everything perfpredict predicts for one model on one device and run config.
+
+    ``latency_ms`` is one call: a forward pass (inference) or forward + backward + optimizer step (training).
+    ``energy_j`` is per call. ``carbon_g`` and ``cost_usd`` are for ``workload`` (``workload_calls`` calls).
+    """
+
+    model_name: str
+    device: str
+    phase: str
+    batch_size: int
+    seq_len: int | None
+    dtype: str
+    latency_ms: Prediction
+    throughput_per_s: Prediction
+    peak_memory_bytes: Prediction
+    memory: MemoryBreakdown
+    fits_in_memory: bool
+    device_memory_bytes: int
+    energy_j: Prediction
+    energy_per_sample_j: Prediction
+    avg_power_w: Prediction
+    carbon_g: Prediction
+    grid_intensity_g_per_kwh: float
+    cost_usd: Prediction
+    price_usd_per_hour: float | None
+    workload: str
+    workload_calls: int
+    per_op: tuple[OpContribution, ...]
+    coverage: float
+    graph: GraphSummary
+    mig: MigAdvice | None = None
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    device_source: str = "datasheet"
+    schema_version: int = field(default=REPORT_SCHEMA_VERSION)
+
+    @property
+    def predictor(self) -> str:
+        return self.latency_ms.predictor
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PerfReport:
+        """Rebuild a report from :meth:`to_dict` output (a JSON file written by ``--json`` or ``report=path``)."""
+        d = dict(data)
+        for key in ("latency_ms", "throughput_per_s", "peak_memory_bytes", "energy_j", "energy_per_sample_j",
+                    "avg_power_w", "carbon_g", "cost_usd"):
+            d[key] = Prediction(**d[key])
+        d["memory"] = MemoryBreakdown(**d["memory"])
+        d["graph"] = GraphSummary(**d["graph"])
+        d["per_op"] = tuple(OpContribution(**o) for o in d["per_op"])
+        if d.get("mig"):
+            mig = dict(d["mig"])
+            mig["options"] = tuple(MigOption(**o) for o in mig["options"])
+            d["mig"] = MigAdvice(**mig)
+        d["warnings"] = tuple(d.get("warnings", ()))
+        d["notes"] = tuple(d.get("notes", ()))
+        return cls(**d)
+
+    def __str__(self) -> str:
+        from perfpredict.render_text import render_text
+
+        return render_text(self)
