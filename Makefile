@@ -1,0 +1,39 @@
+# The README's two commands. Both create (or reuse) the virtual environment .venv/ in the repository root.
+#   make demo   install perfpredict and predict BERT-base and ResNet-50 on H100 and A100 (no GPU needed)
+#   make test   install the test extras and run the test suite (CPU only)
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# torch 2.13.0 is pinned so a CPU-only machine gets the CPU build that lies on its disk; override on a GPU host
+# (make TORCH_SPEC="torch==2.13.0 --index-url ...").
+TORCH_SPEC ?= torch==2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: demo test install install-dev clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PY) -m pip install -q $(TORCH_SPEC)
+	$(PY) -m pip install -q -e ".[hf]"
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+demo: install
+	$(VENV)/bin/perfpredict demo
+
+test: install-dev
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

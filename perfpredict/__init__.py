@@ -1,0 +1,52 @@
+"""perfpredict: predict a model's latency, memory, energy, carbon, cost and MIG fit at compile time.
+
+``import perfpredict`` stays light: torch and every optional dependency load only when a function needs them.
+
+    >>> model = torch.compile(model, backend="perfpredict", options={"device": "H100-SXM"})
+    >>> model(x); print(perfpredict.last_report())
+    >>> perfpredict.predict(model, (x,), device="A100-40GB-SXM", phase="training")
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# Public name -> module that defines it; resolved on first access (PEP 562).
+_LAZY = {
+    "predict": "perfpredict.api",
+    "predict_many": "perfpredict.api",
+    "featurize": "perfpredict.api",
+    "report_for_graph": "perfpredict.api",
+    "ManyPrediction": "perfpredict.api",
+    "last_report": "perfpredict.delivery",
+    "PerfReport": "perfpredict.report",
+    "Prediction": "perfpredict.report",
+    "OpGraph": "perfpredict.graph",
+    "OpNode": "perfpredict.graph",
+    "Device": "perfpredict.devices",
+    "get_device": "perfpredict.devices",
+    "list_devices": "perfpredict.devices",
+    "load_device_file": "perfpredict.devices",
+    "register_predictor": "perfpredict.predictors.registry",
+    "get_predictor": "perfpredict.predictors.registry",
+    "list_predictors": "perfpredict.predictors.registry",
+    "PerfPredictError": "perfpredict.errors",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'perfpredict' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

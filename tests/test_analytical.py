@@ -1,0 +1,102 @@
+"""The analytical predictor's arithmetic on hand-built graphs, and predict_many's batch scaling."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from perfpredict import ops
+from perfpredict.devices import get_device
+from perfpredict.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.predictors.analytical import ACHIEVED_FRACTION, AnalyticalPredictor
+from perfpredict.predictors.base import RunConfig
+from perfpredict.predictors.memory_model import activation_peak, free_steps
+
+
+def _matmul_graph(m: int, k: int, n: int, dtype: str = "bfloat16") -> OpGraph:
+    size = ops.DTYPE_BYTES[dtype]
+    node = OpNode("mm", ops.MATMUL, "mm", (TensorMeta((m, k), dtype), TensorMeta((k, n), dtype)),
+                  (TensorMeta((m, n), dtype),), flops=ops.matmul_flops((m, k), (k, n)),
+                  bytes_read=(m * k + k * n) * size, bytes_written=m * n * size, params=k * n)
+    return OpGraph((node,), (), batch_size=m, dtype=dtype, param_count=k * n, param_bytes=k * n * size)
+
+
+def test_large_bf16_matmul_is_compute_bound_on_tensor_cores():
+    device = get_device("H100-SXM")
+    graph = _matmul_graph(8192, 8192, 8192)
+    out = AnalyticalPredictor().predict(graph, device, RunConfig())
+    # 2*8192^3 = 1.0995e12 FLOPs at 80% of the dense BF16 tensor peak, plus one launch
+    expected_s = 2 * 8192**3 / (device.peak_flops_per_s["bf16_tensor"] * ACHIEVED_FRACTION["gpu"]["tensor"])
+    assert out.latency_ms.value == pytest.approx((expected_s + device.launch_overhead_s) * 1e3, rel=1e-9)
+    assert out.per_op[0].bound == "compute"
+    assert out.latency_ms.low < out.latency_ms.value < out.latency_ms.high
+
+
+def test_fp32_matmul_uses_vector_peak_unless_tf32():
+    device = get_device("A100-40GB")
+    graph = _matmul_graph(4096, 4096, 4096, "float32")
+    plain = AnalyticalPredictor().latency_s(graph, device, RunConfig())
+    tf32 = AnalyticalPredictor().latency_s(graph, device, RunConfig(tf32=True))
+    # A100: 19.5 TF FP32 vs 156 TF TF32 (both derated by different fractions): TF32 is ~7x faster
+    assert 5 < plain / tf32 < 10
+
+
+def test_vector_times_matrix_is_memory_bound():
+    device = get_device("H100-SXM")
+    out = AnalyticalPredictor().predict(_matmul_graph(1, 8192, 8192), device, RunConfig())
+    assert out.per_op[0].bound == "memory"
+    # reads 8192*8192*2 bytes of weight (+ the tiny vector) at 90% of 3.35 TB/s
+    moved = (8192 + 8192 * 8192 + 8192) * 2
+    expected_s = moved / (device.memory_bandwidth_bytes_per_s * ACHIEVED_FRACTION["gpu"]["memory"])
+    assert out.latency_ms.value == pytest.approx((expected_s + device.launch_overhead_s) * 1e3, rel=1e-9)
+
+
+def test_measured_bandwidth_replaces_derated_datasheet():
+    device = get_device("H100-SXM")
+    measured = dataclasses.replace(device, memory_bandwidth_bytes_per_s=3.0e12,
+                                   measured=frozenset({"memory_bandwidth_bytes_per_s"}))
+    graph = _matmul_graph(1, 8192, 8192)
+    t_measured = AnalyticalPredictor().latency_s(graph, measured, RunConfig()) - device.launch_overhead_s
+    assert t_measured == pytest.approx((8192 + 8192 * 8192 + 8192) * 2 / 3.0e12, rel=1e-9)
+
+
+def _chain(sizes: list[int]) -> OpGraph:
+    """a -> b -> c ...: each node consumes the previous one's output."""
+    nodes = tuple(OpNode(f"n{i}", ops.ELEMENTWISE, "relu", outputs=(TensorMeta((s,), "uint8"),))
+                  for i, s in enumerate(sizes))
+    edges = tuple((i, i + 1) for i in range(len(sizes) - 1))
+    return OpGraph(nodes, edges, keep_alive=frozenset({len(sizes) - 1}))
+
+
+def test_liveness_peak_of_a_chain_is_the_largest_adjacent_pair():
+    graph = _chain([10, 100, 1000, 1])
+    sizes = np.array([[10.0], [100.0], [1000.0], [1.0]])
+    # live after each allocation: 10; 10+100; 100+1000 (10 freed); 1000+1 -> peak 1100
+    assert activation_peak(sizes, free_steps(graph))[0] == 1100
+
+
+def test_liveness_keeps_a_skip_connection_alive():
+    # n0 feeds n1 and n3 (a residual): n0's 500 bytes stay live through n1 and n2
+    nodes = tuple(OpNode(f"n{i}", ops.ELEMENTWISE, "add", outputs=(TensorMeta((s,), "uint8"),))
+                  for i, s in enumerate([500, 10, 10, 10]))
+    graph = OpGraph(nodes, ((0, 1), (1, 2), (2, 3), (0, 3)), keep_alive=frozenset({3}))
+    sizes = np.array([[500.0], [10.0], [10.0], [10.0]])
+    # at n3: 500 (n0) + 10 (n2) + 10 (n3) = 520; n1 was freed after n2
+    assert activation_peak(sizes, free_steps(graph))[0] == 520
+
+
+def test_predict_many_is_exact_at_other_batch_sizes():
+    import torch
+
+    import perfpredict
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).eval()
+    many = perfpredict.predict_many(model, (torch.randn(4, 64),),
+                                    [{"device": "H100-SXM", "batch_size": b} for b in (1, 4, 37)])
+    for result in many:
+        single = perfpredict.predict(model, (torch.randn(result.batch_size, 64),), device="H100-SXM")
+        assert result.latency_ms == pytest.approx(single.latency_ms.value, rel=1e-9)
+        assert result.peak_memory_bytes == pytest.approx(single.peak_memory_bytes.value, rel=1e-9)
+        assert result.energy_j == pytest.approx(single.energy_j.value, rel=1e-9)
