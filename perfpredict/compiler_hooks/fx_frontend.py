@@ -172,9 +172,11 @@ def _bytes(kind: str, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta
     if kind == ops.VIEW:
         return 0, 0
     written = sum(t.nbytes for t in outputs)
-    if kind == ops.EMBEDDING and len(arg_metas) > 1 and arg_metas[1] is not None:
-        # A lookup reads only the rows it gathers (about the output's size) plus the indices.
-        return written + arg_metas[1].nbytes, written
+    if kind == ops.EMBEDDING:
+        # A lookup reads only the rows it gathers (about the output's size) plus the indices, which are the
+        # integer argument (first in F.embedding, second in aten.embedding).
+        indices = [m for m in arg_metas if m is not None and not m.dtype.startswith(("float", "bfloat"))]
+        return written + sum(m.nbytes for m in indices[:1]), written
     if kind == ops.CREATION:
         return 0, written
     return sum(t.nbytes for t in inputs), written

@@ -28,7 +28,7 @@ _NORM = {"layer_norm", "native_layer_norm", "native_layer_norm_backward", "batch
          "native_batch_norm_backward", "group_norm", "native_group_norm", "native_group_norm_backward",
          "instance_norm", "rms_norm", "_fused_rms_norm", "_fused_rms_norm_backward", "normalize",
          "local_response_norm", "_batch_norm_with_update", "batch_norm_backward", "cudnn_batch_norm"}
-_SOFTMAX = {"softmax", "log_softmax", "_softmax", "_log_softmax", "_softmax_backward_data",
+_SOFTMAX = {"softmax", "log_softmax", "_safe_softmax", "_softmax", "_log_softmax", "_softmax_backward_data",
             "_log_softmax_backward_data", "softmin"}
 _REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "var", "std", "var_mean",
               "norm", "logsumexp", "cumsum", "cumprod", "all", "any", "count_nonzero", "topk", "sort",
@@ -93,7 +93,7 @@ _ELEMENTWISE_ALIASES = {
     "pos": "neg", "mul_scalar": "mul", "softshrink": "relu", "hardshrink": "relu", "tanhshrink": "tanh",
     "logit": "log", "xlogy": "log", "sinh": "exp", "cosh": "exp", "asinh": "exp", "acosh": "exp",
     "digamma": "exp", "lgamma": "exp", "polar": "exp", "angle": "exp", "copysign": "abs", "heaviside": "where",
-    "sub_": "sub", "lshift": "mul", "rshift": "mul", "le_": "where", "scaled_dot_product_bias": "add",
+    "sub_": "sub", "diff": "sub", "lshift": "mul", "rshift": "mul", "le_": "where", "scaled_dot_product_bias": "add",
 }
 
 _TABLE: dict[str, str] = {}

@@ -1,0 +1,327 @@
+"""The ``perfpredict`` command line: predict, explain, devices, models, demo.
+
+Bad input ends with one line on stderr (``perfpredict: error: ...``) and exit code 2; a bug ends with one line
+and exit code 1 unless ``--debug`` asks for the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from perfpredict.errors import InvalidInputError, PerfPredictError
+
+PROG = "perfpredict"
+DTYPE_CHOICES = ("float32", "float16", "bfloat16")
+DEMO_MODELS = (("bert-base-uncased", 8, 128), ("microsoft/resnet-50", 32, None))
+DEMO_DEVICES = ("H100-SXM", "A100-40GB-SXM")
+EXIT_OK, EXIT_BUG, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """An argparse complaint, raised instead of argparse's print-and-exit so main() owns the output."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _positive_int(what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1 or str(value) != text.strip().lstrip("+"):
+            raise argparse.ArgumentTypeError(f"{what} must be a positive integer, got {text!r}")
+        return value
+
+    return parse
+
+
+def _non_negative_int(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--hf", metavar="ID", help="a shipped HuggingFace id or alias (see `perfpredict models`)")
+    src.add_argument("--config", metavar="PATH", help="a HuggingFace config.json (or a folder holding one)")
+    p.add_argument("--device", default="H100-SXM", help="catalog device name (see `perfpredict devices`)")
+    p.add_argument("--batch", type=_positive_int("batch size"), default=1, help="batch size (default 1)")
+    p.add_argument("--seq", type=_positive_int("sequence length"), default=None,
+                   help="sequence length for text models (default: the model's shipped default)")
+    p.add_argument("--dtype", choices=DTYPE_CHOICES, default="float32", help="weights and activations dtype")
+    p.add_argument("--training", action="store_true", help="predict a training step (fwd + bwd + optimizer)")
+    p.add_argument("--predictor", default="analytical", help="predictor name (default analytical)")
+    p.add_argument("--max-latency-ms", type=_positive_float, default=None, help="latency target for MIG advice")
+    p.add_argument("--min-throughput", type=_positive_float, default=None,
+                   help="throughput target (samples/s) for MIG advice")
+    p.add_argument("--top", type=_non_negative_int, default=top_default,
+                   help="per-op rows to show" + (f" (default {top_default})" if top_default else " (default all)"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser = _Parser(prog=PROG, parents=[common], description="Predict a model's latency, memory, energy, carbon, "
+                     "cost and MIG fit on an accelerator, without running it there.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("predict", parents=[common], help="predict one model on one device")
+    _add_model_args(p, top_default=10)
+    p.add_argument("--json", metavar="PATH", help="write the report as JSON to PATH ('-': stdout, nothing else)")
+    p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report to PATH")
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("explain", parents=[common], help="the full per-op breakdown, coverage and unknown ops")
+    _add_model_args(p, top_default=None)
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("devices", parents=[common], help="list the device catalog")
+    p.add_argument("--json", action="store_true", help="print the catalog as JSON")
+    p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("models", parents=[common], help="list the shipped HuggingFace configs")
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("demo", parents=[common], help="BERT-base and ResNet-50 on H100 and A100")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def _console():
+    from rich.console import Console
+
+    # Piped output gets a fixed width, so tables do not squeeze into 80 columns.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+
+
+def _predict_from_args(args: argparse.Namespace, keep_ops: int = 25):
+    from perfpredict.compiler_hooks.hf_frontend import model_from_hf
+    from perfpredict.devices import get_device
+
+    device = get_device(args.device)  # fail fast, before a model is built
+    model, inputs, name = model_from_hf(args.hf or args.config, batch_size=args.batch, seq_len=args.seq,
+                                        dtype=args.dtype)
+    from perfpredict.api import predict
+
+    # The model is already built in args.dtype, so predict needs no cast of its own.
+    return predict(model, inputs, device=device.name, phase="training" if args.training else "inference",
+                   predictor=args.predictor, model_name=name, max_latency_ms=args.max_latency_ms,
+                   min_throughput_per_s=args.min_throughput, top_ops=keep_ops)
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise InvalidInputError(f"cannot write {path!r}: {err.strerror or err}") from err
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from perfpredict.render_html import render_html
+    from perfpredict.render_text import print_report
+
+    report = _predict_from_args(args)
+    if args.json == "-":
+        sys.stdout.write(report.to_json() + "\n")
+    else:
+        print_report(report, console=_console(), top_ops=args.top)
+    if args.json and args.json != "-":
+        _write(args.json, report.to_json() + "\n")
+    if args.html:
+        _write(args.html, render_html(report))
+    written = [p for p in (args.json, args.html) if p and p != "-"]
+    if written:
+        print(f"{PROG}: wrote {', '.join(written)}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from perfpredict.render_text import explain_renderables
+
+    report = _predict_from_args(args, keep_ops=1_000_000)  # explain shows every op
+    console = _console()
+    for part in explain_renderables(report, top_ops=args.top):
+        console.print(part)
+    return EXIT_OK
+
+
+def _device_row(d: Any) -> dict[str, Any]:
+    peaks = dict(d.peak_flops_per_s)
+    return {"name": d.name, "kind": d.kind, "arch": d.arch, "memory_bytes": d.memory_bytes,
+            "memory_bandwidth_bytes_per_s": d.memory_bandwidth_bytes_per_s, "peak_flops_per_s": peaks,
+            "tdp_w": d.tdp_w, "mig_profiles": [m.name for m in d.mig_profiles],
+            "price_usd_per_hour": d.price_usd_per_hour, "source": d.source,
+            "measured": sorted(d.measured), "aliases": list(d.aliases)}
+
+
+def _tflops(value: float | None) -> str:
+    return "-" if not value else f"{value / 1e12:,.1f}"
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from perfpredict.devices import list_devices
+
+    devices = list_devices()
+    if args.json:
+        sys.stdout.write(json.dumps([_device_row(d) for d in devices], indent=2) + "\n")
+        return EXIT_OK
+    table = Table(title="Device catalog (TFLOP/s are dense peaks; BF16 TC: bf16 on tensor cores)",
+                  title_justify="left")
+    for name in ("name", "arch", "memory GiB", "bandwidth TB/s", "FP32 TFLOP/s", "BF16 TC TFLOP/s", "TDP W",
+                 "MIG profiles", "price $/h", "source"):
+        text = name in ("name", "arch", "source")
+        table.add_column(name, justify="left" if text else "right", no_wrap=text)
+    for d in devices:
+        peaks = dict(d.peak_flops_per_s)
+        source = f"measured ({', '.join(sorted(d.measured))})" if d.measured else d.source
+        price = "-" if d.price_usd_per_hour is None else f"{d.price_usd_per_hour:.2f}"
+        table.add_row(d.name, d.arch, f"{d.memory_bytes / 2**30:,.0f}",
+                      f"{d.memory_bandwidth_bytes_per_s / 1e12:.2f}", _tflops(peaks.get("fp32")),
+                      _tflops(peaks.get("bf16_tensor")), f"{d.tdp_w:,.0f}", str(len(d.mig_profiles)), price, source)
+    _console().print(table)
+    return EXIT_OK
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from perfpredict.compiler_hooks import hf_frontend as hf
+
+    aliases: dict[str, list[str]] = {}
+    for alias, model_id in hf.model_aliases().items():
+        aliases.setdefault(model_id, []).append(alias)
+    rows = []
+    for model_id in hf.known_models():
+        entry = hf.shipped_entry(model_id)
+        size = entry.get("default_seq_len") or entry.get("default_image_size")
+        rows.append({"id": model_id, "aliases": aliases.get(model_id, []), "model_class": entry["model_class"],
+                     "input": entry["input"], "default_size": size})
+    if args.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return EXIT_OK
+    table = Table(title="Shipped HuggingFace configs (use --hf ID or an alias; others: --config config.json)",
+                  title_justify="left")
+    table.add_column("id", no_wrap=True, min_width=max(len(r["id"]) for r in rows))
+    for name in ("input", "default size", "built as", "aliases"):
+        table.add_column(name, overflow="fold")
+    for r in rows:
+        table.add_row(r["id"], r["input"], str(r["default_size"]), r["model_class"], ", ".join(r["aliases"]))
+    _console().print(table)
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from rich.rule import Rule
+
+    from perfpredict.devices import get_device
+    from perfpredict.render_text import print_report
+
+    console = _console()
+    devices = [get_device(name).name for name in DEMO_DEVICES]
+    summary = []
+    for model_id, batch, seq in DEMO_MODELS:
+        for device in devices:
+            ns = argparse.Namespace(hf=model_id, config=None, device=device, batch=batch, seq=seq, dtype="float32",
+                                    training=False, predictor="analytical", max_latency_ms=None, min_throughput=None)
+            console.print(Rule(f"{model_id}, batch {batch}, on {device}"))
+            report = _predict_from_args(ns)
+            print_report(report, console=console, top_ops=5)
+            summary.append(report)
+    console.print(_demo_summary(summary))
+    return EXIT_OK
+
+
+def _demo_summary(reports: Sequence[Any]):
+    from rich.table import Table
+
+    from perfpredict.render_text import fmt_bytes, fmt_energy_j, fmt_rate, fmt_time_ms
+
+    table = Table(title="Demo summary (analytical estimates)", title_justify="left")
+    for name in ("model", "device", "batch", "latency", "throughput", "peak memory", "energy/sample", "MIG pick"):
+        table.add_column(name)
+    for r in reports:
+        pick = (r.mig.recommended or "none") if r.mig else "-"
+        table.add_row(r.model_name, r.device, str(r.batch_size), fmt_time_ms(r.latency_ms.value),
+                      fmt_rate(r.throughput_per_s.value), fmt_bytes(r.peak_memory_bytes.value),
+                      fmt_energy_j(r.energy_per_sample_j.value), pick)
+    return table
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _fail(message: str) -> None:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+
+
+def _report_warnings(caught: list, debug: bool) -> None:
+    """Show our own warnings once, on stderr; library noise (torch, transformers) only under --debug."""
+    seen = set()
+    for w in caught:
+        ours = w.category.__module__.startswith("perfpredict") or "perfpredict" in str(w.filename)
+        text = _one_line(w.message)
+        if (ours or debug) and text not in seen:
+            seen.add(text)
+            print(f"{PROG}: warning: {text}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 1 bug, 2 bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            raise UsageError(f"choose a command: predict, explain, devices, models, demo (`{PROG} --help`)")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            code = args.func(args)
+        _report_warnings(caught, debug)
+        return code
+    except SystemExit as exit_:  # --help and --version end here
+        return exit_.code if isinstance(exit_.code, int) else EXIT_OK
+    except UsageError as err:
+        _fail(_one_line(err))
+        return EXIT_USAGE
+    except PerfPredictError as err:
+        if debug:
+            raise
+        _fail(_one_line(err))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # noqa: BLE001 - the last line of defence: one line, not a traceback
+        if debug:
+            raise
+        _fail(f"unexpected {type(err).__name__}: {_one_line(err)} (rerun with --debug for the traceback)")
+        return EXIT_BUG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

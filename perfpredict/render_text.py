@@ -1,0 +1,344 @@
+"""Terminal rendering of a PerfReport with rich: a header, the headline table, per-op contributors, MIG advice.
+
+Renderers never compute: every number shown is a field of the report, only formatted here. The ``fmt_*`` helpers
+are shared with :mod:`perfpredict.render_html` so both outputs read the same.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfpredict.report import OpContribution, PerfReport, Prediction
+
+NA = "n/a"
+
+
+def _bad(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and (math.isnan(value) or math.isinf(value)))
+
+
+def _scaled(value: float, steps: Sequence[tuple[float, str]], digits: int = 3) -> str:
+    """Pick the largest unit (factor, name) that keeps the number >= 1, and show ``digits`` significant figures."""
+    if _bad(value):
+        return NA
+    if value == 0:
+        return f"0 {steps[-1][1]}"
+    for factor, name in steps:
+        if abs(value) >= factor:
+            break
+    scaled = value / factor
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(scaled)))))
+    return f"{scaled:,.{decimals}f} {name}"
+
+
+def fmt_time_ms(ms: float | None) -> str:
+    """1.5e-3 ms -> '1.50 us'; 1234 ms -> '1.23 s'."""
+    return NA if _bad(ms) else _scaled(ms * 1e-3, [(3600, "h"), (60, "min"), (1, "s"), (1e-3, "ms"), (1e-6, "us"),
+                                                   (1e-9, "ns")])
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Binary units, as device memory is quoted: 1.5 * 2**30 -> '1.50 GiB'."""
+    return NA if _bad(n) else _scaled(float(n), [(2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"),
+                                                 (1, "B")])
+
+
+def fmt_energy_j(j: float | None) -> str:
+    return NA if _bad(j) else _scaled(j, [(3.6e6, "kWh"), (1e3, "kJ"), (1, "J"), (1e-3, "mJ"), (1e-6, "uJ")])
+
+
+def fmt_power_w(w: float | None) -> str:
+    return NA if _bad(w) else _scaled(w, [(1e3, "kW"), (1, "W"), (1e-3, "mW")])
+
+
+def fmt_carbon_g(g: float | None) -> str:
+    """Grams of CO2-equivalent: 1250 -> '1.25 kg'."""
+    return NA if _bad(g) else _scaled(g, [(1e6, "t"), (1e3, "kg"), (1, "g"), (1e-3, "mg")])
+
+
+def fmt_usd(usd: float | None) -> str:
+    if _bad(usd):
+        return NA
+    if usd == 0 or abs(usd) >= 0.01:
+        return f"${usd:,.2f}"
+    return f"${usd:.2g}"
+
+
+def fmt_rate(per_s: float | None, unit: str = "samples/s") -> str:
+    """A rate with thousands separators; ``unit=""`` gives the bare number (for intervals)."""
+    if _bad(per_s):
+        return NA
+    per_s = float(per_s)
+    text = f"{per_s:,.0f}" if abs(per_s) >= 100 else f"{per_s:,.3g}"
+    return f"{text} {unit}".strip()
+
+
+def fmt_count(n: float | None, unit: str = "") -> str:
+    """Decimal SI prefixes for counts (FLOPs, parameters): 1.2e9 -> '1.20 G'."""
+    if _bad(n):
+        return NA
+    text = _scaled(float(n), [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")])
+    return f"{text}{unit}".strip()
+
+
+def fmt_sig(x: float | None) -> str:
+    """Three significant figures without exponent noise for ordinary magnitudes: 302.4 -> '302', 0.25 -> '0.25'."""
+    if _bad(x):
+        return NA
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def fmt_share(share: float | None) -> str:
+    return NA if _bad(share) else f"{share * 100:.1f}%"
+
+
+def fmt_interval(pred: Prediction, fmt) -> str:
+    return f"[{fmt(pred.low)}, {fmt(pred.high)}]"
+
+
+def estimate_label(report: PerfReport) -> str:
+    """What kind of number this is, so nobody mistakes a roofline estimate for a measurement."""
+    name = report.predictor
+    version = report.latency_ms.predictor_version
+    if name == "analytical":
+        return f"analytical estimate (roofline model v{version}, not a measurement)"
+    return f"{name} estimate (learned model v{version}, not a measurement)"
+
+
+def throughput_unit(report: PerfReport) -> str:
+    unit = report.throughput_per_s.unit
+    return unit if "/" in unit else "samples/s"
+
+
+def header_lines(report: PerfReport) -> list[tuple[str, str]]:
+    """(label, value) pairs describing the run; the HTML renderer shows the same pairs."""
+    seq = NA if report.seq_len is None else str(report.seq_len)
+    return [
+        ("model", report.model_name),
+        ("device", f"{report.device} ({report.device_source} specs, {fmt_bytes(report.device_memory_bytes)})"),
+        ("phase", report.phase),
+        ("batch", str(report.batch_size)),
+        ("seq", seq),
+        ("dtype", report.dtype),
+        ("predictor", f"{report.predictor} v{report.latency_ms.predictor_version}"),
+        ("kind", estimate_label(report)),
+    ]
+
+
+def memory_terms(report: PerfReport) -> str:
+    m = report.memory
+    terms = [("params", m.params_bytes), ("grads", m.gradients_bytes), ("optimizer", m.optimizer_state_bytes),
+             ("activations", m.activations_peak_bytes), ("runtime", m.runtime_overhead_bytes)]
+    return " + ".join(f"{name} {fmt_bytes(v)}" for name, v in terms if v) or "0 B"
+
+
+def fits_text(report: PerfReport) -> str:
+    verdict = "fits in" if report.fits_in_memory else "DOES NOT FIT in"
+    return f"{verdict} {fmt_bytes(report.device_memory_bytes)} of device memory"
+
+
+def summary_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
+    """(metric, value, [low, high], detail) rows of the headline table, shared with the HTML renderer."""
+    r = report
+    rate = throughput_unit(r)
+    per_call = "forward pass" if r.phase == "inference" else "forward + backward + optimizer step"
+    price = NA if r.price_usd_per_hour is None else f"{fmt_usd(r.price_usd_per_hour)}/h"
+
+    def row(label: str, pred: Prediction, fmt, detail: str, interval_fmt=None) -> tuple[str, str, str, str]:
+        return label, fmt(pred.value), fmt_interval(pred, interval_fmt or fmt), detail
+
+    return [
+        row("Latency", r.latency_ms, fmt_time_ms, f"per call ({per_call})"),
+        row("Throughput", r.throughput_per_s, lambda v: fmt_rate(v, rate), f"{rate}, batch {r.batch_size}",
+            lambda v: fmt_rate(v, "")),
+        row("Peak memory", r.peak_memory_bytes, fmt_bytes, f"{memory_terms(r)}; {fits_text(r)}"),
+        row("Energy / call", r.energy_j, fmt_energy_j, "one call"),
+        row("Energy / sample", r.energy_per_sample_j, fmt_energy_j, f"energy per call / batch {r.batch_size}"),
+        row("Average power", r.avg_power_w, fmt_power_w, "while running"),
+        row("Carbon (CO2e)", r.carbon_g, fmt_carbon_g,
+            f"workload: {r.workload}; grid {r.grid_intensity_g_per_kwh:g} g CO2e/kWh"),
+        row("Cost", r.cost_usd, fmt_usd, f"workload: {r.workload}; price {price}"),
+    ]
+
+
+def sorted_ops(report: PerfReport, top_ops: int | None) -> list[OpContribution]:
+    ops = sorted(report.per_op, key=lambda o: o.time_ms, reverse=True)
+    return ops if top_ops is None else ops[:max(top_ops, 0)]
+
+
+def op_row(op: OpContribution) -> tuple[str, ...]:
+    return (op.op, op.target, op.module_path or "-", fmt_time_ms(op.time_ms), fmt_share(op.share), op.bound,
+            fmt_sig(op.arithmetic_intensity_flop_per_byte))
+
+
+OP_COLUMNS = ("op", "target", "module path", "time", "share", "bound", "FLOP/byte")
+MIG_COLUMNS = ("profile", "memory", "fits", "latency", "throughput", "instances/GPU", "meets targets", "reason")
+
+
+def mig_rows(report: PerfReport) -> list[tuple[str, ...]]:
+    if report.mig is None:
+        return []
+    rate = throughput_unit(report)
+    return [(o.profile, fmt_bytes(o.memory_bytes), "yes" if o.fits else "no", fmt_time_ms(o.latency_ms),
+             fmt_rate(o.throughput_per_s, rate), str(o.instances_per_gpu), "yes" if o.meets_targets else "no",
+             o.reason) for o in report.mig.options]
+
+
+def mig_targets(report: PerfReport) -> str:
+    mig = report.mig
+    if mig is None:
+        return ""
+    targets = []
+    if mig.max_latency_ms is not None:
+        targets.append(f"latency <= {fmt_time_ms(mig.max_latency_ms)}")
+    if mig.min_throughput_per_s is not None:
+        targets.append(f"throughput >= {fmt_rate(mig.min_throughput_per_s, throughput_unit(report))}")
+    return "targets: " + ", ".join(targets) if targets else "no latency or throughput target given"
+
+
+def mig_recommendation(report: PerfReport) -> str:
+    mig = report.mig
+    if mig is None:
+        return ""
+    if mig.recommended:
+        return f"Recommended MIG profile on {mig.device}: {mig.recommended} ({mig.reason})"
+    return f"No MIG profile on {mig.device} is recommended: {mig.reason}"
+
+
+def coverage_line(report: PerfReport) -> str:
+    g = report.graph
+    return (f"Coverage: {report.coverage * 100:.1f}% of ops have a cost model. Graph ({g.source}): {g.nodes:,} "
+            f"nodes, {g.edges:,} edges, {g.subgraphs} subgraph(s), {fmt_count(g.total_flops, 'FLOP')}, "
+            f"{fmt_bytes(g.total_bytes)} moved, {fmt_count(g.param_count)} parameters")
+
+
+def unknown_op_counts(report: PerfReport) -> dict[str, int]:
+    """Targets of the per-op rows that have no cost model (as many as the report lists)."""
+    counts: dict[str, int] = {}
+    for o in report.per_op:
+        if o.op == "unknown":
+            counts[o.target] = counts.get(o.target, 0) + 1
+    return counts
+
+
+def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
+    """The rich objects that make up the report, in order (printed by render_text and print_report)."""
+    from rich.text import Text
+
+    title = Text(f"perfpredict: {report.model_name} on {report.device}", style="bold")
+    pairs = dict(header_lines(report))
+    info = Text("  ".join(f"{k}={pairs[k]}" for k in ("phase", "batch", "seq", "dtype", "predictor"))
+                + f"\ndevice: {pairs['device']}")
+    label = Text(estimate_label(report), style="italic yellow")
+    parts: list[Any] = [title, info, label, _summary_table(report)]
+    if report.per_op and top_ops != 0:
+        parts.append(_ops_table(report, top_ops))
+    if report.mig is not None:
+        parts += [_mig_table(report), Text(mig_recommendation(report), style="bold")]
+    parts.append(Text(coverage_line(report)))
+    parts += [Text(f"warning: {w}", style="yellow") for w in report.warnings]
+    parts += [Text(f"note: {n}", style="dim") for n in report.notes]
+    return parts
+
+
+def _plain(text: str):
+    from rich.text import Text
+
+    return Text(text)
+
+
+def _cells(values) -> list:
+    return [_plain(v) for v in values]
+
+
+def _summary_table(report: PerfReport):
+    from rich.table import Table
+
+    table = Table(title="Predicted performance", title_justify="left", expand=False)
+    table.add_column("metric", style="bold", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column(_plain("interval [low, high]"), justify="right", no_wrap=True)
+    table.add_column("detail")
+    for metric, value, interval, detail in summary_rows(report):
+        style = "red" if metric == "Peak memory" and not report.fits_in_memory else None
+        table.add_row(*_cells((metric, value, interval, detail)), style=style)
+    return table
+
+
+def _ops_table(report: PerfReport, top_ops: int | None):
+    from rich.table import Table
+
+    ops = sorted_ops(report, top_ops)
+    shown = f"top {len(ops)} of {len(report.per_op)}" if len(ops) < len(report.per_op) else f"all {len(ops)}"
+    table = Table(title=_plain(f"Per-op contributors ({shown}, by predicted time)"), title_justify="left")
+    for name in OP_COLUMNS:
+        right = name in ("time", "share", "FLOP/byte")
+        table.add_column(name, justify="right" if right else "left", overflow="fold",
+                         no_wrap=name in ("time", "share", "bound"))
+    for op in ops:
+        table.add_row(*_cells(op_row(op)))
+    return table
+
+
+def _mig_table(report: PerfReport):
+    from rich.table import Table
+
+    table = Table(title=_plain(f"MIG profiles on {report.mig.device} ({mig_targets(report)})"), title_justify="left")
+    widest_profile = max((len(o.profile) for o in report.mig.options), default=7)
+    for name in MIG_COLUMNS:
+        table.add_column(name, overflow="fold", no_wrap=name != "reason",
+                         min_width=widest_profile if name == "profile" else None)
+    for row in mig_rows(report):
+        table.add_row(*_cells(row), style=None if row[2] == "yes" else "dim")
+    return table
+
+
+def render_text(report: PerfReport, top_ops: int | None = 10, width: int = 110) -> str:
+    """The report as plain text (no colour codes), ``width`` columns wide.
+
+    ``top_ops``: how many per-op rows to show, by time (None: all of them; 0: no per-op table).
+    """
+    from rich.console import Console
+
+    console = Console(record=True, file=io.StringIO(), width=width, color_system=None, force_terminal=False,
+                      soft_wrap=False)
+    for part in renderables(report, top_ops):
+        console.print(part)
+    return console.export_text()
+
+
+def print_report(report: PerfReport, console: Any = None, top_ops: int | None = 10) -> None:
+    """Print the report, with colour where the terminal has it, on ``console`` (default: a new rich Console)."""
+    if console is None:
+        from rich.console import Console
+
+        console = Console()
+    for part in renderables(report, top_ops):
+        console.print(part)
+
+
+def explain_renderables(report: PerfReport, top_ops: int | None = None) -> list[Any]:
+    """The per-op breakdown view (``perfpredict explain``): all ops or the top ones, coverage, unknown ops."""
+    from rich.text import Text
+
+    pairs = dict(header_lines(report))
+    parts: list[Any] = [
+        Text(f"perfpredict explain: {report.model_name} on {report.device}", style="bold"),
+        Text("  ".join(f"{k}={pairs[k]}" for k in ("phase", "batch", "seq", "dtype", "predictor"))),
+        Text(f"{estimate_label(report)}; latency {fmt_time_ms(report.latency_ms.value)} per call", style="italic"),
+    ]
+    if report.per_op:
+        parts.append(_ops_table(report, top_ops))
+    else:
+        parts.append(Text("The report lists no per-op contributions."))
+    parts.append(Text(coverage_line(report)))
+    unknown = unknown_op_counts(report)
+    if unknown:
+        listed = ", ".join(f"{t} x{n}" for t, n in sorted(unknown.items(), key=lambda kv: -kv[1]))
+        parts.append(Text(f"ops without a cost model among the listed ops: {listed}", style="yellow"))
+    parts += [Text(f"warning: {w}", style="yellow") for w in report.warnings]
+    return parts

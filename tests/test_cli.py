@@ -1,0 +1,111 @@
+"""The command line: exit codes, one-line errors, and one end-to-end prediction."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfpredict.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+HAVE_API = (REPO / "perfpredict" / "api.py").is_file()
+
+
+def _error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err  # one line, never a traceback
+    assert lines[0].startswith("perfpredict: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["predict", "--hf", "bert-base", "--device", "H100-SXN"], "unknown device 'H100-SXN'"),
+    (["predict", "--hf", "bert-base-uncasedd"], "--config path/to/config.json"),
+    (["predict", "--hf", "gpt2", "--seq", "2048"], "sequence length 2048 is longer than 'gpt2' allows (1024"),
+    (["predict", "--hf", "gpt2", "--batch", "0"], "batch size must be a positive integer, got '0'"),
+    (["predict", "--hf", "gpt2", "--batch", "-4"], "batch size must be a positive integer, got '-4'"),
+    (["predict", "--hf", "gpt2", "--batch", "2.5"], "batch size must be a positive integer"),
+    (["predict", "--hf", "gpt2", "--dtype", "int7"], "invalid choice: 'int7'"),
+    (["predict", "--hf", "resnet-50", "--seq", "64"], "vision model"),
+    (["predict", "--config", "/no/such/config.json"], "does not exist"),
+    (["predict"], "one of the arguments --hf --config is required"),
+    (["predict", "--hf", "gpt2", "--config", "x.json"], "not allowed with argument"),
+    (["predict", "--hf", "gpt2", "--max-latency-ms", "-1"], "expected a positive number"),
+    (["explain", "--hf", "gpt2", "--top", "-2"], "expected a whole number >= 0"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ([], "choose a command"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, expected) -> None:
+    assert main(argv) == 2
+    assert expected in _error_line(capsys)
+
+
+def test_unknown_device_lists_close_names(capsys) -> None:
+    assert main(["predict", "--hf", "bert-base", "--device", "H100-SXN"]) == 2
+    assert "H100-SXM" in _error_line(capsys).split("H100-SXN")[1]
+
+
+def test_unexpected_error_is_exit_1_unless_debug(capsys, mocker) -> None:
+    mocker.patch("perfpredict.devices.list_devices", side_effect=RuntimeError("boom"))
+    assert main(["devices"]) == 1
+    line = _error_line(capsys)
+    assert "RuntimeError: boom" in line and "rerun with --debug for the traceback" in line
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["devices", "--debug"])
+
+
+def test_help_exits_0(capsys) -> None:
+    assert main(["--help"]) == 0
+    assert "predict" in capsys.readouterr().out
+
+
+def test_devices_and_models_json(capsys) -> None:
+    assert main(["devices", "--json"]) == 0
+    devices = json.loads(capsys.readouterr().out)
+    h100 = next(d for d in devices if d["name"] == "H100-SXM")
+    assert h100["memory_bytes"] > 0 and h100["mig_profiles"]
+    assert main(["models", "--json"]) == 0
+    models = {m["id"]: m for m in json.loads(capsys.readouterr().out)}
+    assert "bert-base" in models["bert-base-uncased"]["aliases"]
+    assert models["microsoft/resnet-50"]["input"] == "vision"
+
+
+def test_models_table(capsys) -> None:
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "meta-llama/Llama-2-7b-hf" in out and "llama-2-7b" in out
+
+
+def test_python_dash_m_devices() -> None:
+    proc = subprocess.run([sys.executable, "-m", "perfpredict", "devices"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "H100-SXM" in proc.stdout and "A100-40GB" in proc.stdout and "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(not HAVE_API, reason="api not yet available")
+def test_predict_end_to_end_json_and_html(capsys, tmp_path) -> None:
+    from perfpredict.report import PerfReport
+
+    html = tmp_path / "report.html"
+    code = main(["predict", "--hf", "bert-base-uncased", "--device", "H100-SXM", "--json", "-",
+                 "--html", str(html)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = PerfReport.from_dict(json.loads(captured.out))  # stdout holds the JSON and nothing else
+    assert report.model_name == "bert-base-uncased" and report.device == "H100-SXM"
+    assert report.batch_size == 1 and report.seq_len == 128
+    assert report.latency_ms.value > 0 and report.peak_memory_bytes.value > 0
+    assert "<!DOCTYPE html>" in html.read_text()
+
+
+@pytest.mark.skipif(not HAVE_API, reason="api not yet available")
+def test_explain_small_model(capsys) -> None:
+    assert main(["explain", "--hf", "distilbert", "--batch", "2", "--seq", "32", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "perfpredict explain: distilbert-base-uncased" in out and "Coverage:" in out
