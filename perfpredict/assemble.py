@@ -7,6 +7,7 @@ Predictors say how long one call takes and how much memory and energy it needs; 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING
 
 from perfpredict.predictors.base import RunConfig
@@ -83,8 +84,10 @@ def _warnings(graph: OpGraph, device: Device, fits: bool, peak_bytes: float) -> 
     if graph.coverage < COVERAGE_WARNING_BELOW:
         unknown = sorted(graph.unknown_targets.items(), key=lambda kv: -kv[1])
         names = ", ".join(f"{name} x{count}" for name, count in unknown[:8])
-        out.append(f"coverage {graph.coverage:.0%}: no cost model for {names}; they are charged memory traffic "
+        message = (f"coverage {graph.coverage:.0%}: no cost model for {names}; they are charged memory traffic "
                    "and launch overhead only")
+        warnings.warn(f"perfpredict: {message}", UserWarning, stacklevel=3)
+        out.append(message)
     elif graph.unknown_targets:
         names = ", ".join(sorted(graph.unknown_targets))
         out.append(f"ops without a cost model (charged memory traffic only): {names}")

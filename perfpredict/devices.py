@@ -289,7 +289,7 @@ _CEILING_FIELDS = {"hbm_bandwidth_bytes_per_s": "memory_bandwidth_bytes_per_s",
                    "memory_bandwidth_bytes_per_s": "memory_bandwidth_bytes_per_s",
                    "launch_overhead_s": "launch_overhead_s"}
 # Catalog-file shortcut -> (Device field, factor to the field's unit).
-_UNIT_KEYS = {"memory_gib": ("memory_bytes", GIB), "l2_mib": ("l2_bytes", MIB),
+_UNIT_KEYS = {"memory_gib": ("memory_bytes", GIB), "memory_total_mib": ("memory_bytes", MIB), "l2_mib": ("l2_bytes", MIB),
               "memory_bandwidth_gb_per_s": ("memory_bandwidth_bytes_per_s", 1e9),
               "launch_overhead_us": ("launch_overhead_s", 1e-6),
               "runtime_overhead_mib": ("runtime_overhead_bytes", MIB)}

@@ -112,12 +112,12 @@ def attention_flops(q_shape: Shape, k_shape: Shape, v_shape: Shape) -> int:
 
 
 def attention_backward_flops(q_shape: Shape, k_shape: Shape, v_shape: Shape) -> int:
-    """Attention backward: four matmuls (dV, dP, dQ, dK), as torch counts it (the flash recompute is not)."""
+    """Attention backward as torch counts it: the recomputed scores Q K^T, then dP, dV, dQ and dK (five matmuls)."""
     *bq, s_q, d_q = q_shape
     *_, s_k, _ = k_shape
     d_v = v_shape[-1]
     bh = math.prod(bq)
-    return 2 * bh * s_q * s_k * (2 * d_v + 2 * d_q)
+    return 2 * bh * s_q * s_k * (3 * d_q + 2 * d_v)
 
 
 def elementwise_flops(kind: str, out_numel: int) -> int:

@@ -65,7 +65,7 @@ def test_datasheet_numbers_match_per_sm_arithmetic():
     assert a100.peak_flops_per_s["fp16_tensor"] == pytest.approx(108 * 2048 * 1.41e9, rel=0.01)
     # H100 SXM: 132 SMs x 4096 FLOP/clk/SM x 1.83 GHz (tensor spec clock) = 989.4 TF
     assert h100.peak_flops_per_s["bf16_tensor"] == pytest.approx(132 * 4096 * 1.83e9, rel=0.001)
-    assert h100.memory_bytes == 80 * GIB  # 80 GB read as GiB
+    assert h100.memory_bytes == 81559 * MIB  # nvidia-smi's memory.total, not the marketed 80 GB
     assert h100.memory_bandwidth_bytes_per_s == 3.35e12
     assert h100.l2_bytes == 50 * MIB
     assert h100.launch_overhead_s == pytest.approx(3e-6)
@@ -174,7 +174,7 @@ def test_user_override_merges_field_by_field(tmp_path):
     assert h100.memory_bandwidth_bytes_per_s == 3000e9
     assert h100.peak_flops_per_s["fp32"] == 60e12
     assert h100.peak_flops_per_s["bf16_tensor"] == 989.4e12  # other FLOP keys kept
-    assert h100.memory_bytes == 80 * GIB and len(h100.mig_profiles) == 7  # other fields kept
+    assert h100.memory_bytes == 81559 * MIB and len(h100.mig_profiles) == 7  # other fields kept
 
 
 def test_user_yaml_adds_a_device_with_defaults(tmp_path):

@@ -93,18 +93,49 @@ def test_dynamic_shapes_resolved_with_hints_and_said_so():
     assert any("dynamic shapes" in n for n in report.notes)
 
 
-def test_internal_error_warns_once_and_falls_back(monkeypatch):
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    from perfpredict.compiler_hooks import torch_backend
+
+    monkeypatch.setattr(torch_backend, "_WARNED", set())
+
+
+def test_internal_error_warns_once_and_falls_back(monkeypatch, fresh_warnings):
     def boom(*args, **kwargs):
         raise RuntimeError("boom inside perfpredict")
 
     monkeypatch.setattr(fx_frontend, "graph_from_fx", boom)
-    model, x = Block().eval(), torch.randn(2, 4, 32)
+    model, x = Broken().eval(), torch.randn(2, 4, 32)  # two subgraphs: the second failure must stay silent
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = torch.compile(model, backend="perfpredict")(x)
     assert torch.equal(got, model(x))
     messages = [str(w.message) for w in caught if "perfpredict could not predict" in str(w.message)]
     assert len(messages) == 1 and "boom inside perfpredict" in messages[0]
+
+
+def test_training_phase_leaves_autograd_alone():
+    # AOTAutograd refuses double backward; the backend only observes with AOT, so eager semantics remain.
+    model, x = Block(), torch.randn(2, 4, 32, requires_grad=True)
+    out = torch.compile(model, backend="perfpredict", options={"phase": "training"})(x)
+    (grad,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+    (grad2,) = torch.autograd.grad(grad.pow(2).sum(), x)
+    (ref,) = torch.autograd.grad(model(x).sum(), x, create_graph=True)
+    (ref2,) = torch.autograd.grad(ref.pow(2).sum(), x)
+    torch.testing.assert_close(grad2, ref2, rtol=0, atol=1e-6)
+
+
+def test_backend_keeps_no_reference_to_user_inputs():
+    import gc
+    import weakref
+
+    compiled = torch.compile(Block().eval(), backend="perfpredict")
+    x = torch.randn(2, 4, 32)
+    compiled(x)
+    ref = weakref.ref(x)
+    del x
+    gc.collect()
+    assert ref() is None
 
 
 def test_strict_reraises(monkeypatch):

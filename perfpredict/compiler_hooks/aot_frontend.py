@@ -20,8 +20,11 @@ def graph_from_joint(joint_module: Any, dynamo_gm: Any, dynamo_inputs: Sequence[
     joint_params: set[int] = set()
     joint_trainable: set[int] = set()
     for pos, node in enumerate(n for n in joint_module.graph.nodes if n.op == "placeholder"):
-        idx = getattr(node.meta.get("desc"), "idx", None)
-        if idx in params and not str(type(node.meta.get("desc")).__name__).startswith("Tangent"):
+        desc = node.meta.get("desc")
+        # torch >= 2.9 describes each joint input; before that, primals follow dynamo's inputs in order.
+        idx = getattr(desc, "idx", None) if desc is not None else (
+            pos if node.name.startswith("primals_") else None)
+        if idx in params and not type(desc).__name__.startswith("Tangent"):
             joint_params.add(pos)
             if idx in trainable:
                 joint_trainable.add(pos)

@@ -37,8 +37,12 @@ def _shape(meta: TensorMeta | None) -> tuple[int, ...]:
 
 
 def _matmul(name: str, a: Metas, args: Sequence[Any], kwargs: dict, outputs: Sequence[TensorMeta]) -> int:
-    if name in ("linear", "bilinear"):
+    if name == "linear":
         return ops.linear_flops(_shape(a[0]), _shape(a[1]))
+    if name == "bilinear":
+        # x1 (..., in1), x2 (..., in2), weight (out, in1, in2): every output is in1*in2 multiply-adds.
+        rows = math.prod(_shape(a[0])[:-1])
+        return 2 * rows * math.prod(_shape(a[2]))
     if name in ("addmm", "baddbmm", "addbmm", "addmv"):
         return ops.matmul_flops(_shape(a[1]), _shape(a[2]))
     if name == "einsum":
@@ -87,10 +91,11 @@ def _attention(name: str, a: Metas, args: Sequence[Any], kwargs: dict, outputs: 
     if op_table.is_attention_backward(name):
         return ops.attention_backward_flops(_shape(a[1]), _shape(a[2]), _shape(a[3]))
     if name == "multi_head_attention_forward":
-        # (L, N, E) query: three input projections, attention, one output projection.
-        seq, batch, embed = _shape(a[0])
-        proj = 2 * seq * batch * embed * embed
-        return 4 * proj + ops.attention_flops((batch, seq, embed), (batch, seq, embed), (batch, seq, embed))
+        # (L, N, E) query and (S, N, E) key/value: input projections, attention, one output projection.
+        seq_q, batch, embed = _shape(a[0])
+        seq_k = _shape(a[1])[0] if len(a) > 1 and a[1] is not None else seq_q
+        proj = 2 * batch * embed * embed * (2 * seq_q + 2 * seq_k)  # q and out over L, k and v over S
+        return proj + ops.attention_flops((batch, seq_q, embed), (batch, seq_k, embed), (batch, seq_k, embed))
     return ops.attention_flops(_shape(a[0]), _shape(a[1]), _shape(a[2]))
 
 
@@ -103,13 +108,16 @@ def _pooling(name: str, a: Metas, args: Sequence[Any], kwargs: dict, outputs: Se
     out = outputs[0].numel if outputs else 0
     if name.startswith("adaptive") or name.startswith("_adaptive"):
         return _first_numel(a, outputs)  # every input element is read into one window
-    kernel = args[1] if len(args) > 1 else kwargs.get("kernel_size", 1)
+    if "pool" not in name:
+        return 4 * out  # NB: resampling (interpolate, upsample, grid_sample, fold): a few FLOPs per output
+    position = 2 if name.startswith("lp_pool") else 1  # lp_pool2d(x, norm_type, kernel_size)
+    kernel = args[position] if len(args) > position else kwargs.get("kernel_size", 1)
     if isinstance(kernel, int):
         spatial = max(1, len(outputs[0].shape) - 2) if outputs else 2
         kernel = [kernel] * spatial
     if isinstance(kernel, (list, tuple)) and all(isinstance(k, int) for k in kernel):
         return ops.pooling_flops(out, kernel)
-    return 4 * out  # NB: resampling (interpolate, grid_sample): a few FLOPs per output element
+    return out
 
 
 _RULES = {

@@ -127,18 +127,16 @@ def _record_attr(gm: Any, node: Any, walk: _Walk) -> None:
 def _op_node(gm: Any, node: Any, walk: _Walk) -> OpNode | None:
     outputs = _metas(node.meta.get("example_value", node.meta.get("val")), walk)
     walk.metas[node] = outputs
-    if not outputs and node.target not in ("copy_",):
+    if not outputs:
         return None  # size(), sym arithmetic and other non-tensor nodes carry no cost
     name, module = _name_and_module(gm, node)
-    kind = op_table.classify(name)
+    kind = _kind(name, node, outputs)
     arg_metas = [_arg_meta(a, walk) for a in node.args]
     if module is not None:
         arg_metas = _module_arg_metas(module, arg_metas)
     inputs = tuple(m for m in _flat_input_metas(node, walk))
-    if kind == ops.VIEW or (name == "contiguous" and _already_contiguous(node)):
-        kind = ops.VIEW
     flops = node_flops(name, kind, arg_metas, node.args, node.kwargs, outputs) if kind != ops.UNKNOWN else 0
-    read, written = _bytes(kind, inputs, outputs, arg_metas)
+    read, written = _bytes(kind, name, inputs, outputs, arg_metas)
     params = sum(m.numel for src in _input_nodes(node) if src in walk.params for m in walk.metas.get(src, ()))
     if module is not None:
         params += sum(p.numel() for p in module.parameters(recurse=False))
@@ -147,6 +145,31 @@ def _op_node(gm: Any, node: Any, walk: _Walk) -> OpNode | None:
         inputs=inputs, outputs=outputs, flops=int(flops), bytes_read=read, bytes_written=written,
         params=params, attrs=MappingProxyType(_attrs(kind, name, node)), module_path=_module_path(node),
     )
+
+
+_CASTS = {"to", "type_as", "float", "half", "bfloat16", "double", "int", "long", "bool", "type"}
+
+
+def _kind(name: str, node: Any, outputs: tuple[TensorMeta, ...]) -> str:
+    """The canonical kind, refined where the name alone cannot tell a free view from a copy."""
+    kind = op_table.classify(name)
+    if name == "contiguous" and _already_contiguous(node):
+        return ops.VIEW
+    if name in _CASTS and node.op == "call_method":  # x.to(x.dtype) and friends return x itself
+        source = _arg_meta_of(node.args[0] if node.args else None)
+        if source is not None and source == outputs[0]:
+            return ops.VIEW
+    if name == "unfold" and node.op == "call_function" and "functional" in getattr(node.target, "__module__", ""):
+        return ops.POOLING  # F.unfold is im2col (a copy); Tensor.unfold is a view
+    return kind
+
+
+def _arg_meta_of(src: Any) -> TensorMeta | None:
+    value = getattr(src, "meta", {}).get("example_value", getattr(src, "meta", {}).get("val"))
+    try:
+        return TensorMeta(tuple(int(d) for d in value.shape), _dtype_name(value.dtype))
+    except (AttributeError, TypeError):
+        return None
 
 
 def _name_and_module(gm: Any, node: Any) -> tuple[str, Any]:
@@ -166,13 +189,13 @@ def _module_arg_metas(module: Any, arg_metas: list) -> list:
     return arg_metas
 
 
-def _bytes(kind: str, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta],
+def _bytes(kind: str, name: str, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta],
            arg_metas: Sequence[TensorMeta | None]) -> tuple[int, int]:
     """Bytes each op moves when nothing is fused: every input read once, every output written once."""
     if kind == ops.VIEW:
         return 0, 0
     written = sum(t.nbytes for t in outputs)
-    if kind == ops.EMBEDDING:
+    if kind == ops.EMBEDDING and name in ("embedding", "embedding_bag", "_embedding_bag"):
         # A lookup reads only the rows it gathers (about the output's size) plus the indices, which are the
         # integer argument (first in F.embedding, second in aten.embedding).
         indices = [m for m in arg_metas if m is not None and not m.dtype.startswith(("float", "bfloat"))]

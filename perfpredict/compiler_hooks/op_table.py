@@ -38,17 +38,17 @@ _POOLING = {"max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d"
             "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
             "adaptive_max_pool2d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "max_pool2d_with_indices",
             "max_pool3d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d_backward",
-            "_adaptive_avg_pool2d_backward", "adaptive_max_pool2d_with_indices", "lp_pool2d", "pixel_shuffle",
-            "pixel_unshuffle", "max_unpool2d", "interpolate", "upsample_nearest2d", "upsample_bilinear2d",
-            "_upsample_bilinear2d_aa", "upsample_nearest1d", "upsample_linear1d", "grid_sample", "fold", "unfold"}
+            "_adaptive_avg_pool2d_backward", "adaptive_max_pool2d_with_indices", "lp_pool2d", "max_unpool2d",
+            "interpolate", "upsample_nearest2d", "upsample_bilinear2d", "_upsample_bilinear2d_aa", "upsample_nearest1d", "upsample_linear1d", "grid_sample", "fold", "im2col",
+            "col2im"}
 _VIEW = {"view", "reshape", "_reshape_alias", "_unsafe_view", "flatten", "unflatten", "squeeze", "unsqueeze",
          "transpose", "permute", "t", "expand", "expand_as", "view_as", "reshape_as", "getitem", "getattr",
          "split", "split_with_sizes", "chunk", "unbind", "narrow", "select", "slice", "as_strided", "detach",
          "alias", "movedim", "swapaxes", "swapdims", "mT", "T", "real", "imag", "view_as_real", "view_as_complex",
-         "unsafe_split", "tensor_split", "diagonal", "numpy_T", "lift_fresh_copy", "_unsafe_index_put",
-         "type_as", "dim", "size", "stride", "numel", "requires_grad_", "contiguous_noop", "identity",
+         "unsafe_split", "tensor_split", "diagonal", "numpy_T", "dim", "size", "stride", "numel", "requires_grad_",
+         "contiguous_noop", "identity",
          "_assert_tensor_metadata", "sym_size", "sym_numel", "sym_stride", "_assert_async",
-         "unfold_view", "broadcast_to", "dropout_eval", "alias_copy"}
+         "unfold", "broadcast_to", "dropout_eval"}
 _COPY = {"cat", "concat", "concatenate", "stack", "hstack", "vstack", "contiguous", "clone", "copy", "copy_",
          "_to_copy", "to", "float", "half", "bfloat16", "double", "int", "long", "bool", "type", "pad",
          "constant_pad_nd", "reflection_pad2d", "replication_pad2d", "gather", "scatter", "scatter_add",
@@ -57,7 +57,8 @@ _COPY = {"cat", "concat", "concatenate", "stack", "hstack", "vstack", "contiguou
          "slice_scatter", "select_scatter", "diagonal_scatter", "as_strided_scatter", "new_empty_strided",
          "embedding_renorm", "cpu", "cuda", "_unsafe_index", "take_along_dim", "nonzero", "unique",
          "select_backward", "slice_backward", "index_put_", "masked_fill_", "zero", "fill", "fill_",
-         "resize_", "set_", "sort_values", "bucketize", "searchsorted", "one_hot", "channel_shuffle"}
+         "resize_", "set_", "sort_values", "bucketize", "searchsorted", "one_hot", "channel_shuffle",
+         "pixel_shuffle", "pixel_unshuffle", "type_as", "lift_fresh_copy", "_unsafe_index_put", "alias_copy"}
 _CREATION = {"zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "randperm", "linspace",
              "logspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
              "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "tensor", "scalar_tensor",

@@ -64,10 +64,20 @@ class BackendOptions:
 
 @dataclass
 class _Session:
-    """The subgraphs compiled during one top-level call of a compiled function."""
+    """The subgraphs compiled during one top-level call of a compiled function.
 
-    frame: Any
+    The call is recognised by its wrapper frame's id plus weak references to the call's tensor arguments: the
+    frame itself is never kept, since it would keep the user's inputs alive, and a frame id alone can be reused
+    by the next call.
+    """
+
+    call: tuple
     graphs: list = field(default_factory=list)
+
+    def same_call(self, call: tuple) -> bool:
+        if not call or not self.call or call[0] != self.call[0] or len(call[1]) != len(self.call[1]):
+            return False
+        return all(mine() is not None and mine() is theirs() for mine, theirs in zip(self.call[1], call[1]))
 
 
 _CURRENT: list[_Session] = []
@@ -83,7 +93,8 @@ def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, A
         if strict:
             raise
         _warn_once(err)
-        return gm.forward
+        inner = (options or {}).get("inner")  # a typo elsewhere must not silently drop inductor
+        return _inner(gm, example_inputs, BackendOptions(inner=inner if inner in ("eager", "inductor") else "eager"))
     if opts.phase == "training":
         return _training(gm, example_inputs, opts)
     try:
@@ -115,15 +126,17 @@ def _observe(graph: Any, opts: BackendOptions) -> None:
 
 def _session() -> _Session:
     """The session of the outermost dynamo-wrapped call on the stack; a new one when that call changed."""
-    frame = _outermost_dynamo_frame()
-    if frame is not None and _CURRENT and _CURRENT[0].frame is frame:
+    call = _current_call()
+    if _CURRENT and _CURRENT[0].same_call(call):
         return _CURRENT[0]
-    _CURRENT[:] = [_Session(frame)]
+    _CURRENT[:] = [_Session(call)]
     return _CURRENT[0]
 
 
-def _outermost_dynamo_frame() -> Any:
-    """Dynamo runs every subgraph of one compiled call inside the same wrapper frame of eval_frame.py."""
+def _current_call() -> tuple:
+    """(id of the outermost eval_frame wrapper frame, weakrefs to its tensor arguments); () outside dynamo."""
+    import weakref
+
     suffix = os.path.join("_dynamo", "eval_frame.py")
     found = None
     frame = sys._getframe(1)
@@ -132,7 +145,17 @@ def _outermost_dynamo_frame() -> Any:
         if code.co_name in ("compile_wrapper", "_fn") and code.co_filename.endswith(suffix):
             found = frame
         frame = frame.f_back
-    return found
+    if found is None:
+        return ()
+    refs = []
+    for value in list(found.f_locals.get("args", ())) + list(found.f_locals.get("kwargs", {}).values()):
+        try:
+            refs.append(weakref.ref(value))
+        except TypeError:
+            continue  # ints, strings, None: no identity worth tracking
+    key = id(found)
+    del found
+    return (key, tuple(refs))
 
 
 def _inner(gm: Any, example_inputs: list[Any], opts: BackendOptions) -> Any:
@@ -179,23 +202,16 @@ def _training(gm: Any, example_inputs: list[Any], opts: BackendOptions, on_graph
                 notes=("no input or parameter requires grad: the training step is forward-only",)))
         return make_boxed_func(fw_module.forward)
 
-    if opts.inner == "inductor":
-        try:  # featurize with our own AOT trace, then let inductor compile the original graph
-            aot_autograd(fw_compiler=forward_compiler, bw_compiler=lambda m, _: make_boxed_func(m.forward),
-                         partition_fn=partition)(gm, example_inputs)
-        except Exception as err:  # noqa: BLE001
-            if opts.strict:
-                raise
-            _warn_once(err)
-        return _inner(gm, example_inputs, opts)
+    # AOT traces forward + backward with fake tensors only to observe; the graph itself goes to the inner
+    # backend untouched, so autograd behaves exactly as without perfpredict (double backward included).
     try:
-        return aot_autograd(fw_compiler=forward_compiler, bw_compiler=lambda m, _: make_boxed_func(m.forward),
-                            partition_fn=partition)(gm, example_inputs)
-    except Exception as err:  # noqa: BLE001 - AOT could not trace it; eager still runs it
+        aot_autograd(fw_compiler=forward_compiler, bw_compiler=lambda m, _: make_boxed_func(m.forward),
+                     partition_fn=partition)(gm, example_inputs)
+    except Exception as err:  # noqa: BLE001 - AOT could not trace it; the model still runs
         if opts.strict:
             raise
         _warn_once(err)
-        return gm.forward
+    return _inner(gm, example_inputs, opts)
 
 
 def _warn_once(err: BaseException) -> None:

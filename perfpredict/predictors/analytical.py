@@ -104,6 +104,8 @@ class AnalyticalPredictor:
                            moved / device.memory_bandwidth_bytes_per_s)
         ideal_s = np.where(views, 0.0, ideal + launch).sum(axis=0)
         optimizer_s = np.full(len(batches), _optimizer_step_s(graph, device, config))
+        if optimizer_s[0] > 0:  # the ideal step moves the optimizer's bytes at the full datasheet bandwidth
+            ideal_s = ideal_s + _optimizer_bytes(graph, config) / device.memory_bandwidth_bytes_per_s
         latency = node_s.sum(axis=0) + optimizer_s
         activations = activation_peak(out_bytes, free_steps(graph)) + input_bytes
         busy = np.maximum(compute, MEMORY_POWER_WEIGHT * memory).sum(axis=0) + MEMORY_POWER_WEIGHT * optimizer_s

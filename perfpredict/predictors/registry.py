@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from perfpredict.errors import UnknownPredictorError, close_matches
+from perfpredict.errors import InvalidInputError, UnknownPredictorError, close_matches
 from perfpredict.predictors.base import Predictor
 
 _FACTORIES: dict[str, Callable[[], Predictor]] = {}
@@ -24,7 +24,7 @@ def register_predictor(name: str) -> Callable[[Callable[[], Predictor]], Callabl
 
     def decorator(factory: Callable[[], Predictor]) -> Callable[[], Predictor]:
         if name in _FACTORIES and _FACTORIES[name] is not factory:
-            raise ValueError(f"a predictor named {name!r} is already registered")
+            raise InvalidInputError(f"a predictor named {name!r} is already registered; pick another name")
         _FACTORIES[name] = factory
         return factory
 
