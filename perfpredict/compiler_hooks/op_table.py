@@ -39,8 +39,8 @@ _POOLING = {"max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d"
             "adaptive_max_pool2d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "max_pool2d_with_indices",
             "max_pool3d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d_backward",
             "_adaptive_avg_pool2d_backward", "adaptive_max_pool2d_with_indices", "lp_pool2d", "max_unpool2d",
-            "interpolate", "upsample_nearest2d", "upsample_bilinear2d", "_upsample_bilinear2d_aa", "upsample_nearest1d", "upsample_linear1d", "grid_sample", "fold", "im2col",
-            "col2im"}
+            "interpolate", "upsample_nearest2d", "upsample_bilinear2d", "_upsample_bilinear2d_aa",
+            "upsample_nearest1d", "upsample_linear1d", "grid_sample", "fold", "im2col", "col2im"}
 _VIEW = {"view", "reshape", "_reshape_alias", "_unsafe_view", "flatten", "unflatten", "squeeze", "unsqueeze",
          "transpose", "permute", "t", "expand", "expand_as", "view_as", "reshape_as", "getitem", "getattr",
          "split", "split_with_sizes", "chunk", "unbind", "narrow", "select", "slice", "as_strided", "detach",
