@@ -65,6 +65,9 @@ def _add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--hf", metavar="ID", help="a shipped HuggingFace id or alias (see `perfpredict models`)")
     src.add_argument("--config", metavar="PATH", help="a HuggingFace config.json (or a folder holding one)")
+    src.add_argument("--onnx", metavar="PATH", help="an ONNX file (any exporter; external data is read too)")
+    p.add_argument("--input-shape", action="append", metavar="NAME=DIMS", default=None,
+                   help="ONNX input shape for dynamic dimensions, e.g. input_ids=1x128 (repeatable)")
     p.add_argument("--device", default="H100-SXM", help="catalog device name (see `perfpredict devices`)")
     p.add_argument("--batch", type=_positive_int("batch size"), default=1, help="batch size (default 1)")
     p.add_argument("--seq", type=_positive_int("sequence length"), default=None,
@@ -121,6 +124,15 @@ def _predict_from_args(args: argparse.Namespace, keep_ops: int = 25):
     from perfpredict.devices import get_device
 
     device = get_device(args.device)  # fail fast, before a model is built
+    if args.onnx:
+        from perfpredict.api import report_for_graph
+        from perfpredict.cli_onnx import graph_from_onnx_args
+
+        phase = "training" if args.training else "inference"
+        graph = graph_from_onnx_args(args.onnx, args.input_shape or [], phase=phase)
+        return report_for_graph(graph, device=device.name, phase=phase, predictor=args.predictor,
+                                max_latency_ms=args.max_latency_ms, min_throughput_per_s=args.min_throughput,
+                                top_ops=keep_ops, model_name=Path(args.onnx).stem)
     model, inputs, name = model_from_hf(args.hf or args.config, batch_size=args.batch, seq_len=args.seq,
                                         dtype=args.dtype)
     from perfpredict.api import predict

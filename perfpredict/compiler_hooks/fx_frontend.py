@@ -159,9 +159,24 @@ def _kind(name: str, node: Any, outputs: tuple[TensorMeta, ...]) -> str:
         source = _arg_meta_of(node.args[0] if node.args else None)
         if source is not None and source == outputs[0]:
             return ops.VIEW
+    if name in _DROPOUTS and not _dropout_active(name, node):
+        return ops.VIEW  # eval-mode dropout returns its input
     if name == "unfold" and node.op == "call_function" and "functional" in getattr(node.target, "__module__", ""):
         return ops.POOLING  # F.unfold is im2col (a copy); Tensor.unfold is a view
     return kind
+
+
+_DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_dropout", "alpha_dropout", "native_dropout"}
+
+
+def _dropout_active(name: str, node: Any) -> bool:
+    """F.dropout(x, p, training, inplace): only training mode with p > 0 does any work."""
+    if name == "native_dropout":  # aten.native_dropout(x, p, train)
+        train, p = (node.args[2] if len(node.args) > 2 else True), (node.args[1] if len(node.args) > 1 else 0.5)
+    else:
+        train = node.kwargs.get("training", node.args[2] if len(node.args) > 2 else True)
+        p = node.kwargs.get("p", node.args[1] if len(node.args) > 1 else 0.5)
+    return bool(train) and not (isinstance(p, (int, float)) and p == 0)
 
 
 def _arg_meta_of(src: Any) -> TensorMeta | None:
