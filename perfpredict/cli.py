@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", parents=[common], help="BERT-base and ResNet-50 on H100 and A100")
     p.set_defaults(func=cmd_demo)
+    from perfpredict import cli_roofline
+
+    cli_roofline.register(sub, parents=[common])
     return parser
 
 
@@ -119,28 +122,44 @@ def _console():
     return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 
 
-def _predict_from_args(args: argparse.Namespace, keep_ops: int = 25):
+def _graph_from_args(args: argparse.Namespace, phase: str) -> tuple[Any, str]:
+    """The OpGraph of the model the arguments name (an ONNX file, or a HuggingFace id or config)."""
+    if args.onnx:
+        from perfpredict.cli_onnx import graph_from_onnx_args
+
+        return graph_from_onnx_args(args.onnx, args.input_shape or [], phase=phase), Path(args.onnx).stem
+    from perfpredict.api import featurize
     from perfpredict.compiler_hooks.hf_frontend import model_from_hf
+
+    # The model is built in args.dtype on the meta device, so featurize needs no cast of its own.
+    model, inputs, name = model_from_hf(args.hf or args.config, batch_size=args.batch, seq_len=args.seq,
+                                        dtype=args.dtype)
+    return featurize(model, inputs, phase=phase, name=name), name
+
+
+def _predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[Any, Any]:
+    """(PerfReport, OpGraph) for the model and device the arguments name."""
+    from perfpredict.api import report_for_graph
     from perfpredict.devices import get_device
 
     device = get_device(args.device)  # fail fast, before a model is built
-    if args.onnx:
-        from perfpredict.api import report_for_graph
-        from perfpredict.cli_onnx import graph_from_onnx_args
+    phase = "training" if args.training else "inference"
+    graph, name = _graph_from_args(args, phase)
+    report = report_for_graph(graph, device=device, phase=phase, predictor=args.predictor, model_name=name,
+                              max_latency_ms=args.max_latency_ms, min_throughput_per_s=args.min_throughput,
+                              top_ops=keep_ops)
+    return report, graph
 
-        phase = "training" if args.training else "inference"
-        graph = graph_from_onnx_args(args.onnx, args.input_shape or [], phase=phase)
-        return report_for_graph(graph, device=device.name, phase=phase, predictor=args.predictor,
-                                max_latency_ms=args.max_latency_ms, min_throughput_per_s=args.min_throughput,
-                                top_ops=keep_ops, model_name=Path(args.onnx).stem)
-    model, inputs, name = model_from_hf(args.hf or args.config, batch_size=args.batch, seq_len=args.seq,
-                                        dtype=args.dtype)
-    from perfpredict.api import predict
 
-    # The model is already built in args.dtype, so predict needs no cast of its own.
-    return predict(model, inputs, device=device.name, phase="training" if args.training else "inference",
-                   predictor=args.predictor, model_name=name, max_latency_ms=args.max_latency_ms,
-                   min_throughput_per_s=args.min_throughput, top_ops=keep_ops)
+def _roofline_section(graph: Any, device_name: str) -> dict[str, str]:
+    """The model's ops on the device's roofline, as inline SVG for the HTML report ({} without matplotlib)."""
+    try:
+        from perfpredict.devices import get_device
+        from perfpredict.kernels.plot import roofline_svg
+
+        return {"Roofline": roofline_svg(graph, get_device(device_name))}
+    except ImportError:
+        return {}
 
 
 def _write(path: str, text: str) -> None:
@@ -154,7 +173,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from perfpredict.render_html import render_html
     from perfpredict.render_text import print_report
 
-    report = _predict_from_args(args)
+    report, graph = _predict_from_args(args)
     if args.json == "-":
         sys.stdout.write(report.to_json() + "\n")
     else:
@@ -162,7 +181,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.json and args.json != "-":
         _write(args.json, report.to_json() + "\n")
     if args.html:
-        _write(args.html, render_html(report))
+        _write(args.html, render_html(report, extra_sections=_roofline_section(graph, report.device)))
     written = [p for p in (args.json, args.html) if p and p != "-"]
     if written:
         print(f"{PROG}: wrote {', '.join(written)}", file=sys.stderr)
@@ -172,7 +191,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from perfpredict.render_text import explain_renderables
 
-    report = _predict_from_args(args, keep_ops=1_000_000)  # explain shows every op
+    report, _ = _predict_from_args(args, keep_ops=1_000_000)  # explain shows every op
     console = _console()
     for part in explain_renderables(report, top_ops=args.top):
         console.print(part)
@@ -260,7 +279,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             ns = argparse.Namespace(hf=model_id, config=None, device=device, batch=batch, seq=seq, dtype="float32",
                                     training=False, predictor="analytical", max_latency_ms=None, min_throughput=None)
             console.print(Rule(f"{model_id}, batch {batch}, on {device}"))
-            report = _predict_from_args(ns)
+            report, _ = _predict_from_args(ns)
             print_report(report, console=console, top_ops=5)
             summary.append(report)
     console.print(_demo_summary(summary))
@@ -310,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if args.command is None:
-            raise UsageError(f"choose a command: predict, explain, devices, models, demo (`{PROG} --help`)")
+            raise UsageError(f"choose a command: predict, explain, devices, models, demo, roofline (`{PROG} --help`)")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             code = args.func(args)

@@ -1,0 +1,168 @@
+"""The roofline plot: a device's ceilings, with a model's ops placed by arithmetic intensity.
+
+x: arithmetic intensity (FLOP per byte moved, from the OpGraph's ``flops`` and ``bytes_read + bytes_written``);
+y: FLOP/s. Compute ceilings are horizontal lines (FP32, FP16, BF16/FP16/TF32/FP8 tensor cores, ...), bandwidth
+ceilings are diagonals (HBM or DRAM, and L2 / L1 / L3 when a DeviceCeilings file has them). Each op sits at its
+attainable performance ``min(peak for its dtype, AI x bandwidth)``, sized by its share of FLOPs; measured per-op
+times (profiler data), when given, add a second marker at ``flops / time``. Ceilings are labelled "measured"
+where the device carries measured values.
+
+Renders with matplotlib's object API (no pyplot global state; the Agg/SVG backends only), imported lazily.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from perfpredict.errors import InvalidInputError, MissingDependencyError
+
+COMPUTE_CEILINGS = (("fp8_tensor", "FP8 tensor"), ("bf16_tensor", "BF16 tensor"), ("fp16_tensor", "FP16 tensor"),
+                    ("tf32_tensor", "TF32 tensor"), ("fp16", "FP16 vector"), ("bf16", "BF16 vector"),
+                    ("fp32", "FP32"), ("fp64", "FP64"))
+BANDWIDTH_EXTRAS = (("l1_bandwidth_bytes_per_s", "L1"), ("shared_bandwidth_bytes_per_s", "shared"),
+                    ("l2_bandwidth_bytes_per_s", "L2"), ("l3_bandwidth_bytes_per_s", "L3"))
+_MARKERS = {"compute": "o", "memory": "s"}
+
+
+def roofline_points(graph: Any, device: Any, *, tf32: bool = False) -> list[dict[str, Any]]:
+    """One row per op with FLOPs and bytes: intensity, attainable FLOP/s, the ceiling that binds it."""
+    from perfpredict import ops
+
+    rows = []
+    bw = device.memory_bandwidth_bytes_per_s
+    for node in graph.nodes:
+        moved = node.bytes_read + node.bytes_written
+        if node.is_view or node.flops <= 0 or moved <= 0:
+            continue
+        dtype = node.outputs[0].dtype if node.outputs else graph.dtype
+        tensor = device.kind == "gpu" and node.op in ops.TENSOR_CORE_OPS and (dtype != "float32" or tf32)
+        peak, key = device.peak_flops(dtype, tensor)
+        ai = node.flops / moved
+        attainable = min(peak, ai * bw)
+        rows.append({"name": node.name, "op": node.op, "dtype": dtype, "flops": node.flops, "bytes": moved,
+                     "intensity_flop_per_byte": ai, "attainable_flops_per_s": attainable, "peak_key": key,
+                     "bound": "compute" if peak <= ai * bw else "memory"})
+    return rows
+
+
+def _ceilings_from(device: Any, extra: Mapping[str, Any] | None) -> tuple[list, list]:
+    measured = device.measured
+    compute = []
+    seen = set()
+    for key, label in COMPUTE_CEILINGS:
+        value = device.peak_flops_per_s.get(key)
+        if not value or round(value, -9) in seen:
+            continue
+        seen.add(round(value, -9))
+        tag = "measured" if f"peak_flops_per_s.{key}" in measured else "datasheet"
+        compute.append((label, float(value), tag))
+    mem_label = "HBM" if device.kind == "gpu" else "DRAM"
+    tag = "measured" if "memory_bandwidth_bytes_per_s" in measured else "datasheet"
+    bandwidth = [(mem_label, float(device.memory_bandwidth_bytes_per_s), tag)]
+    for key, label in BANDWIDTH_EXTRAS:
+        entry = (extra or {}).get(key)
+        if isinstance(entry, Mapping) and entry.get("max"):
+            bandwidth.append((label, float(entry["max"]), "measured"))
+    return compute, bandwidth
+
+
+def _figure(graph: Any, device: Any, ceilings: Mapping[str, Any] | None, measured: Mapping[str, float] | None,
+            title: str | None, tf32: bool):
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as err:
+        raise MissingDependencyError('the roofline plot needs matplotlib: pip install "perfpredict[ui]"') from err
+    extra = ceilings.get("ceilings", ceilings) if isinstance(ceilings, Mapping) else None
+    compute, bandwidth = _ceilings_from(device, extra)
+    points = roofline_points(graph, device, tf32=tf32) if graph is not None else []
+    peak = max(v for _, v, _ in compute)
+    xs = [p["intensity_flop_per_byte"] for p in points] or [1.0]
+    x_lo = min(0.01, min(xs) / 2)
+    x_hi = max(1e4, max(xs) * 2, 4 * peak / min(b for _, b, _ in bandwidth))
+    fig = Figure(figsize=(9, 6), dpi=110)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    import numpy as np
+
+    grid = np.logspace(np.log10(x_lo), np.log10(x_hi), 256)
+    colors = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#17becf"]
+    for i, (label, bw, tag) in enumerate(bandwidth):
+        ax.plot(grid, np.minimum(grid * bw, peak), color=colors[i % len(colors)], lw=1.6,
+                ls="-" if tag == "measured" else "--",
+                label=f"{label} {bw / 1e9:,.0f} GB/s ({tag})")
+    for label, value, tag in compute:
+        ax.axhline(value, color="#d62728" if "tensor" in label else "#ff7f0e", lw=1.0,
+                   ls="-" if tag == "measured" else "--", alpha=0.8)
+        ax.text(x_hi, value, f" {label} {value / 1e12:,.1f} TF ({tag})", va="bottom", ha="right", fontsize=7)
+    if points:
+        total = sum(p["flops"] for p in points)
+        for bound, marker in _MARKERS.items():
+            sel = [p for p in points if p["bound"] == bound]
+            if sel:
+                ax.scatter([p["intensity_flop_per_byte"] for p in sel], [p["attainable_flops_per_s"] for p in sel],
+                           s=[12 + 300 * p["flops"] / total for p in sel], marker=marker, alpha=0.6,
+                           edgecolors="k", linewidths=0.4, label=f"ops, {bound}-bound (predicted)")
+        if measured:
+            mx = [(p["intensity_flop_per_byte"], p["flops"] / measured[p["name"]]) for p in points
+                  if measured.get(p["name"], 0) > 0]
+            if mx:
+                ax.scatter(*zip(*mx), marker="x", color="k", s=20, label="ops (measured)")
+    ax.set_xlim(x_lo, x_hi)
+    lowest = min([p["attainable_flops_per_s"] for p in points] + [x_lo * min(b for _, b, _ in bandwidth)])
+    ax.set_ylim(max(lowest / 2, peak * 1e-7), peak * 3)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("FLOP/s")
+    name = getattr(graph, "name", "") or ""
+    ax.set_title(title or f"Roofline: {device.name}" + (f", {name}" if name else "") + f" ({device.source})",
+                 fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_roofline(graph: Any, device: Any, path: str | os.PathLike[str] | None = None, *,
+                  ceilings: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+                  measured: Mapping[str, float] | None = None, title: str | None = None,
+                  tf32: bool = False) -> list[Path]:
+    """Draw the roofline of ``device`` with ``graph``'s ops (``graph`` may be None) and save it.
+
+    ``path`` ending in .png or .svg writes that file; without a suffix both ``path.png`` and ``path.svg``.
+    ``ceilings`` (a DeviceCeilings dict or file) adds L1/L2/L3 diagonals; ``measured`` maps op names to seconds.
+    Returns the written paths.
+    """
+    from perfpredict.devices import get_device
+
+    device = get_device(device)
+    if isinstance(ceilings, (str, os.PathLike)):
+        from perfpredict.kernels.ceilings import read_ceilings
+
+        ceilings = read_ceilings(ceilings)
+    fig = _figure(graph, device, ceilings, measured, title, tf32)
+    path = Path(path or "roofline")
+    targets = [path] if path.suffix.lower() in (".png", ".svg") else [path.with_suffix(".png"),
+                                                                     path.with_suffix(".svg")]
+    if path.suffix and path.suffix.lower() not in (".png", ".svg"):
+        raise InvalidInputError(f"roofline plot path must end in .png or .svg (or have no suffix), got {str(path)!r}")
+    for target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(target, format=target.suffix[1:].lower())
+    return targets
+
+
+def roofline_svg(graph: Any, device: Any, *, ceilings: Mapping[str, Any] | None = None,
+                 measured: Mapping[str, float] | None = None, tf32: bool = False) -> str:
+    """The roofline as inline SVG text (no XML prolog), for embedding in the HTML report."""
+    from perfpredict.devices import get_device
+
+    fig = _figure(graph, get_device(device), ceilings, measured, None, tf32)
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    text = buf.getvalue()
+    start = text.find("<svg")
+    return text[start:] if start >= 0 else text
