@@ -25,7 +25,7 @@ _CACHE_SIZE = 32
 
 
 def predict(model: Any, example_inputs: Any = (), *, device: str = DEFAULT_DEVICE, phase: str = "inference",
-            dtype: str | None = None, predictor: str = "analytical", optimizer: str = "adamw", tf32: bool = False,
+            dtype: str | None = None, predictor: str = "auto", optimizer: str = "adamw", tf32: bool = False,
             model_name: str | None = None, max_latency_ms: float | None = None,
             min_throughput_per_s: float | None = None, grid_g_per_kwh: float | None = None,
             workload_calls: int | None = None, top_ops: int = 25,
@@ -44,7 +44,7 @@ def predict(model: Any, example_inputs: Any = (), *, device: str = DEFAULT_DEVIC
 
 
 def report_for_graph(graph: OpGraph, *, device: Any = DEFAULT_DEVICE, phase: str | None = None,
-                     predictor: str = "analytical", optimizer: str = "adamw", tf32: bool = False,
+                     predictor: str = "auto", optimizer: str = "adamw", tf32: bool = False,
                      max_latency_ms: float | None = None, min_throughput_per_s: float | None = None,
                      grid_g_per_kwh: float | None = None, workload_calls: int | None = None, top_ops: int = 25,
                      model_name: str | None = None) -> PerfReport:

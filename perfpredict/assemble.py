@@ -11,7 +11,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 from perfpredict.predictors.base import RunConfig
-from perfpredict.predictors.registry import get_predictor
+from perfpredict.predictors.registry import get_predictor, resolve_predictor
 from perfpredict.report import GraphSummary, PerfReport, Prediction
 
 if TYPE_CHECKING:
@@ -23,12 +23,13 @@ TRAINING_WORKLOAD_STEPS = 1000
 COVERAGE_WARNING_BELOW = 0.95
 
 
-def build_report(graph: OpGraph, device: Device, config: RunConfig, predictor: str = "analytical", *,
+def build_report(graph: OpGraph, device: Device, config: RunConfig, predictor: str = "auto", *,
                  model_name: str = "", max_latency_ms: float | None = None,
                  min_throughput_per_s: float | None = None, grid_g_per_kwh: float | None = None,
                  price_usd_per_hour: float | None = None, workload_calls: int | None = None) -> PerfReport:
     from perfpredict import carbon, cost, mig
 
+    predictor, choice_note = resolve_predictor(predictor, device.parent or device.name)
     model = get_predictor(predictor)
     out = model.predict(graph, device, config)
     batch = max(1, graph.batch_size)
@@ -57,7 +58,8 @@ def build_report(graph: OpGraph, device: Device, config: RunConfig, predictor: s
         graph=GraphSummary(len(graph.nodes), len(graph.edges), graph.subgraphs, graph.total_flops,
                            graph.total_bytes, graph.param_count, graph.source),
         mig=advice, warnings=_warnings(graph, device, fits, out.peak_memory_bytes.value) + out.warnings,
-        notes=_notes(graph, device, predictor, price), device_source=device.source,
+        notes=_notes(graph, device, predictor, price) + ((choice_note,) if choice_note else ()),
+        device_source=device.source,
     )
 
 

@@ -74,7 +74,9 @@ def _add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None
                    help="sequence length for text models (default: the model's shipped default)")
     p.add_argument("--dtype", choices=DTYPE_CHOICES, default="float32", help="weights and activations dtype")
     p.add_argument("--training", action="store_true", help="predict a training step (fwd + bwd + optimizer)")
-    p.add_argument("--predictor", default="analytical", help="predictor name (default analytical)")
+    p.add_argument("--predictor", default="auto",
+                   help="auto (default: the best predictor trained for the device, else analytical), analytical, "
+                        "xgboost, graphsage or gae_gnn")
     p.add_argument("--max-latency-ms", type=_positive_float, default=None, help="latency target for MIG advice")
     p.add_argument("--min-throughput", type=_positive_float, default=None,
                    help="throughput target (samples/s) for MIG advice")
@@ -109,9 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", parents=[common], help="BERT-base and ResNet-50 on H100 and A100")
     p.set_defaults(func=cmd_demo)
-    from perfpredict import cli_roofline
+    from perfpredict import cli_roofline, cli_train
 
     cli_roofline.register(sub, parents=[common])
+    cli_train.register(sub, parents=[common])
     return parser
 
 
@@ -329,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if args.command is None:
-            raise UsageError(f"choose a command: predict, explain, devices, models, demo, roofline (`{PROG} --help`)")
+            raise UsageError(f"choose a command: predict, explain, devices, models, demo, roofline, train (`{PROG} --help`)")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             code = args.func(args)

@@ -167,3 +167,29 @@ def merge_graphs(graphs: Iterable[OpGraph], name: str = "") -> OpGraph:
         input_bytes=first.input_bytes, keep_alive=frozenset(keep), grad_outputs=frozenset(grads),
         notes=tuple(notes), subgraphs=sum(g.subgraphs for g in graphs), name=name or first.name,
     )
+
+
+def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
+    """A JSON-ready dict of the graph (for local feature caches; datasets store specs, not graphs)."""
+    nodes = [[n.name, n.op, n.target, [[list(t.shape), t.dtype] for t in n.inputs],
+              [[list(t.shape), t.dtype] for t in n.outputs], n.flops, n.bytes_read, n.bytes_written, n.params,
+              dict(n.attrs), n.module_path] for n in graph.nodes]
+    head = {k: getattr(graph, k) for k in ("phase", "batch_size", "seq_len", "dtype", "source", "param_count",
+                                            "param_bytes", "trainable_param_count", "trainable_param_bytes",
+                                            "input_bytes", "subgraphs", "name")}
+    return {**head, "nodes": nodes, "edges": [list(e) for e in graph.edges], "keep_alive": sorted(graph.keep_alive),
+            "grad_outputs": sorted(graph.grad_outputs), "notes": list(graph.notes)}
+
+
+def graph_from_dict(data: Mapping[str, Any]) -> OpGraph:
+    """The inverse of :func:`graph_to_dict`."""
+    def metas(items: Any) -> tuple[TensorMeta, ...]:
+        return tuple(TensorMeta(tuple(shape), dtype) for shape, dtype in items)
+
+    nodes = tuple(OpNode(name, op, target, metas(ins), metas(outs), flops, read, written, params,
+                         MappingProxyType(dict(attrs)), path)
+                  for name, op, target, ins, outs, flops, read, written, params, attrs, path in data["nodes"])
+    fields = {k: v for k, v in data.items() if k not in ("nodes", "edges", "keep_alive", "grad_outputs", "notes")}
+    return OpGraph(nodes=nodes, edges=tuple(tuple(e) for e in data["edges"]),
+                   keep_alive=frozenset(data["keep_alive"]), grad_outputs=frozenset(data["grad_outputs"]),
+                   notes=tuple(data["notes"]), **fields)

@@ -33,7 +33,7 @@ def _error_line(capsys) -> str:
     (["predict", "--hf", "gpt2", "--dtype", "int7"], "invalid choice: 'int7'"),
     (["predict", "--hf", "resnet-50", "--seq", "64"], "vision model"),
     (["predict", "--config", "/no/such/config.json"], "does not exist"),
-    (["predict"], "one of the arguments --hf --config is required"),
+    (["predict"], "one of the arguments --hf --config --onnx is required"),
     (["predict", "--hf", "gpt2", "--config", "x.json"], "not allowed with argument"),
     (["predict", "--hf", "gpt2", "--max-latency-ms", "-1"], "expected a positive number"),
     (["explain", "--hf", "gpt2", "--top", "-2"], "expected a whole number >= 0"),

@@ -3,8 +3,8 @@
 ``torch.compile(model, backend="perfpredict", options={...})`` finds this function through the
 ``torch_dynamo_backends`` entry point, so no import is needed. Options:
 
-- ``device`` (default "H100-SXM"), ``predictor`` ("analytical"), ``phase`` ("inference" or "training"),
-  ``optimizer`` ("adamw"), ``tf32`` (False), ``max_latency_ms`` / ``min_throughput_per_s`` (MIG targets);
+- ``device`` (default "H100-SXM"), ``predictor`` ("auto": the best one trained for the device, else
+  analytical), ``phase`` ("inference" or "training"), ``optimizer`` ("adamw"), ``tf32`` (False), ``max_latency_ms`` / ``min_throughput_per_s`` (MIG targets);
 - ``report``: a path (.json, .html, .txt) or a callable that receives each PerfReport;
 - ``inner``: "eager" (default) or "inductor", the backend that really compiles the graph;
 - ``strict``: raise perfpredict's own errors instead of warning once and falling back.
@@ -36,7 +36,7 @@ _WARNED: set[str] = set()
 @dataclass
 class BackendOptions:
     device: str = DEFAULT_DEVICE
-    predictor: str = "analytical"
+    predictor: str = "auto"
     phase: str = "inference"
     optimizer: str = "adamw"
     tf32: bool = False

@@ -45,6 +45,30 @@ class CostArrays:
         slope_in = (b.input_bytes - a.input_bytes) / span
         return cls(a, pairs[0], pairs[1], pairs[2], (a.input_bytes - slope_in * a.batch_size, slope_in))
 
+    @classmethod
+    def from_anchor(cls, graph: OpGraph) -> CostArrays:
+        """Affine coefficients from ONE capture, at a batch size no other dimension shares (a prime such as 13).
+
+        Approximate where :meth:`fit` is exact, at a third of the tracing cost (training sets trace hundreds of
+        batch sweeps): FLOPs scale with the batch; a node's parameter reads are constant and its other bytes
+        scale; an output scales when one of its dimensions is a multiple of the anchor batch.
+        """
+        b = float(graph.batch_size)
+        flops, moved, _ = _node_columns(graph)
+        const_read = np.array([min(n.params * ops.DTYPE_BYTES.get(n.outputs[0].dtype if n.outputs else "float32", 4),
+                                   n.bytes_read + n.bytes_written) for n in graph.nodes], dtype=float)
+        const_out, slope_out = np.zeros(len(graph.nodes)), np.zeros(len(graph.nodes))
+        for i, n in enumerate(graph.nodes):
+            if n.op in ops.VIEW_OPS or i in graph.grad_outputs:
+                continue
+            for t in n.outputs:
+                if any(d % graph.batch_size == 0 for d in t.shape if d):
+                    slope_out[i] += t.nbytes / b
+                else:
+                    const_out[i] += t.nbytes
+        return cls(graph, (np.zeros_like(flops), flops / b), (const_read, (moved - const_read) / b),
+                   (const_out, slope_out), (0.0, graph.input_bytes / b))
+
     def at(self, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(flops, bytes moved, output bytes) as [nodes, configs] matrices, and input bytes per config."""
         b = np.asarray(batches, dtype=float)[None, :]

@@ -16,7 +16,8 @@ from perfpredict.predictors.base import Predictor
 _FACTORIES: dict[str, Callable[[], Predictor]] = {}
 _INSTANCES: dict[str, Predictor] = {}
 # Modules that register built-in predictors when imported.
-_BUILTIN_MODULES = ("perfpredict.predictors.analytical",)
+_BUILTIN_MODULES = ("perfpredict.predictors.analytical", "perfpredict.predictors.xgboost_model",
+                    "perfpredict.predictors.graphsage", "perfpredict.predictors.gae")
 
 
 def register_predictor(name: str) -> Callable[[Callable[[], Predictor]], Callable[[], Predictor]]:
@@ -33,12 +34,30 @@ def register_predictor(name: str) -> Callable[[Callable[[], Predictor]], Callabl
 
 def _load_builtins() -> None:
     for module in _BUILTIN_MODULES:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name != module:  # a missing dependency inside a present module is a real error
+                raise
 
 
 def list_predictors() -> list[str]:
     _load_builtins()
     return sorted(_FACTORIES)
+
+
+def resolve_predictor(name: str, device: str) -> tuple[str, str | None]:
+    """``"auto"`` becomes the best evaluated predictor trained for ``device`` (or ``"analytical"`` with a note
+    saying why); any other name is returned as it is."""
+    if name != "auto":
+        return name, None
+    from perfpredict.predictors.artifacts import best_predictor
+
+    best = best_predictor(device)
+    if best is None:
+        return "analytical", (f"no measured data for {device}: the analytical predictor is used (learned "
+                              "predictors exist only for devices with measured datasets)")
+    return best, f"{best} is the best evaluated predictor for {device} (chosen by predictor='auto')"
 
 
 def get_predictor(name: str) -> Predictor:

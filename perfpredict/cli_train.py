@@ -1,0 +1,34 @@
+"""``perfpredict train``: fit a learned predictor on a committed dataset and write its artifact."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "train", parents=parents or [], help="train a learned predictor on a measured dataset",
+        description="Fit xgboost, xgboost_static, graphsage or gae_gnn on data/<device>/ and write the artifact "
+                    "(with its 5-fold metrics) into the package's artifacts folder or --out.")
+    p.add_argument("--device", required=True,
+                   help="dataset: a folder name under data/ (e.g. cpu-amd-epyc-2c) or a path")
+    p.add_argument("--predictor", default="xgboost", help="xgboost (default), xgboost_static, graphsage, gae_gnn")
+    p.add_argument("--out", type=Path, default=None, help="artifact root (default: the package's shipped artifacts)")
+    p.add_argument("--data-root", type=Path, default=Path("data"), help="where dataset folders live (default data)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-rows", type=int, default=None, help="train on the first N rows only (quick checks)")
+    p.add_argument("--no-eval", action="store_true", help="skip the 5-fold evaluation written into the manifest")
+    p.set_defaults(func=run, handler=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfpredict.predictors.train import train
+
+    folder = train(args.device, args.predictor, out_root=args.out, seed=args.seed, max_rows=args.max_rows,
+                   evaluate=not args.no_eval, data_root=args.data_root, progress=True)
+    print(f"perfpredict: wrote {folder}", file=sys.stderr)
+    return 0

@@ -1,0 +1,139 @@
+"""Trained-model artifacts: files plus a manifest, shipped in the package or trained by the user.
+
+An artifact is a folder ``<predictor>-<device-slug>/`` holding model files (XGBoost UBJ, torch safetensors,
+numpy arrays as safetensors; never pickle) and ``manifest.json``: predictor, version, device, feature-schema hash,
+training-data hash, targets, metrics and each file's sha256. Loading checks the schema hash and the file hashes
+and refuses a mismatch with an :class:`ArtifactError` that says how to retrain. Shipped artifacts live in
+``perfpredict/predictors/artifacts/``; ``$PERFPREDICT_ARTIFACTS`` adds a folder of the user's own, searched first.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfpredict.errors import ArtifactError
+
+SHIPPED_DIR = Path(__file__).parent / "artifacts"
+ENV_ARTIFACTS = "PERFPREDICT_ARTIFACTS"
+MANIFEST = "manifest.json"
+
+
+@dataclass
+class Manifest:
+    predictor: str
+    version: str
+    device: str
+    feature_schema_hash: str
+    data_hash: str
+    targets: list[str]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)  # file name -> sha256
+    rows: int = 0
+    created: str = ""
+    perfpredict_version: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def search_dirs() -> list[Path]:
+    dirs = [Path(p) for p in os.environ.get(ENV_ARTIFACTS, "").split(os.pathsep) if p]
+    return dirs + [SHIPPED_DIR]
+
+
+def artifact_path(predictor: str, device: str, root: Path | None = None) -> Path:
+    return (root or SHIPPED_DIR) / f"{slug(predictor)}-{slug(device)}"
+
+
+def save_artifact(folder: Path, manifest: Manifest, files: Mapping[str, bytes]) -> Path:
+    """Write ``files`` and the manifest (with their hashes) into ``folder``, replacing what was there."""
+    from perfpredict import __version__
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.iterdir():
+        if old.is_file():
+            old.unlink()
+    manifest.files = {}
+    for name, data in sorted(files.items()):
+        (folder / name).write_bytes(data)
+        manifest.files[name] = hashlib.sha256(data).hexdigest()
+    manifest.created = manifest.created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    manifest.perfpredict_version = __version__
+    (folder / MANIFEST).write_text(json.dumps(asdict(manifest), indent=1, sort_keys=True) + "\n")
+    return folder
+
+
+def read_manifest(folder: Path) -> Manifest:
+    path = Path(folder) / MANIFEST
+    try:
+        return Manifest(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError) as err:
+        raise ArtifactError(f"cannot read artifact manifest {str(path)!r} ({err}); retrain with "
+                            "`perfpredict train`") from err
+
+
+def load_files(folder: Path, expected_schema: str) -> tuple[Manifest, dict[str, bytes]]:
+    """The manifest and file contents of an artifact, after checking the schema and every file's hash."""
+    manifest = read_manifest(folder)
+    if manifest.feature_schema_hash != expected_schema:
+        raise ArtifactError(
+            f"artifact {str(folder)!r} was trained on feature schema {manifest.feature_schema_hash!r}, but this "
+            f"perfpredict computes {expected_schema!r}; retrain it with `perfpredict train --device "
+            f"{manifest.device} --predictor {manifest.predictor}`")
+    files = {}
+    for name, digest in manifest.files.items():
+        try:
+            data = (Path(folder) / name).read_bytes()
+        except OSError as err:
+            raise ArtifactError(f"artifact file {name!r} is missing from {str(folder)!r}; retrain") from err
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ArtifactError(f"artifact file {name!r} in {str(folder)!r} does not match its manifest hash; "
+                                "it was changed after training: retrain")
+        files[name] = data
+    return manifest, files
+
+
+def find_artifact(predictor: str, device: str) -> Path | None:
+    """The first folder (user folders first, then shipped) holding ``predictor`` trained for ``device``."""
+    for root in search_dirs():
+        folder = artifact_path(predictor, device, root)
+        if (folder / MANIFEST).exists():
+            return folder
+    return None
+
+
+def list_manifests() -> list[tuple[Path, Manifest]]:
+    out = []
+    for root in search_dirs():
+        if root.is_dir():
+            for folder in sorted(root.iterdir()):
+                if (folder / MANIFEST).exists():
+                    try:
+                        out.append((folder, read_manifest(folder)))
+                    except ArtifactError:
+                        continue
+    return out
+
+
+def best_predictor(device: str, metric: str = "random_5fold.latency_ms.mape") -> str | None:
+    """The evaluated predictor with the lowest ``metric`` for ``device`` (None: no artifact for it)."""
+    best: tuple[float, str] | None = None
+    for _, manifest in list_manifests():
+        if manifest.device != device:
+            continue
+        value: Any = manifest.metrics
+        for part in metric.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if isinstance(value, (int, float)) and (best is None or value < best[0]):
+            best = (float(value), manifest.predictor)
+    return best[1] if best else None

@@ -1,0 +1,203 @@
+"""``gae_gnn``: a TraPPM-style semi-supervised GNN.
+
+Phase 1 pretrains a graph autoencoder on an unlabelled corpus of op graphs: a 4-layer SAGEConv encoder (LayerNorm,
+ReLU, dropout) and the inner-product decoder sigmoid(z_i . z_j), trained with binary cross-entropy on the real
+edges and as many negatively sampled (within-graph) node pairs. The corpus is every distinct (graph, batch) of the
+training rows (their labels unused), plus, when ``corpus_extra`` > 0, that many graphs regenerated from the
+committed spec corpus (:mod:`perfpredict.profiling.corpus`; tracing costs 1-5 s per graph on a 2-core host, so the
+default is 0; the size used is recorded in the artifact's config). The encoder is then frozen.
+
+Phase 2 trains a supervised GNN (2 SAGEConv layers, sum-pooled) whose pooled output is concatenated with the
+sum-pooled frozen GAE embedding and the static features, then FC layers; MSE in log space. Heads, holdout choice,
+intervals and OOD are shared with ``graphsage`` (:mod:`perfpredict.predictors.gnn_data`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
+from perfpredict.predictors.gnn_data import (GRAPHS, NODE_FEATURES, STATIC_FEATURES, GNNEnsembleLearner,
+                                             schema_extra)
+from perfpredict.predictors.learned import LearnedPredictor
+from perfpredict.predictors.registry import register_predictor
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+logger = logging.getLogger(__name__)
+logger.addHandler(logging.NullHandler())
+
+
+def _encoder(n_node: int, hidden: int, layers: int, dropout: float) -> nn.Module:
+    from torch import nn
+
+    from perfpredict.predictors.gnn_data import run_sage, sage_stack
+
+    class GAEEncoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = sage_stack([n_node] + [hidden] * layers, last_act=False, dropout=dropout)
+
+        def forward(self, x: Any, edge_index: Any) -> Any:
+            return run_sage(self.blocks, x, edge_index, self.training)
+
+    return GAEEncoder()
+
+
+def _supervised_net(n_node: int, n_static: int, hidden: int, gae_dim: int, n_out: int) -> nn.Module:
+    import torch
+    from torch import nn
+    from torch_geometric.nn import global_add_pool
+
+    from perfpredict.predictors.gnn_data import mlp, run_sage, sage_stack, slog
+
+    class GAEGNNNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = sage_stack([n_node, hidden, hidden])
+            self.head = mlp([hidden + gae_dim + n_static, 2 * hidden, hidden, n_out])
+
+        def forward(self, b: Any) -> tuple[torch.Tensor, torch.Tensor]:
+            x = run_sage(self.blocks, b.x, b.edge_index, self.training)
+            emb = torch.cat([slog(global_add_pool(x, b.batch, b.num_graphs)), b.gae], dim=1)
+            return self.head(torch.cat([emb, b.static], dim=1)), emb
+
+    return GAEGNNNet()
+
+
+class GAEGNNLearner(GNNEnsembleLearner):
+    """TraPPM-style GAE pretraining + supervised GNN (Learner protocol); keyword arguments override DEFAULTS."""
+
+    name: ClassVar[str] = "gae_gnn"
+    version: ClassVar[str] = "1"
+    schema: ClassVar[str] = schema_hash(TABULAR_FEATURES, {"model": "gae_gnn", **schema_extra()})
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        **GNNEnsembleLearner.DEFAULTS, "hidden": 64, "members": 3, "loss": "mse",
+        "gae_hidden": 64, "gae_layers": 4, "gae_dropout": 0.2, "gae_epochs": 30, "gae_batch": 16, "gae_lr": 5e-3,
+        "gae_max_graphs": 2000, "corpus_extra": 0, "corpus_path": None,
+    }
+
+    def __init__(self, **hyper: Any) -> None:
+        super().__init__(**hyper)
+        self.encoder: nn.Module | None = None
+        self.corpus_info: dict[str, Any] = {}
+
+    def make_net(self, n_out: int) -> nn.Module:
+        return _supervised_net(len(NODE_FEATURES), len(STATIC_FEATURES), self.hp["hidden"], self.hp["gae_hidden"],
+                               n_out)
+
+    def _new_encoder(self) -> nn.Module:
+        return _encoder(len(NODE_FEATURES), self.hp["gae_hidden"], self.hp["gae_layers"], self.hp["gae_dropout"])
+
+    # ---- phase 1
+    def _corpus(self, keys: list[tuple[Any, float, str]]) -> list[tuple[Any, float, str]]:
+        graphs = [k for k in keys if k[0].graph.edges]
+        extra = int(self.hp["corpus_extra"] or 0)
+        added = 0
+        if extra > 0:
+            from pathlib import Path
+
+            from perfpredict.predictors.cost_arrays import CostArrays
+            from perfpredict.predictors.training_data import GraphCache
+            from perfpredict.profiling import corpus
+
+            path = Path(self.hp["corpus_path"] or corpus.DEFAULT_DIR / corpus.SPECS_FILE)
+            kind = keys[0][2] if keys else "gpu"
+            if not path.exists():
+                logger.warning("perfpredict: graph corpus %s not found; pretraining on the training graphs only", path)
+            else:
+                cache = GraphCache()
+                for spec in corpus.load_corpus_specs(path)[:extra]:
+                    try:
+                        arrays = CostArrays.from_graph(cache.graph(spec))
+                    except Exception as err:  # noqa: BLE001 - an untraceable corpus graph is skipped, not fatal
+                        logger.info("perfpredict: skipping corpus spec %s (%s)", spec.to_key()[:80], err)
+                        continue
+                    if arrays.graph.edges:
+                        graphs.append((arrays, float(spec.batch), kind))
+                        added += 1
+        graphs = graphs[: self.hp["gae_max_graphs"]]
+        self.corpus_info = {"graphs": len(graphs), "from_training_rows": len(graphs) - added, "from_corpus": added}
+        return graphs
+
+    def pretrain(self, keys: list[tuple[Any, float, str]], seed: int) -> None:
+        import torch
+        from torch import nn
+        from torch_geometric.data import Data
+        from torch_geometric.loader import DataLoader
+        from torch_geometric.utils import batched_negative_sampling
+
+        assert self.node_std is not None
+        t0 = time.monotonic()
+        graphs = self._corpus(keys)
+        data = [Data(x=torch.from_numpy(self.node_std(GRAPHS.node_matrix(a, b, k))), edge_index=GRAPHS.edge_index(a))
+                for a, b, k in graphs]
+        torch.manual_seed(seed * 1000 + 7)
+        enc = self._new_encoder()
+        opt = torch.optim.AdamW(enc.parameters(), lr=self.hp["gae_lr"], weight_decay=1e-5)
+        losses = []
+        enc.train()
+        for _ in range(self.hp["gae_epochs"] if data else 0):
+            run, count = 0.0, 0
+            gen = torch.Generator().manual_seed(seed * 1000 + 11 + len(losses))
+            for b in DataLoader(data, batch_size=self.hp["gae_batch"], shuffle=True, generator=gen):
+                opt.zero_grad()
+                z = enc(b.x, b.edge_index)
+                neg = batched_negative_sampling(b.edge_index, b.batch)
+                pos_logit = (z[b.edge_index[0]] * z[b.edge_index[1]]).sum(-1)
+                neg_logit = (z[neg[0]] * z[neg[1]]).sum(-1)
+                logits = torch.cat([pos_logit, neg_logit])
+                labels = torch.cat([torch.ones_like(pos_logit), torch.zeros_like(neg_logit)])
+                loss = nn.functional.binary_cross_entropy_with_logits(logits, labels)
+                loss.backward()
+                opt.step()
+                run += float(loss.detach()) * b.num_graphs
+                count += b.num_graphs
+            losses.append(run / max(count, 1))
+        enc.eval()
+        for p in enc.parameters():
+            p.requires_grad_(False)
+        self.encoder = enc
+        self.fit_info_gae = {"losses": losses, "seconds": time.monotonic() - t0, **self.corpus_info}
+
+    def fit(self, train: Any, targets: Any, seed: int = 0) -> None:
+        super().fit(train, targets, seed)
+        self.fit_info["gae"] = self.fit_info_gae
+
+    # ---- phase 2 inputs: the frozen, sum-pooled GAE embedding of each distinct graph
+    def extra_row_inputs(self, uniq: list[tuple[Any, float, str]], xs: list[torch.Tensor],
+                         eis: list[torch.Tensor]) -> dict[str, list[torch.Tensor]]:
+        import torch
+
+        from perfpredict.predictors.gnn_data import slog
+
+        assert self.encoder is not None
+        self.encoder.eval()
+        out = []
+        with torch.no_grad():
+            for x, ei in zip(xs, eis):
+                out.append(slog(self.encoder(x, ei).sum(dim=0, keepdim=True)))
+        return {"gae": out}
+
+    def extra_state(self) -> dict[str, torch.Tensor]:
+        assert self.encoder is not None
+        return {f"gae.{k}": v.detach().contiguous() for k, v in self.encoder.state_dict().items()}
+
+    def load_extra_state(self, state: dict[str, torch.Tensor], config: dict[str, Any]) -> None:
+        enc = self._new_encoder()
+        enc.load_state_dict({k[4:]: v for k, v in state.items() if k.startswith("gae.")}, strict=True)
+        enc.eval()
+        self.encoder = enc
+        self.corpus_info = dict(config.get("gae_corpus", {}))
+
+    def extra_config(self) -> dict[str, Any]:
+        return {"gae_corpus": self.corpus_info}
+
+
+@register_predictor("gae_gnn")
+def _make() -> LearnedPredictor:
+    return LearnedPredictor(GAEGNNLearner)

@@ -1,0 +1,139 @@
+"""The contract every learned model follows, and the predictor that serves a trained artifact.
+
+A :class:`Learner` fits on a :class:`TrainingSet` and predicts every target for a TrainingSet-shaped input, in
+natural units, with an interval and an out-of-distribution score. :class:`LearnedPredictor` adapts a learner to
+the predictor registry: it finds the artifact trained for the device, turns the user's OpGraph into a one-row
+input, and falls back to the analytical predictor for targets the artifact was not trained on (CPU rows carry no
+energy, say), saying so in the warnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import numpy as np
+
+from perfpredict.errors import ArtifactError
+from perfpredict.predictors.base import PredictorOutput, RunConfig
+from perfpredict.report import Prediction
+
+if TYPE_CHECKING:
+    from perfpredict.devices import Device
+    from perfpredict.graph import OpGraph
+    from perfpredict.predictors.artifacts import Manifest
+    from perfpredict.predictors.training_data import TrainingSet
+
+OOD_WARN_ABOVE = 3.0  # nearest-training-row distance, in units of the training set's own nearest-neighbour median
+
+
+@dataclass
+class TargetPrediction:
+    value: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    ood: np.ndarray
+
+
+class Learner(Protocol):
+    name: ClassVar[str]
+    version: ClassVar[str]
+    schema: ClassVar[str]  # feature-schema hash written into and checked against the manifest
+
+    targets: list[str]
+
+    def fit(self, train: TrainingSet, targets: Sequence[str], seed: int = 0) -> None: ...
+
+    def predict(self, data: TrainingSet) -> dict[str, TargetPrediction]: ...
+
+    def to_files(self) -> dict[str, bytes]: ...
+
+    @classmethod
+    def from_files(cls, manifest: Manifest, files: dict[str, bytes]) -> Learner: ...
+
+
+def single_row_set(graph: OpGraph, device: Device, config: RunConfig) -> TrainingSet:
+    """A user's graph as a one-row TrainingSet (no targets), so learners need one input path only."""
+    from perfpredict.predictors.cost_arrays import CostArrays
+    from perfpredict.predictors.features import tabular_matrix
+    from perfpredict.predictors.training_data import TARGETS, TrainingSet
+
+    arrays = CostArrays.from_graph(graph)
+    X = tabular_matrix(arrays, device, config, np.array([graph.batch_size]))
+    row = {"batch_size": graph.batch_size, "family": graph.name or "model", "key": graph.structure_hash()}
+    return TrainingSet(X=X, y={t: np.array([np.nan]) for t in TARGETS}, families=np.array([row["family"]]),
+                       keys=[row["key"]], group_ids=np.array([0]), devices=[device.name], rows=[row],
+                       arrays=[arrays])
+
+
+class LearnedPredictor:
+    """Serves the artifact of one learner class for whichever device a prediction asks about."""
+
+    def __init__(self, learner_cls: Any) -> None:
+        self.learner_cls = learner_cls
+        self.name = learner_cls.name
+        self.version = learner_cls.version
+        self._loaded: dict[str, Any] = {}
+
+    def learner_for(self, device: Device) -> Any:
+        from perfpredict.predictors.artifacts import find_artifact, load_files
+
+        name = device.parent or device.name
+        if name not in self._loaded:
+            folder = find_artifact(self.name, name)
+            if folder is None:
+                raise ArtifactError(
+                    f"no {self.name!r} artifact trained for {name!r}; use predictor='analytical' or 'auto', or "
+                    f"train one: perfpredict train --device {name} --predictor {self.name}")
+            manifest, files = load_files(folder, self.learner_cls.schema)
+            self._loaded[name] = (self.learner_cls.from_files(manifest, files), manifest)
+        return self._loaded[name][0]
+
+    def _host_warning(self, device: Device) -> list[str]:
+        """A CPU artifact describes the CPU it was measured on: say so when this one is different."""
+        manifest = self._loaded[device.parent or device.name][1]
+        trained_on = manifest.extra.get("cpu_model")
+        if device.kind != "cpu" or not trained_on:
+            return []
+        from perfpredict.profiling.cpu import cpu_model
+
+        here = cpu_model()
+        return [] if here == trained_on else [
+            f"{self.name} for 'cpu' was trained on {trained_on!r}; this machine is {here!r}, so the prediction "
+            "carries that machine's speed (train on your own rows with `perfpredict collect` and "
+            "`perfpredict train`)"]
+
+    def predict(self, graph: OpGraph, device: Device, config: RunConfig) -> PredictorOutput:
+        from perfpredict.predictors.analytical import AnalyticalPredictor
+
+        learner = self.learner_for(device)
+        base = AnalyticalPredictor().predict(graph, device, config)
+        out = learner.predict(single_row_set(graph, device, config))
+        warnings: list[str] = self._host_warning(device)
+        fallback = [t for t in ("latency_ms", "peak_memory_bytes", "energy_per_sample_j", "avg_power_w")
+                    if t not in out]
+        if fallback:
+            warnings.append(f"{self.name} was not trained on {', '.join(fallback)} for {device.name}: "
+                            "those figures are analytical")
+        ood = max((float(p.ood[0]) for p in out.values()), default=0.0)
+        if ood > OOD_WARN_ABOVE:
+            warnings.append(f"input is far from the {self.name} training data (OOD score {ood:.1f}, warn above "
+                            f"{OOD_WARN_ABOVE:g}): treat the prediction with care")
+        latency = self._pred(out.get("latency_ms"), base.latency_ms)
+        memory = self._pred(out.get("peak_memory_bytes"), base.peak_memory_bytes)
+        power = self._pred(out.get("avg_power_w"), base.avg_power_w)
+        batch = max(1, graph.batch_size)
+        per_sample = out.get("energy_per_sample_j")
+        energy = (self._pred(per_sample, base.energy_j.scaled(1 / batch)).scaled(batch) if per_sample is not None
+                  else Prediction(power.value * latency.value * 1e-3, "J", power.low * latency.low * 1e-3,
+                                  power.high * latency.high * 1e-3, power.predictor, power.predictor_version))
+        return PredictorOutput(latency_ms=latency, peak_memory_bytes=memory, memory=base.memory, energy_j=energy,
+                               avg_power_w=power, per_op=base.per_op, warnings=tuple(warnings))
+
+    def _pred(self, p: TargetPrediction | None, fallback: Prediction) -> Prediction:
+        if p is None:
+            return fallback
+        value = float(p.value[0])
+        return Prediction(value, fallback.unit, min(float(p.low[0]), value), max(float(p.high[0]), value),
+                          self.name, self.version, float(p.ood[0]))

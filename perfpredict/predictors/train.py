@@ -1,0 +1,71 @@
+"""``perfpredict train``: fit a learned predictor on a measured dataset and write its artifact.
+
+Deterministic: rows are sorted, folds and models are seeded, so the same dataset gives the same artifact. The
+manifest carries the random 5-fold metrics, which ``predictor="auto"`` uses to pick the best predictor per device.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from perfpredict.errors import InvalidInputError, close_matches
+from perfpredict.predictors.artifacts import Manifest, artifact_path, save_artifact
+from perfpredict.predictors.training_data import TARGETS, load_training_set
+
+LEARNERS = {
+    "xgboost": ("perfpredict.predictors.xgboost_model", "XGBoostLearner"),
+    "xgboost_static": ("perfpredict.predictors.xgboost_model", "XGBoostStaticLearner"),
+    "graphsage": ("perfpredict.predictors.graphsage", "GraphSAGELearner"),
+    "gae_gnn": ("perfpredict.predictors.gae", "GAEGNNLearner"),
+}
+
+
+def learner_class(name: str) -> Any:
+    if name not in LEARNERS:
+        close = close_matches(name, LEARNERS)
+        raise InvalidInputError(f"no trainable predictor {name!r}{f' (did you mean {close}?)' if close else ''}; "
+                                f"choose one of {', '.join(LEARNERS)}")
+    module, cls = LEARNERS[name]
+    return getattr(importlib.import_module(module), cls)
+
+
+def dataset_folder(device: str, data_root: Path = Path("data")) -> Path:
+    """``data/<slug>`` for a device slug, or the path itself when it is a dataset folder."""
+    path = Path(device)
+    if path.is_dir():
+        return path
+    candidate = data_root / device
+    if candidate.is_dir():
+        return candidate
+    found = sorted(p.name for p in data_root.iterdir() if p.is_dir()) if data_root.is_dir() else []
+    raise InvalidInputError(f"no dataset folder for {device!r} under {str(data_root)!r}; found: "
+                            f"{', '.join(found) or 'none'}; collect one with `perfpredict collect`")
+
+
+def train(device: str, predictor: str, *, out_root: Path | None = None, seed: int = 0, max_rows: int | None = None,
+          evaluate: bool = True, data_root: Path = Path("data"), progress: bool = False) -> Path:
+    """Train ``predictor`` on the dataset of ``device`` and write the artifact; returns its folder."""
+    from perfpredict.predictors.evaluation import cross_validate, random_folds, report
+
+    cls = learner_class(predictor)
+    data = load_training_set([dataset_folder(device, data_root)], max_rows=max_rows, progress=progress)
+    metrics: dict[str, Any] = {}
+    if evaluate:
+        oof = cross_validate(cls, data, TARGETS, random_folds(data, 5, seed), seed)
+        metrics["random_5fold"] = {t: v["overall"] for t, v in report(data, oof, TARGETS).items()}
+    learner = cls()
+    learner.fit(data, TARGETS, seed)
+    manifest = Manifest(predictor=cls.name, version=cls.version, device=data.devices[0],
+                        feature_schema_hash=cls.schema, data_hash=data.data_hash, targets=list(learner.targets),
+                        metrics=metrics, rows=len(data.keys),
+                        extra={"seed": seed, "families": sorted(set(data.families.tolist())),
+                               "problems": data.problems[:20], **_host(data)})
+    return save_artifact(artifact_path(cls.name, data.devices[0], out_root), manifest, learner.to_files())
+
+
+def _host(data: Any) -> dict[str, Any]:
+    """The CPU model of CPU rows, so a CPU artifact can tell when it runs on another machine."""
+    models = {r.get("env_cpu_model") or r.get("cpu_model") for r in data.rows} - {None}
+    return {"cpu_model": sorted(models)[0]} if len(models) == 1 and data.rows[0].get("device_type") == "cpu" else {}

@@ -1,0 +1,205 @@
+"""Measured rows -> feature matrices and targets for the learned predictors.
+
+Rows come from the collector (``data/<device>/``): a spec key, the device, and measurements. Graphs are
+re-derived from the spec on the meta device, never stored in the dataset. Tracing is the slow part (seconds per
+model on this 2-core machine), so each batch sweep (a spec group: everything but the batch) is traced once, at
+batch 13, and its per-op FLOPs and bytes are scaled to every other batch (:meth:`CostArrays.from_anchor`).
+Traced graphs are cached on disk as JSON (``$PERFPREDICT_CACHE_DIR``, default
+``~/.cache/perfpredict``), so a second training run does not trace at all.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfpredict.errors import InvalidInputError
+from perfpredict.graph import OpGraph, graph_from_dict, graph_to_dict
+from perfpredict.predictors.cost_arrays import CostArrays
+from perfpredict.predictors.features import TABULAR_FEATURES, tabular_matrix
+
+logger = logging.getLogger(__name__)
+logger.addHandler(logging.NullHandler())
+
+# What the predictors learn, in natural units. Latency is the median of the timed runs (the collector also keeps
+# the minimum); energy is per sample so batch sizes compare.
+TARGETS = ("latency_ms", "peak_memory_bytes", "energy_per_sample_j", "avg_power_w")
+# One capture per batch sweep, at a prime no model dimension shares (see CostArrays.from_anchor).
+ANCHOR_BATCH = 13
+CACHE_VERSION = 1
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("PERFPREDICT_CACHE_DIR", Path.home() / ".cache" / "perfpredict")) / "graphs"
+
+
+class GraphCache:
+    """Traced OpGraphs per spec key, in memory and on disk (gzipped JSON)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or cache_dir()
+        self.memory: dict[str, OpGraph] = {}
+
+    def _path(self, key: str) -> Path:
+        digest = hashlib.sha256(f"{CACHE_VERSION}|{key}".encode()).hexdigest()[:24]
+        return self.root / f"{digest}.json.gz"
+
+    def graph(self, spec: Any) -> OpGraph:
+        key = spec.to_key()
+        if key in self.memory:
+            return self.memory[key]
+        path = self._path(key)
+        if path.exists():
+            try:
+                graph = graph_from_dict(json.loads(gzip.decompress(path.read_bytes())))
+                self.memory[key] = graph
+                return graph
+            except (OSError, ValueError, KeyError, TypeError):
+                logger.warning("perfpredict: ignoring a damaged graph cache file %s", path)
+        graph = _trace(spec)
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(gzip.compress(json.dumps(graph_to_dict(graph)).encode(), compresslevel=3))
+        tmp.replace(path)
+        self.memory[key] = graph
+        return graph
+
+
+def _trace(spec: Any) -> OpGraph:
+    import warnings
+
+    import torch
+
+    from perfpredict.api import featurize
+
+    torch._dynamo.reset()  # thousands of cached graphs slow every later trace down
+    model = spec.build("meta")
+    x, labels = spec.inputs("meta")
+    kwargs = {"labels": labels} if spec.phase == "training" else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # AOT's fake-tensor backward on meta warns about loss kernels
+        return featurize(model, (x,), phase=spec.phase, example_kwargs=kwargs, name=spec.family)
+
+
+def arrays_for(spec: Any, cache: GraphCache) -> CostArrays:
+    """Batch-affine cost arrays for the spec's batch sweep, from one capture at ``ANCHOR_BATCH``."""
+    return CostArrays.from_anchor(cache.graph(spec.with_batch(ANCHOR_BATCH)))
+
+
+def targets_of(row: Mapping[str, Any]) -> dict[str, float]:
+    """The measured targets of one row (NaN where the collector could not measure one)."""
+    def num(key: str) -> float:
+        value = row.get(key)
+        return float(value) if isinstance(value, (int, float)) and value is not None and value > 0 else math.nan
+
+    batch = max(1, int(row.get("batch_size") or 1))
+    energy = num("energy_j")
+    return {"latency_ms": num("latency_ms"), "peak_memory_bytes": num("peak_memory_bytes"),
+            "energy_per_sample_j": energy / batch, "avg_power_w": num("avg_power_w")}
+
+
+@dataclass
+class TrainingSet:
+    """Feature rows (TABULAR_FEATURES), targets and identities for every usable measured row."""
+
+    X: np.ndarray
+    y: dict[str, np.ndarray]
+    families: np.ndarray
+    keys: list[str]
+    group_ids: np.ndarray  # rows of one architecture share an id (for grouped splits)
+    devices: list[str]
+    rows: list[dict[str, Any]]
+    arrays: list[CostArrays] = field(default_factory=list)  # per row (shared objects within a group)
+    data_hash: str = ""
+    problems: list[str] = field(default_factory=list)
+
+    def analytical(self, target: str) -> np.ndarray:
+        """The analytical predictor's value of ``target`` per row (from the physics feature columns)."""
+        col = {name: i for i, name in enumerate(TABULAR_FEATURES)}
+        if target == "latency_ms":
+            return np.exp(self.X[:, col["log_analytical_latency"]]) * 1e3
+        if target == "peak_memory_bytes":
+            return np.expm1(self.X[:, col["log_analytical_memory"]])
+        if target == "avg_power_w":
+            return self.X[:, col["analytical_power_w"]]
+        power = self.X[:, col["analytical_power_w"]]
+        return power * np.exp(self.X[:, col["log_analytical_latency"]]) / np.maximum(self.X[:, col["batch"]], 1)
+
+    def subset(self, index: np.ndarray) -> TrainingSet:
+        index = np.asarray(index)
+        return TrainingSet(self.X[index], {k: v[index] for k, v in self.y.items()}, self.families[index],
+                           [self.keys[i] for i in index], self.group_ids[index], self.devices,
+                           [self.rows[i] for i in index], [self.arrays[i] for i in index] if self.arrays else [],
+                           self.data_hash, self.problems)
+
+
+def device_for_rows(rows: Sequence[Mapping[str, Any]]) -> Any:
+    """The catalog device the rows were measured on (the local CPU entry for CPU rows)."""
+    from perfpredict.devices import get_device
+
+    kinds = {r.get("device_type", "cpu") for r in rows}
+    if kinds == {"cpu"}:
+        return get_device("cpu")
+    names = {r.get("env_device_name") or r.get("device_name") or r.get("device") for r in rows}
+    if len(names) != 1:
+        raise InvalidInputError(f"rows from several devices {sorted(map(str, names))!r}; train one device at a time")
+    return get_device(str(names.pop()))
+
+
+def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Sequence[str] | None = None,
+                      max_rows: int | None = None, cache: GraphCache | None = None,
+                      progress: bool = False) -> TrainingSet:
+    """Read measured rows, derive their graphs (cached), and build features and targets."""
+    from perfpredict.predictors.base import RunConfig
+    from perfpredict.profiling import zoo
+    from perfpredict.profiling.dataset import load_dataset
+
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for folder in folders:
+        loaded = load_dataset(folder)
+        if loaded.lost:
+            problems.append(f"{folder}: {loaded.summary()}")
+        rows += [r for r in loaded.rows if r.get("status") == "ok" and (families is None or r.get("family") in families)]
+    rows.sort(key=lambda r: (r["key"], r["device"]))
+    if max_rows is not None:
+        rows = rows[:max_rows]
+    if not rows:
+        raise InvalidInputError(f"no measured rows with status 'ok' in {list(map(str, folders))!r}; "
+                                "run `perfpredict collect` first")
+    device = device_for_rows(rows)
+    cache = cache or GraphCache()
+    feats, arrays, kept, t0 = [], [], [], time.monotonic()
+    for i, row in enumerate(rows):
+        spec = zoo.ModelSpec.from_key(row["key"])
+        try:
+            arr = arrays_for(spec, cache)
+        except Exception as err:  # noqa: BLE001 - one untraceable spec must not stop training
+            problems.append(f"{row['key'][:80]}: {type(err).__name__}: {str(err)[:120]}")
+            continue
+        config = RunConfig(phase=spec.phase)
+        feats.append(tabular_matrix(arr, device, config, np.array([spec.batch]))[0])
+        arrays.append(arr)
+        kept.append(row)
+        if progress and (i + 1) % 50 == 0:
+            print(f"features: {i + 1}/{len(rows)} rows in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    y = {t: np.array([targets_of(r)[t] for r in kept]) for t in TARGETS}
+    arch_ids = {k: i for i, k in enumerate(sorted({zoo.ModelSpec.from_key(r["key"]).arch_key() for r in kept}))}
+    digest = hashlib.sha256("\n".join(json.dumps([r["key"], r["device"], r.get("latency_ms")]) for r in kept).encode())
+    return TrainingSet(
+        X=np.asarray(feats, dtype=float), y=y, families=np.array([r["family"] for r in kept]),
+        keys=[r["key"] for r in kept],
+        group_ids=np.array([arch_ids[zoo.ModelSpec.from_key(r["key"]).arch_key()] for r in kept]),
+        devices=[device.name], rows=kept, arrays=arrays, data_hash=digest.hexdigest()[:16], problems=problems)

@@ -1,0 +1,199 @@
+"""XGBoost on tabular features: one booster per target, on log targets, tuned on training folds only.
+
+For each target it tries two formulations and keeps the one with the lower cross-validated MAPE on the
+training rows: the log of the target itself, and the log of its ratio to the analytical prediction (a residual
+over the physics model). Hyper-parameters come from a small grid searched on the same folds. The interval comes
+from a multi-quantile booster (10th and 90th percentiles) fitted with the chosen settings. The OOD score is the
+distance to the nearest training row in standardised feature space, divided by the training rows' own median
+nearest-neighbour distance.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from perfpredict.errors import require
+from perfpredict.predictors.features import STATIC_ONLY_FEATURES, TABULAR_FEATURES, schema_hash
+from perfpredict.predictors.learned import LearnedPredictor, TargetPrediction
+from perfpredict.predictors.registry import register_predictor
+
+# Small on purpose: every outer fold of the accuracy benchmark repeats the search on a 2-core machine.
+GRID = {"max_depth": (4, 8), "learning_rate": (0.1,), "n_estimators": (300,)}
+QUANTILES = (0.1, 0.5, 0.9)
+MAX_OOD_REFERENCE_ROWS = 4000
+
+
+def _mape(y: np.ndarray, p: np.ndarray) -> float:
+    return float(np.mean(np.abs(p - y) / y) * 100)
+
+
+def _folds(groups: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
+    """k folds that keep each architecture in one fold, so tuning is not fooled by near-duplicates."""
+    unique = np.unique(groups)
+    rng = np.random.default_rng(seed)
+    rng.shuffle(unique)
+    return [np.isin(groups, part) for part in np.array_split(unique, k)]
+
+
+class XGBoostLearner:
+    name: ClassVar[str] = "xgboost"
+    version: ClassVar[str] = "1"
+    schema: ClassVar[str] = schema_hash(TABULAR_FEATURES)
+    columns: ClassVar[tuple[str, ...]] = TABULAR_FEATURES
+    residual_options: ClassVar[tuple[bool, ...]] = (False, True)
+
+    def __init__(self) -> None:
+        self.targets: list[str] = []
+        self.models: dict[str, Any] = {}
+        self.choice: dict[str, dict[str, Any]] = {}
+        self.reference: np.ndarray | None = None
+        self.scale: tuple[np.ndarray, np.ndarray] | None = None
+        self.nn_median = 1.0
+
+    def _x(self, data: Any) -> np.ndarray:
+        index = [TABULAR_FEATURES.index(c) for c in self.columns]
+        return data.X[:, index]
+
+    def fit(self, train: Any, targets: Sequence[str], seed: int = 0) -> None:
+        xgb = require("xgboost", "gnn")
+        X = self._x(train)
+        self.targets = [t for t in targets if np.isfinite(train.y[t]).sum() >= 10]
+        for target in self.targets:
+            ok = np.isfinite(train.y[target]) & (train.y[target] > 0)
+            base = train.analytical(target)
+            best = self._search(xgb, X[ok], train.y[target][ok], base[ok], train.group_ids[ok], seed)
+            self.choice[target] = best
+            y_fit = np.log(train.y[target][ok]) - (np.log(base[ok]) if best["residual"] else 0.0)
+            quantile = {"objective": "reg:quantileerror", "quantile_alpha": np.array(QUANTILES)}
+            self.models[target] = _BoosterModel(_train(xgb, X[ok], y_fit, {**best["params"], **quantile}, seed))
+        self._fit_ood(X)
+
+    def _search(self, xgb: Any, X: np.ndarray, y: np.ndarray, base: np.ndarray, groups: np.ndarray,
+                seed: int) -> dict[str, Any]:
+        folds = _folds(groups, min(3, len(np.unique(groups))), seed) if len(np.unique(groups)) >= 2 else []
+        best: dict[str, Any] | None = None
+        for residual, values in itertools.product(self.residual_options, itertools.product(*GRID.values())):
+            params = dict(zip(GRID, values))
+            target = np.log(y) - (np.log(base) if residual else 0.0)
+            errors = []
+            for test in folds:
+                model = _BoosterModel(_train(xgb, X[~test], target[~test], params, seed))
+                pred = np.exp(model.predict(X[test]) + (np.log(base[test]) if residual else 0.0))
+                errors.append(_mape(y[test], pred))
+            score = float(np.mean(errors)) if errors else 0.0
+            if best is None or score < best["cv_mape"]:
+                best = {"residual": residual, "params": params, "cv_mape": score}
+        return best  # type: ignore[return-value]
+
+    def _fit_ood(self, X: np.ndarray) -> None:
+        mean, std = np.nanmean(X, axis=0), np.nanstd(X, axis=0)
+        std[~np.isfinite(std) | (std == 0)] = 1.0
+        mean[~np.isfinite(mean)] = 0.0
+        self.scale = (mean, std)
+        Z = np.nan_to_num((X - mean) / std)
+        if len(Z) > MAX_OOD_REFERENCE_ROWS:
+            Z = Z[np.random.default_rng(0).choice(len(Z), MAX_OOD_REFERENCE_ROWS, replace=False)]
+        self.reference = Z
+        d = _nearest(Z, Z, exclude_self=True)
+        self.nn_median = float(np.median(d)) if len(d) and np.median(d) > 0 else 1.0
+
+    def ood(self, X: np.ndarray) -> np.ndarray:
+        if self.reference is None or self.scale is None:
+            return np.zeros(len(X))
+        Z = np.nan_to_num((X - self.scale[0]) / self.scale[1])
+        return _nearest(Z, self.reference) / self.nn_median
+
+    def predict(self, data: Any) -> dict[str, TargetPrediction]:
+        X = self._x(data)
+        ood = self.ood(X)
+        out = {}
+        for target in self.targets:
+            q = np.asarray(self.models[target].predict(X)).reshape(len(X), len(QUANTILES))
+            offset = np.log(data.analytical(target)) if self.choice[target]["residual"] else 0.0
+            low, mid, high = (np.exp(q[:, i] + offset) for i in range(3))
+            out[target] = TargetPrediction(mid, np.minimum(low, mid), np.maximum(high, mid), ood)
+        return out
+
+    def to_files(self) -> dict[str, bytes]:
+        from safetensors.numpy import save
+
+        files = {}
+        for target, model in self.models.items():
+            raw = model.booster.save_raw(raw_format="ubj")
+            files[f"{target}.ubj"] = bytes(raw)
+        files["ood.safetensors"] = save({"reference": self.reference.astype(np.float32),
+                                         "mean": self.scale[0], "std": self.scale[1]})
+        files["config.json"] = json.dumps({"targets": self.targets, "choice": self.choice,
+                                           "nn_median": self.nn_median, "columns": list(self.columns)},
+                                          indent=1).encode()
+        return files
+
+    @classmethod
+    def from_files(cls, manifest: Any, files: dict[str, bytes]) -> XGBoostLearner:
+        xgb = require("xgboost", "gnn")
+        from safetensors.numpy import load
+
+        learner = cls()
+        config = json.loads(files["config.json"])
+        learner.targets, learner.choice, learner.nn_median = config["targets"], config["choice"], config["nn_median"]
+        for target in learner.targets:
+            booster = xgb.Booster()
+            booster.load_model(bytearray(files[f"{target}.ubj"]))
+            learner.models[target] = _BoosterModel(booster)
+        arrays = load(files["ood.safetensors"])
+        learner.reference, learner.scale = arrays["reference"], (arrays["mean"], arrays["std"])
+        return learner
+
+
+class XGBoostStaticLearner(XGBoostLearner):
+    """The research's boosting baseline: static model features only (no hardware, no physics)."""
+
+    name: ClassVar[str] = "xgboost_static"
+    schema: ClassVar[str] = schema_hash(STATIC_ONLY_FEATURES)
+    columns: ClassVar[tuple[str, ...]] = tuple(STATIC_ONLY_FEATURES)
+    residual_options: ClassVar[tuple[bool, ...]] = (False,)
+
+
+class _BoosterModel:
+    """A loaded Booster with the sklearn-style predict the learner uses."""
+
+    def __init__(self, booster: Any) -> None:
+        self.booster = booster
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        xgb = require("xgboost", "gnn")
+        return self.booster.predict(xgb.DMatrix(X))
+
+
+def _train(xgb: Any, X: np.ndarray, y: np.ndarray, params: dict[str, Any], seed: int) -> Any:
+    """One booster through xgboost's native API (no scikit-learn needed)."""
+    params = dict(params)
+    rounds = int(params.pop("n_estimators"))
+    params.update({"eta": params.pop("learning_rate"), "seed": seed, "nthread": 2, "tree_method": "hist"})
+    params.setdefault("objective", "reg:squarederror")
+    return xgb.train(params, xgb.DMatrix(X, label=y), num_boost_round=rounds)
+
+
+def _nearest(Z: np.ndarray, reference: np.ndarray, exclude_self: bool = False) -> np.ndarray:
+    """Euclidean distance from each row of Z to its nearest reference row (chunked to bound memory)."""
+    out = np.empty(len(Z))
+    ref_sq = (reference**2).sum(axis=1)
+    for start in range(0, len(Z), 512):
+        chunk = Z[start:start + 512]
+        d2 = (chunk**2).sum(axis=1)[:, None] + ref_sq[None, :] - 2 * chunk @ reference.T
+        if exclude_self:
+            idx = np.arange(start, start + len(chunk))
+            d2[np.arange(len(chunk)), idx] = np.inf
+        out[start:start + len(chunk)] = np.sqrt(np.maximum(d2.min(axis=1), 0.0))
+    return out
+
+
+@register_predictor("xgboost")
+def _make() -> LearnedPredictor:
+    return LearnedPredictor(XGBoostLearner)
+

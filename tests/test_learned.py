@@ -1,0 +1,98 @@
+"""Learned predictors: learning happens on measured rows, artifacts round-trip, the registry picks them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import perfpredict
+from perfpredict.errors import ArtifactError
+from perfpredict.predictors import artifacts
+from perfpredict.predictors.evaluation import AnalyticalBaseline, cross_validate, metrics, random_folds
+from perfpredict.predictors.training_data import GraphCache, load_training_set
+
+pytest.importorskip("xgboost")
+DATA = Path(__file__).resolve().parents[1] / "data" / "cpu-amd-epyc-2c"
+FAMILIES = ["mlp", "vgg", "bert"]
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    """A small slice of the committed CPU dataset (real measurements), traced into a temporary graph cache."""
+    if not (DATA / "rows.jsonl").exists() and not (DATA / "rows.parquet").exists():
+        pytest.skip("the committed CPU dataset is missing")
+    return load_training_set([DATA], families=FAMILIES, max_rows=45,
+                             cache=GraphCache(tmp_path_factory.mktemp("graphs")))
+
+
+@pytest.fixture(scope="module")
+def fitted(rows):
+    from perfpredict.predictors.xgboost_model import XGBoostLearner
+
+    learner = XGBoostLearner()
+    learner.fit(rows, ["latency_ms", "peak_memory_bytes"])
+    return learner
+
+
+def test_xgboost_learns_the_measured_latency(rows, fitted):
+    # A loose bound that only learning can meet: the analytical roofline is an order of magnitude off on this
+    # CPU, and the fitted booster explains its own training rows far better.
+    analytical = metrics(rows.y["latency_ms"], rows.analytical("latency_ms"))["mape"]
+    fit = metrics(rows.y["latency_ms"], fitted.predict(rows)["latency_ms"].value)["mape"]
+    assert fit < 25 and fit < analytical / 2
+
+
+def test_out_of_fold_beats_the_analytical_baseline(rows):
+    from perfpredict.predictors.xgboost_model import XGBoostLearner
+
+    folds = random_folds(rows, 3)
+    learned = cross_validate(XGBoostLearner, rows, ["latency_ms"], folds)["latency_ms"]
+    baseline = cross_validate(AnalyticalBaseline, rows, ["latency_ms"], folds)["latency_ms"]
+    assert metrics(rows.y["latency_ms"], learned)["mape"] < metrics(rows.y["latency_ms"], baseline)["mape"]
+
+
+def test_interval_contains_the_point_and_ood_grows_far_from_data(rows, fitted):
+    pred = fitted.predict(rows)["latency_ms"]
+    assert np.all(pred.low <= pred.value) and np.all(pred.value <= pred.high)
+    absurd = rows.subset(np.arange(1))
+    absurd.X = absurd.X * 1000.0  # a graph a thousand times beyond anything measured
+    with np.errstate(over="ignore", invalid="ignore"):
+        far = fitted.predict(absurd)["latency_ms"].ood[0]
+    assert far > 3 * max(1.0, float(np.median(pred.ood)))
+
+
+def test_artifact_round_trip_and_schema_mismatch(rows, fitted, tmp_path):
+    from perfpredict.predictors.xgboost_model import XGBoostLearner
+
+    manifest = artifacts.Manifest("xgboost", "1", "cpu", XGBoostLearner.schema, rows.data_hash, fitted.targets)
+    folder = artifacts.save_artifact(tmp_path / "xgboost-cpu", manifest, fitted.to_files())
+    loaded_manifest, files = artifacts.load_files(folder, XGBoostLearner.schema)
+    again = XGBoostLearner.from_files(loaded_manifest, files)
+    np.testing.assert_allclose(again.predict(rows)["latency_ms"].value, fitted.predict(rows)["latency_ms"].value)
+    with pytest.raises(ArtifactError, match="feature schema"):
+        artifacts.load_files(folder, "0000000000000000")
+    (folder / "latency_ms.ubj").write_bytes(b"tampered")
+    with pytest.raises(ArtifactError, match="does not match its manifest hash"):
+        artifacts.load_files(folder, XGBoostLearner.schema)
+
+
+def test_auto_picks_the_trained_predictor_and_falls_back_to_analytical(rows, fitted, tmp_path, monkeypatch):
+    from perfpredict.predictors.xgboost_model import XGBoostLearner
+
+    manifest = artifacts.Manifest("xgboost", "1", "cpu", XGBoostLearner.schema, rows.data_hash, fitted.targets,
+                                  metrics={"random_5fold": {"latency_ms": {"mape": 12.0}}})
+    artifacts.save_artifact(tmp_path / "xgboost-cpu", manifest, fitted.to_files())
+    monkeypatch.setenv(artifacts.ENV_ARTIFACTS, str(tmp_path))
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)).eval()
+    x = torch.randn(8, 256)
+    on_cpu = perfpredict.predict(model, (x,), device="cpu")
+    assert on_cpu.predictor == "xgboost" and on_cpu.latency_ms.ood is not None
+    assert on_cpu.latency_ms.low <= on_cpu.latency_ms.value <= on_cpu.latency_ms.high
+    on_gpu = perfpredict.predict(model, (x,), device="H100-SXM")
+    assert on_gpu.predictor == "analytical"
+    assert any("no measured data for H100-SXM" in n for n in on_gpu.notes)
+    json.loads(on_cpu.to_json())  # the OOD score and intervals serialise
