@@ -8,6 +8,7 @@ perfpredict stays cheap.
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Callable
 
 from perfpredict.errors import InvalidInputError, UnknownPredictorError, close_matches
@@ -15,6 +16,7 @@ from perfpredict.predictors.base import Predictor
 
 _FACTORIES: dict[str, Callable[[], Predictor]] = {}
 _INSTANCES: dict[str, Predictor] = {}
+_FAILED: set[str] = set()
 # Modules that register built-in predictors when imported.
 _BUILTIN_MODULES = ("perfpredict.predictors.analytical", "perfpredict.predictors.xgboost_model",
                     "perfpredict.predictors.graphsage", "perfpredict.predictors.gae")
@@ -33,12 +35,19 @@ def register_predictor(name: str) -> Callable[[Callable[[], Predictor]], Callabl
 
 
 def _load_builtins() -> None:
+    """Import the built-in predictor modules. Analytical must always load; a learned predictor whose module
+    cannot load (a missing optional dependency) is left out with a warning, never taking the others down."""
     for module in _BUILTIN_MODULES:
+        if module in _FAILED:
+            continue
         try:
             importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            if err.name != module:  # a missing dependency inside a present module is a real error
+        except Exception as err:  # noqa: BLE001 - see the docstring
+            if module == _BUILTIN_MODULES[0]:
                 raise
+            _FAILED.add(module)
+            warnings.warn(f"perfpredict: predictor module {module!r} could not load ({type(err).__name__}: "
+                          f"{err}); its predictors are unavailable", RuntimeWarning, stacklevel=3)
 
 
 def list_predictors() -> list[str]:
