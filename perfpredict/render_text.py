@@ -225,6 +225,18 @@ def unknown_op_counts(report: PerfReport) -> dict[str, int]:
     return counts
 
 
+def measured_line(report: PerfReport) -> str:
+    """Predicted vs actual, in one line (shown when the backend measured the compiled model)."""
+    m = report.measured
+    if m is None:
+        return ""
+    cv = f", CV {m.latency_cv:.1%}" if m.latency_cv is not None else ""
+    energy = f"; energy {m.energy_j:.3g} J" if m.energy_j is not None else "; energy not measurable here"
+    return (f"Predicted vs measured on {m.device}: predicted {fmt_time_ms(report.latency_ms.value)}, measured "
+            f"{fmt_time_ms(m.latency_ms)} (median of {m.runs}, min {fmt_time_ms(m.latency_min_ms)}{cv}): "
+            f"error {m.latency_error_pct:+.1f}%{energy}" + (f". {m.note}" if m.note else ""))
+
+
 def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
     """The rich objects that make up the report, in order (printed by render_text and print_report)."""
     from rich.text import Text
@@ -239,6 +251,8 @@ def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
         parts.append(_ops_table(report, top_ops))
     if report.mig is not None:
         parts += [_mig_table(report), Text(mig_recommendation(report), style="bold")]
+    if report.measured is not None:
+        parts.append(Text(measured_line(report), style="bold"))
     parts.append(Text(coverage_line(report)))
     parts += [Text(f"warning: {w}", style="yellow") for w in report.warnings]
     parts += [Text(f"note: {n}", style="dim") for n in report.notes]

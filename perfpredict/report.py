@@ -92,6 +92,22 @@ class MigAdvice:
 
 
 @dataclass(frozen=True)
+class MeasuredVsPredicted:
+    """The profiler's measurement beside the prediction (``options={"measure": True}``): the honest check."""
+
+    device: str  # where it was measured: "cpu" or a CUDA device name
+    latency_ms: float
+    latency_min_ms: float
+    latency_cv: float | None
+    peak_memory_bytes: float | None
+    energy_j: float | None
+    avg_power_w: float | None
+    runs: int
+    latency_error_pct: float  # (predicted - measured) / measured * 100, for the median
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class GraphSummary:
     nodes: int
     edges: int
@@ -138,6 +154,7 @@ class PerfReport:
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     device_source: str = "datasheet"
+    measured: MeasuredVsPredicted | None = None
     schema_version: int = field(default=REPORT_SCHEMA_VERSION)
 
     @property
@@ -164,6 +181,8 @@ class PerfReport:
             mig = dict(d["mig"])
             mig["options"] = tuple(MigOption(**o) for o in mig["options"])
             d["mig"] = MigAdvice(**mig)
+        if d.get("measured"):
+            d["measured"] = MeasuredVsPredicted(**d["measured"])
         d["warnings"] = tuple(d.get("warnings", ()))
         d["notes"] = tuple(d.get("notes", ()))
         return cls(**d)

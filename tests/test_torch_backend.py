@@ -197,3 +197,15 @@ def test_import_is_light():
             "'transformers', 'numba', 'cupy', 'pynvml') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_measure_puts_the_measurement_beside_the_prediction():
+    model, x = Block().eval(), torch.randn(4, 16, 32)
+    got = torch.compile(model, backend="perfpredict", options={"device": "cpu", "measure": True})(x)
+    assert torch.equal(got, model(x))
+    report = perfpredict.last_report()
+    m = report.measured
+    assert m is not None and m.runs >= 5 and m.latency_min_ms <= m.latency_ms
+    assert m.latency_error_pct == pytest.approx((report.latency_ms.value - m.latency_ms) / m.latency_ms * 100)
+    assert "Predicted vs measured" in str(report)
+    assert perfpredict.PerfReport.from_dict(json.loads(report.to_json())).measured == m

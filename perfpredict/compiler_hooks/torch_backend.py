@@ -7,7 +7,9 @@
   analytical), ``phase`` ("inference" or "training"), ``optimizer`` ("adamw"), ``tf32`` (False), ``max_latency_ms`` / ``min_throughput_per_s`` (MIG targets);
 - ``report``: a path (.json, .html, .txt) or a callable that receives each PerfReport;
 - ``inner``: "eager" (default) or "inductor", the backend that really compiles the graph;
-- ``strict``: raise perfpredict's own errors instead of warning once and falling back.
+- ``strict``: raise perfpredict's own errors instead of warning once and falling back;
+- ``measure``: also run the compiled graph under the profiler and put the measurement beside the prediction
+  (``report.measured``: the predicted-vs-actual view; inference only).
 
 Graph breaks: all subgraphs compiled during one call of the compiled function add up into one report, which is
 re-delivered as each subgraph arrives (so after the first call it covers the whole function).
@@ -29,7 +31,8 @@ logger.addHandler(logging.NullHandler())
 
 DEFAULT_DEVICE = "H100-SXM"
 _KNOWN_OPTIONS = {"device", "predictor", "phase", "optimizer", "tf32", "max_latency_ms", "min_throughput_per_s",
-                  "report", "inner", "strict", "model_name", "grid_g_per_kwh", "workload_calls", "top_ops"}
+                  "report", "inner", "strict", "model_name", "grid_g_per_kwh", "workload_calls", "top_ops",
+                  "measure"}
 _WARNED: set[str] = set()
 
 
@@ -49,6 +52,7 @@ class BackendOptions:
     grid_g_per_kwh: float | None = None
     workload_calls: int | None = None
     top_ops: int = 25
+    measure: bool = False
 
     @classmethod
     def parse(cls, options: dict[str, Any] | None) -> BackendOptions:
@@ -73,6 +77,7 @@ class _Session:
 
     call: tuple
     graphs: list = field(default_factory=list)
+    measurements: list = field(default_factory=list)
 
     def same_call(self, call: tuple) -> bool:
         if not call or not self.call or call[0] != self.call[0] or len(call[1]) != len(self.call[1]):
@@ -96,19 +101,32 @@ def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, A
         inner = (options or {}).get("inner")  # a typo elsewhere must not silently drop inductor
         return _inner(gm, example_inputs, BackendOptions(inner=inner if inner in ("eager", "inductor") else "eager"))
     if opts.phase == "training":
+        if opts.measure:
+            _warn_once(NotImplementedError("options={'measure': True} measures inference graphs; time a training "
+                                           "step with perfpredict.profiling.monitor.Monitor instead"))
         return _training(gm, example_inputs, opts)
+    compiled = _inner(gm, example_inputs, opts)
     try:
         from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
 
-        _observe(graph_from_fx(gm, example_inputs, name=opts.model_name), opts)
+        graph = graph_from_fx(gm, example_inputs, name=opts.model_name)
+        measurement = _measure(compiled, example_inputs) if opts.measure else None
+        _observe(graph, opts, measurement)
     except Exception as err:  # noqa: BLE001 - the hook must never break the user's compile
         if opts.strict:
             raise
         _warn_once(err)
-    return _inner(gm, example_inputs, opts)
+    return compiled
 
 
-def _observe(graph: Any, opts: BackendOptions) -> None:
+def _measure(compiled: Any, example_inputs: list[Any]) -> Any:
+    """Run the compiled subgraph under the profiler's protocol (warm-up, >= 30 runs or >= 1 s) on its inputs."""
+    from perfpredict.profiling.monitor import measure_compiled
+
+    return measure_compiled(compiled, example_inputs)
+
+
+def _observe(graph: Any, opts: BackendOptions, measurement: Any = None) -> None:
     """Add one subgraph to its session, re-predict the session's whole graph, and deliver the report."""
     from perfpredict.api import report_for_graph
     from perfpredict.delivery import deliver
@@ -116,12 +134,40 @@ def _observe(graph: Any, opts: BackendOptions) -> None:
 
     session = _session()
     session.graphs.append(graph)
+    if measurement is not None:
+        session.measurements.append(measurement)
     merged = merge_graphs(session.graphs, name=opts.model_name)
     report = report_for_graph(
         merged, device=opts.device, phase=opts.phase, predictor=opts.predictor, optimizer=opts.optimizer,
         tf32=opts.tf32, max_latency_ms=opts.max_latency_ms, min_throughput_per_s=opts.min_throughput_per_s,
         grid_g_per_kwh=opts.grid_g_per_kwh, workload_calls=opts.workload_calls, top_ops=opts.top_ops)
+    if opts.measure and session.measurements:
+        report = _with_measurement(report, session.measurements, opts)
     deliver(report, opts.report)
+
+
+def _with_measurement(report: Any, measurements: list[Any], opts: BackendOptions) -> Any:
+    """The report with the measured subgraphs (summed) beside the prediction."""
+    import dataclasses
+
+    from perfpredict.report import MeasuredVsPredicted
+
+    latency = sum(m.latency_ms for m in measurements)
+    energies = [m.energy_j for m in measurements]
+    memories = [m.peak_memory_bytes for m in measurements if m.peak_memory_bytes is not None]
+    note = "" if len(measurements) == 1 else f"{len(measurements)} subgraphs measured one by one and summed"
+    if report.device.split("/")[0] not in (measurements[0].env.device_name, "cpu") and measurements[0].device == "cpu":
+        note = (note + "; " if note else "") + (f"measured on this machine's CPU, predicted for {report.device}: "
+                                                "pass options={'device': 'cpu'} to compare like with like")
+    return dataclasses.replace(report, measured=MeasuredVsPredicted(
+        device=measurements[0].env.device_name, latency_ms=latency,
+        latency_min_ms=sum(m.latency_min_ms for m in measurements),
+        latency_cv=measurements[0].latency_cv if len(measurements) == 1 else None,
+        peak_memory_bytes=float(max(memories)) if memories else None,
+        energy_j=sum(energies) if all(e is not None for e in energies) else None,
+        avg_power_w=measurements[0].avg_power_w if len(measurements) == 1 else None,
+        runs=min(m.runs for m in measurements),
+        latency_error_pct=(report.latency_ms.value - latency) / latency * 100, note=note))
 
 
 def _session() -> _Session:
