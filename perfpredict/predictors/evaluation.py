@@ -93,7 +93,7 @@ class AnalyticalBaseline:
 
 
 class FlopsLinearBaseline:
-    """A straight line through (FLOPs, target) per phase, fitted by least squares: the simplest learned model."""
+    """A straight line through (FLOPs, target) per phase, by relative least squares: the simplest learned model."""
 
     name: ClassVar[str] = "flops_linear"
 
@@ -108,8 +108,11 @@ class FlopsLinearBaseline:
             for phase in (0.0, 1.0):
                 mask = np.isfinite(train.y[t]) & (train.X[:, self.phase_col] == phase)
                 if mask.sum() >= 2:
+                    # Weighted by 1/y, so the fit minimises relative error (what MAPE scores), not the error of
+                    # the largest models alone.
+                    y, w = train.y[t][mask], 1.0 / train.y[t][mask]
                     A = np.column_stack([np.expm1(train.X[mask, self.col]), np.ones(mask.sum())])
-                    self.coef[(t, phase)] = np.linalg.lstsq(A, train.y[t][mask], rcond=None)[0]
+                    self.coef[(t, phase)] = np.linalg.lstsq(A * w[:, None], y * w, rcond=None)[0]
 
     def predict(self, data: Any) -> dict[str, TargetPrediction]:
         out = {}
