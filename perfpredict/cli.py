@@ -111,9 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", parents=[common], help="BERT-base and ResNet-50 on H100 and A100")
     p.set_defaults(func=cmd_demo)
-    from perfpredict import cli_roofline, cli_train
+    from perfpredict import cli_collect, cli_roofline, cli_train
 
     cli_roofline.register(sub, parents=[common])
+    cli_collect.register(sub, parents=[common])
     cli_train.register(sub, parents=[common])
     return parser
 
@@ -332,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if args.command is None:
-            raise UsageError(f"choose a command: predict, explain, devices, models, demo, roofline, train (`{PROG} --help`)")
+            raise UsageError(f"choose a command: predict, explain, devices, models, demo, roofline, collect, zoo, train (`{PROG} --help`)")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             code = args.func(args)

@@ -9,7 +9,8 @@
 - ``inner``: "eager" (default) or "inductor", the backend that really compiles the graph;
 - ``strict``: raise perfpredict's own errors instead of warning once and falling back;
 - ``measure``: also run the compiled graph under the profiler and put the measurement beside the prediction
-  (``report.measured``: the predicted-vs-actual view; inference only).
+  (``report.measured``: the predicted-vs-actual view; inference only). Without a ``device`` option the
+  prediction is then for the device the inputs live on, so the two compare like with like.
 
 Graph breaks: all subgraphs compiled during one call of the compiled function add up into one report, which is
 re-delivered as each subgraph arrives (so after the first call it covers the whole function).
@@ -109,6 +110,9 @@ def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, A
     try:
         from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
 
+        if opts.measure and "device" not in (options or {}):
+            opts.device = _local_device(example_inputs)  # compare like with like
+
         graph = graph_from_fx(gm, example_inputs, name=opts.model_name)
         measurement = _measure(compiled, example_inputs) if opts.measure else None
         _observe(graph, opts, measurement)
@@ -117,6 +121,18 @@ def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, A
             raise
         _warn_once(err)
     return compiled
+
+
+def _local_device(example_inputs: list[Any]) -> str:
+    """The catalog name of the device the inputs live on: "cpu", or the CUDA device's own name."""
+    from perfpredict.profiling.monitor import tensor_device
+
+    device = tensor_device(list(example_inputs))
+    if device == "cpu":
+        return "cpu"
+    import torch
+
+    return torch.cuda.get_device_name(int(device.split(":")[1]) if ":" in device else 0)
 
 
 def _measure(compiled: Any, example_inputs: list[Any]) -> Any:

@@ -77,7 +77,7 @@ class GAEGNNLearner(GNNEnsembleLearner):
     schema: ClassVar[str] = schema_hash(TABULAR_FEATURES, {"model": "gae_gnn", **schema_extra()})
     DEFAULTS: ClassVar[dict[str, Any]] = {
         **GNNEnsembleLearner.DEFAULTS, "hidden": 64, "members": 3, "loss": "mse",
-        "gae_hidden": 64, "gae_layers": 4, "gae_dropout": 0.2, "gae_epochs": 30, "gae_batch": 16, "gae_lr": 5e-3,
+        "gae_hidden": 64, "gae_layers": 4, "gae_dropout": 0.2, "gae_epochs": 20, "gae_batch": 16, "gae_lr": 5e-3,
         "gae_max_graphs": 2000, "corpus_extra": 0, "corpus_path": None,
     }
 

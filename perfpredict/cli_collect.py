@@ -1,0 +1,176 @@
+"""The measurement commands: ``perfpredict collect`` and ``perfpredict zoo {families,graphs,features}``.
+
+``register(subparsers, parents=...)`` adds them to the main ``perfpredict`` parser; the same options also work as
+``python -m perfpredict.profiling.collect``. Bad input raises :class:`perfpredict.errors.InvalidInputError`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from perfpredict.errors import InvalidInputError
+
+
+def _csv(kind: type, what: str):
+    def parse(text: str) -> list:
+        try:
+            values = [kind(v.strip()) for v in text.split(",") if v.strip()]
+        except ValueError:
+            values = []
+        if not values:
+            raise argparse.ArgumentTypeError(f"{what}: expected a comma-separated list, got {text!r}")
+        return values
+
+    return parse
+
+
+def _positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = -1
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        return value
+
+    return parse
+
+
+def add_collect_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--families", type=_csv(str, "--families"), default=None,
+                   help="comma-separated zoo families (default: all; see `perfpredict zoo families`)")
+    p.add_argument("--budget-minutes", type=_positive(float), default=None, help="stop starting configs after this")
+    p.add_argument("--out", default=None, help="dataset folder (default data/<device-slug>/)")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    p.add_argument("--max-rows", type=_positive(int), default=None, help="stop when the folder holds this many rows")
+    p.add_argument("--profile", choices=("tiny", "cpu", "gpu"), default=None,
+                   help="model sizes: tiny (small shared hosts), cpu, gpu (default: cpu on CPU, gpu on CUDA)")
+    p.add_argument("--archs-per-family", type=_positive(int), default=50, help="sampled architectures per family")
+    p.add_argument("--phases", type=_csv(str, "--phases"), default=None, help="inference,training (default both)")
+    p.add_argument("--dtypes", type=_csv(str, "--dtypes"), default=None,
+                   help="default float32,bfloat16 on CPU; float32,float16,bfloat16 on CUDA")
+    p.add_argument("--batches", type=_csv(int, "--batches"), default=None, help="batch sweep (default by profile)")
+    p.add_argument("--warmup-min", type=int, default=5, help="warm-up runs at least (default 5)")
+    p.add_argument("--min-runs", type=int, default=30, help="timed runs, unless --min-seconds pass first (30)")
+    p.add_argument("--min-seconds", type=float, default=1.0, help="timed seconds, unless --min-runs come first (1)")
+    p.add_argument("--floor-runs", type=int, default=5, help="never fewer timed runs than this (5)")
+    p.add_argument("--warmup-max-seconds", dest="warmup_max_s", type=_positive(float), default=5.0,
+                   help="stop warming up after this many seconds even if not yet stable (default 5)")
+    p.add_argument("--max-latency-ms", type=_positive(float), default=None,
+                   help="skip larger batches after a row slower than this (a time cap for small hosts)")
+    p.add_argument("--too-slow-factor", type=_positive(float), default=10.0,
+                   help="a config whose warm first call exceeds this x --max-latency-ms is a too_slow row (10)")
+    p.add_argument("--graph-features", choices=("inline", "deferred", "none"), default="inline",
+                   help="OpGraph features per row now, later (`perfpredict zoo features`), or never")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    p.add_argument("--no-compact", action="store_true", help="leave rows in rows.jsonl (no Parquet)")
+
+
+def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> None:
+    """Add ``collect`` and ``zoo`` to the ``perfpredict`` subparsers; each sets ``func`` to a handler."""
+    parents = parents or []
+    p = subparsers.add_parser("collect", parents=parents, help="measure zoo models on this machine into a dataset")
+    add_collect_args(p)
+    p.set_defaults(func=run_collect)
+
+    z = subparsers.add_parser("zoo", parents=parents, help="the model zoo: families, graph corpus, graph features")
+    zsub = z.add_subparsers(dest="zoo_command", metavar="ZOO_COMMAND")
+    zsub.required = True
+    f = zsub.add_parser("families", parents=parents, help="list the zoo families")
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(func=run_families)
+    g = zsub.add_parser("graphs", parents=parents, help="write the unlabelled graph corpus (a spec list), "
+                        "or trace a slice of it")
+    g.add_argument("--n", type=_positive(int), default=10_000, help="specs in the corpus (default 10000)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--profile", choices=("cpu", "gpu"), default="gpu")
+    g.add_argument("--out", default="data/graph_corpus", help="corpus folder (default data/graph_corpus)")
+    g.add_argument("--trace", metavar="START:STOP", default=None,
+                   help="regenerate graphs [START, STOP) of the corpus and print one summary line per graph")
+    g.set_defaults(func=run_graphs)
+    h = zsub.add_parser("features", parents=parents, help="fill graph_features.jsonl for a dataset folder")
+    h.add_argument("folder")
+    h.add_argument("--budget-minutes", type=_positive(float), default=None)
+    h.set_defaults(func=run_features)
+
+
+def build_standalone_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m perfpredict.profiling.collect",
+                                description="Measure zoo models on this machine into a dataset folder.")
+    add_collect_args(p)
+    p.add_argument("--fill-graph-features", action="store_true",
+                   help="after collecting, trace graph features for the folder's rows")
+    return p
+
+
+def run_collect(args: argparse.Namespace) -> int:
+    from perfpredict.profiling.collect import CollectConfig, collect, device_slug, fill_graph_features
+
+    device = "cuda:0" if args.device == "cuda" else args.device
+    out = Path(args.out) if args.out else Path("data") / device_slug(device)
+    kwargs = {k: getattr(args, k) for k in ("families", "budget_minutes", "max_rows", "seed", "profile",
+                                            "archs_per_family", "dtypes", "batches", "warmup_min", "min_runs",
+                                            "min_seconds", "floor_runs", "warmup_max_s", "max_latency_ms",
+                                            "too_slow_factor", "graph_features")}
+    if args.phases:
+        kwargs["phases"] = args.phases
+        bad = [p for p in args.phases if p not in ("inference", "training")]
+        if bad:
+            raise InvalidInputError(f"phase(s) {bad!r} are not inference or training")
+    cfg = CollectConfig(out=out, device=device, progress=not args.no_progress, compact=not args.no_compact,
+                        **{k: v for k, v in kwargs.items() if v is not None})
+    summary = collect(cfg)
+    print(f"collect: {summary.measured} rows measured ({summary.oom} oom, {summary.errors} failed) in "
+          f"{summary.seconds:.0f} s ({summary.rows_per_minute:.1f} rows/min); {summary.rows_total} rows in {out}; "
+          f"stopped by {summary.stopped_by}", file=sys.stderr)
+    if getattr(args, "fill_graph_features", False):
+        fill_graph_features(out)
+    return 0
+
+
+def run_families(args: argparse.Namespace) -> int:
+    from perfpredict.profiling import zoo
+
+    rows = [{"family": n, "kind": zoo.get_family(n).kind, "source": zoo.get_family(n).source,
+             "params": list(zoo.get_family(n).params)} for n in zoo.list_families()]
+    if args.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        for r in rows:
+            print(f"{r['family']:<14} {r['kind']:<7} {r['source']:<13} {', '.join(r['params'])}")
+    return 0
+
+
+def run_graphs(args: argparse.Namespace) -> int:
+    from perfpredict.profiling import corpus
+
+    folder = Path(args.out)
+    path = folder / corpus.SPECS_FILE
+    if args.trace is None:
+        path = corpus.write_corpus(folder, n=args.n, seed=args.seed, profile=args.profile)
+        print(f"zoo graphs: wrote {args.n} specs to {path} (graphs regenerate with --trace START:STOP)",
+              file=sys.stderr)
+        return 0
+    try:
+        start, stop = (int(v) for v in args.trace.split(":"))
+    except ValueError as err:
+        raise InvalidInputError(f"--trace {args.trace!r} is not START:STOP") from err
+    specs = corpus.load_corpus_specs(path)
+    for key, graph in corpus.corpus_graphs(specs, start, stop):
+        print(json.dumps({"key": key, "nodes": len(graph.nodes), "edges": len(graph.edges),
+                          "flops": graph.total_flops, "params": graph.param_count}))
+    return 0
+
+
+def run_features(args: argparse.Namespace) -> int:
+    from perfpredict.profiling.collect import fill_graph_features
+
+    added = fill_graph_features(args.folder, budget_minutes=args.budget_minutes)
+    print(f"zoo features: {added} graph feature rows added to {args.folder}", file=sys.stderr)
+    return 0

@@ -1,0 +1,32 @@
+"""Measurement: the profiler hook (Monitor), the model zoo and the dataset collector.
+
+Nothing heavy is imported here; ``from perfpredict.profiling import Monitor`` loads torch on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "Monitor": "perfpredict.profiling.monitor",
+    "measure": "perfpredict.profiling.monitor",
+    "measure_compiled": "perfpredict.profiling.monitor",
+    "Measurement": "perfpredict.profiling.measurement",
+    "Environment": "perfpredict.profiling.measurement",
+    "ModelSpec": "perfpredict.profiling.zoo",
+    "list_families": "perfpredict.profiling.zoo",
+    "sample_specs": "perfpredict.profiling.zoo",
+    "load_dataset": "perfpredict.profiling.dataset",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'perfpredict.profiling' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

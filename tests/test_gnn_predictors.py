@@ -1,0 +1,204 @@
+"""The GNN learners (graphsage, gae_gnn) on a small traced set.
+
+The graphs are real (tiny MLPs and conv nets traced with perfpredict.featurize); the TARGETS ARE SYNTHETIC: a
+fixed, deterministic function of the analytical prediction, so the tests check that learning happens and that
+the machinery (artifacts, intervals, OOD) works. They are no statement about accuracy on measured data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch_geometric")
+pytest.importorskip("safetensors")
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+BATCHES = (1, 2, 4, 8, 16)
+FAST = {"members": 2, "target_steps": 150, "min_epochs": 4, "max_epochs": 40, "min_holdout_rows": 8}
+FAST_GAE = {**FAST, "gae_epochs": 4}
+
+
+def _mlp(width: int, depth: int) -> nn.Module:
+    layers: list[nn.Module] = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(width, 10))
+
+
+def _cnn(channels: int, depth: int) -> nn.Module:
+    layers: list[nn.Module] = [nn.Conv2d(3, channels, 3, padding=1), nn.ReLU()]
+    for _ in range(depth - 1):
+        layers += [nn.Conv2d(channels, channels, 3, padding=1), nn.BatchNorm2d(channels), nn.ReLU()]
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 10))
+
+
+def _specs() -> list[tuple[str, nn.Module, tuple[int, ...]]]:
+    specs = [(f"mlp{w}x{d}", _mlp(w, d), (w,)) for w in (16, 64, 256) for d in (1, 3)]
+    specs += [(f"cnn{c}x{d}", _cnn(c, d), (3, 16, 16)) for c in (8, 32) for d in (1, 3)]
+    return specs
+
+
+def _synthetic_targets(ts) -> None:
+    """LEARNING CHECK ONLY, not measured data: targets derived from the analytical prediction."""
+    lat = ts.analytical("latency_ms")
+    mem = ts.analytical("peak_memory_bytes")
+    ts.y["latency_ms"] = 4.0 * lat ** 0.85  # a sub-linear, scaled version of the roofline
+    ts.y["peak_memory_bytes"] = 1.3 * mem + 2e5  # a runtime overhead on top of the memory model
+
+
+@pytest.fixture(scope="module")
+def traced():
+    import perfpredict
+    from perfpredict.devices import get_device
+    from perfpredict.predictors.base import RunConfig
+    from perfpredict.predictors.cost_arrays import CostArrays
+    from perfpredict.predictors.features import tabular_matrix
+    from perfpredict.predictors.training_data import TARGETS, TrainingSet
+
+    torch.manual_seed(0)
+    device = get_device("cpu")
+    X, rows, arrays, families, groups = [], [], [], [], []
+    for gid, (name, model, shape) in enumerate(_specs()):
+        a, b = (perfpredict.featurize(model, (torch.randn(n, *shape),), name=name) for n in (2, 4))
+        arr = CostArrays.fit(a, b)
+        X.append(tabular_matrix(arr, device, RunConfig(), np.array(BATCHES, dtype=float)))
+        for batch in BATCHES:
+            rows.append({"batch_size": batch, "family": name[:3], "key": f"{name}|{batch}"})
+            arrays.append(arr)
+            families.append(name[:3])
+            groups.append(gid)
+    n = len(rows)
+    ts = TrainingSet(X=np.concatenate(X), y={t: np.full(n, np.nan) for t in TARGETS}, families=np.array(families),
+                     keys=[r["key"] for r in rows], group_ids=np.array(groups), devices=[device.name], rows=rows,
+                     arrays=arrays, data_hash="synthetic")
+    _synthetic_targets(ts)
+    return ts, device
+
+
+def _split(n: int) -> tuple[np.ndarray, np.ndarray]:
+    perm = np.random.default_rng(1).permutation(n)
+    return np.sort(perm[n // 5:]), np.sort(perm[: n // 5])
+
+
+def _mape(pred: np.ndarray, y: np.ndarray) -> float:
+    return float(np.mean(np.abs(pred / y - 1.0)) * 100)
+
+
+@pytest.fixture(scope="module")
+def fitted(traced):
+    from perfpredict.predictors.gae import GAEGNNLearner
+    from perfpredict.predictors.graphsage import GraphSAGELearner
+
+    ts, _ = traced
+    train, _ = _split(len(ts.rows))
+    out = {}
+    for cls, hp in ((GraphSAGELearner, FAST), (GAEGNNLearner, FAST_GAE)):
+        learner = cls(**hp)
+        learner.fit(ts.subset(train), ["latency_ms", "peak_memory_bytes", "energy_per_sample_j"], seed=0)
+        out[cls.name] = learner
+    return out
+
+
+@pytest.mark.parametrize("name", ["graphsage", "gae_gnn"])
+def test_training_learns(traced, fitted, name):
+    ts, _ = traced
+    learner = fitted[name]
+    assert learner.targets == ["latency_ms", "peak_memory_bytes"]  # energy has no rows on a CPU set: dropped
+    for losses in learner.fit_info["member_losses"]:
+        assert losses[-1] < 0.5 * losses[0]
+    if name == "gae_gnn":
+        gae = learner.fit_info["gae"]
+        assert gae["graphs"] > 0 and gae["losses"][-1] < gae["losses"][0]
+    train, test = _split(len(ts.rows))
+    for idx, bound in ((train, 25.0), (test, 40.0)):  # loose: a learning check on synthetic targets
+        pred = learner.predict(ts.subset(idx))
+        for t in learner.targets:
+            assert _mape(pred[t].value, ts.y[t][idx]) < bound, (t, learner.modes, learner.holdout_mape)
+    assert set(learner.modes.values()) <= {"log", "residual"}
+
+
+@pytest.mark.parametrize("name", ["graphsage", "gae_gnn"])
+def test_artifact_round_trip_and_interval(traced, fitted, name):
+    from perfpredict.predictors.gae import GAEGNNLearner
+    from perfpredict.predictors.graphsage import GraphSAGELearner
+
+    ts, _ = traced
+    learner = fitted[name]
+    files = learner.to_files()
+    assert set(files) == {"weights.safetensors", "ood.safetensors", "config.json"}
+    assert all(not k.endswith((".pkl", ".pt")) for k in files)
+    cls = {"graphsage": GraphSAGELearner, "gae_gnn": GAEGNNLearner}[name]
+    again = cls.from_files(None, files)
+    a, b = learner.predict(ts), again.predict(ts)
+    for t in learner.targets:
+        np.testing.assert_array_equal(a[t].value, b[t].value)
+        np.testing.assert_array_equal(a[t].ood, b[t].ood)
+        assert np.all(a[t].low <= a[t].value) and np.all(a[t].value <= a[t].high)
+        assert np.all(a[t].high > a[t].low)
+    assert again.to_files() == files
+
+
+def test_damaged_artifact_raises(fitted):
+    from perfpredict.errors import ArtifactError
+    from perfpredict.predictors.graphsage import GraphSAGELearner
+
+    files = dict(fitted["graphsage"].to_files())
+    del files["weights.safetensors"]
+    with pytest.raises(ArtifactError, match="retrain"):
+        GraphSAGELearner.from_files(None, files)
+    with pytest.raises(ArtifactError, match="retrain"):
+        GraphSAGELearner.from_files(None, fitted["gae_gnn"].to_files())  # another predictor's files
+
+
+def test_fit_is_reproducible(traced):
+    from perfpredict.predictors.graphsage import GraphSAGELearner
+
+    ts, _ = traced
+    small = ts.subset(np.arange(0, len(ts.rows), 2))
+    files = []
+    for _ in range(2):
+        learner = GraphSAGELearner(**{**FAST, "target_steps": 20, "min_epochs": 2, "max_epochs": 4})
+        learner.fit(small, ["latency_ms"], seed=3)
+        files.append(learner.to_files())
+    assert files[0] == files[1]
+
+
+def test_ood_is_high_for_an_absurd_graph(traced, fitted):
+    import perfpredict
+    from perfpredict.predictors.base import RunConfig
+    from perfpredict.predictors.learned import OOD_WARN_ABOVE, single_row_set
+
+    ts, device = traced
+    layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)
+    absurd = nn.Sequential(nn.TransformerEncoder(layer, num_layers=4), nn.LayerNorm(256), nn.Linear(256, 30_000))
+    graph = perfpredict.featurize(absurd, (torch.randn(64, 128, 256),), name="absurd")
+    one = single_row_set(graph, device, RunConfig())
+    for name, learner in fitted.items():
+        seen = learner.predict(ts)["latency_ms"].ood
+        far = learner.predict(one)["latency_ms"].ood
+        assert far[0] > OOD_WARN_ABOVE and far[0] > 2 * np.max(seen), (name, far, np.max(seen))
+
+
+def test_served_through_the_registry(traced, fitted, tmp_path, monkeypatch):
+    import perfpredict
+    import perfpredict.predictors.gae  # noqa: F401 - registers gae_gnn
+    import perfpredict.predictors.graphsage  # noqa: F401 - registers graphsage
+    from perfpredict.predictors.artifacts import Manifest, artifact_path, save_artifact
+    from perfpredict.predictors.base import RunConfig
+    from perfpredict.predictors.registry import get_predictor
+
+    ts, device = traced
+    monkeypatch.setenv("PERFPREDICT_ARTIFACTS", str(tmp_path))
+    graph = perfpredict.featurize(_mlp(64, 3), (torch.randn(8, 64),), name="mlp")
+    for name, learner in fitted.items():
+        manifest = Manifest(predictor=name, version=learner.version, device=device.name,
+                            feature_schema_hash=learner.schema, data_hash="synthetic", targets=learner.targets)
+        save_artifact(artifact_path(name, device.name, tmp_path), manifest, learner.to_files())
+        predictor = get_predictor(name)
+        out = predictor.predict(graph, device, RunConfig())
+        assert out.latency_ms.predictor == name
+        assert out.latency_ms.low <= out.latency_ms.value <= out.latency_ms.high
+        assert out.peak_memory_bytes.predictor == name
