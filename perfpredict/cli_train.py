@@ -20,6 +20,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     p.add_argument("--data-root", type=Path, default=Path("data"), help="where dataset folders live (default data)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-rows", type=int, default=None, help="train on the first N rows only (quick checks)")
+    p.add_argument("--latency-stat", choices=("median", "min"), default="median",
+                   help="learn the median of the timed runs (default) or the fastest run (for a busy host)")
     p.add_argument("--no-eval", action="store_true", help="skip the 5-fold evaluation written into the manifest")
     p.set_defaults(func=run, handler=run)
     return p
@@ -29,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from perfpredict.predictors.train import train
 
     folder = train(args.device, args.predictor, out_root=args.out, seed=args.seed, max_rows=args.max_rows,
-                   evaluate=not args.no_eval, data_root=args.data_root, progress=True)
+                   evaluate=not args.no_eval, data_root=args.data_root, progress=True,
+                   latency_stat=args.latency_stat)
     print(f"perfpredict: wrote {folder}", file=sys.stderr)
     return 0

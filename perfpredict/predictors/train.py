@@ -45,12 +45,14 @@ def dataset_folder(device: str, data_root: Path = Path("data")) -> Path:
 
 
 def train(device: str, predictor: str, *, out_root: Path | None = None, seed: int = 0, max_rows: int | None = None,
-          evaluate: bool = True, data_root: Path = Path("data"), progress: bool = False) -> Path:
+          evaluate: bool = True, data_root: Path = Path("data"), progress: bool = False,
+          latency_stat: str = "median") -> Path:
     """Train ``predictor`` on the dataset of ``device`` and write the artifact; returns its folder."""
     from perfpredict.predictors.evaluation import cross_validate, random_folds, report
 
     cls = learner_class(predictor)
-    data = load_training_set([dataset_folder(device, data_root)], max_rows=max_rows, progress=progress)
+    data = load_training_set([dataset_folder(device, data_root)], max_rows=max_rows, progress=progress,
+                             latency_stat=latency_stat)
     metrics: dict[str, Any] = {}
     if evaluate:
         oof = cross_validate(cls, data, TARGETS, random_folds(data, 5, seed), seed)
@@ -60,7 +62,8 @@ def train(device: str, predictor: str, *, out_root: Path | None = None, seed: in
     manifest = Manifest(predictor=cls.name, version=cls.version, device=data.devices[0],
                         feature_schema_hash=cls.schema, data_hash=data.data_hash, targets=list(learner.targets),
                         metrics=metrics, rows=len(data.keys),
-                        extra={"seed": seed, "families": sorted(set(data.families.tolist())),
+                        extra={"seed": seed, "latency_stat": latency_stat,
+                               "families": sorted(set(data.families.tolist())),
                                "problems": data.problems[:20], **_host(data)})
     return save_artifact(artifact_path(cls.name, data.devices[0], out_root), manifest, learner.to_files())
 

@@ -98,15 +98,22 @@ def arrays_for(spec: Any, cache: GraphCache) -> CostArrays:
     return CostArrays.from_anchor(cache.graph(spec.with_batch(ANCHOR_BATCH)))
 
 
-def targets_of(row: Mapping[str, Any]) -> dict[str, float]:
-    """The measured targets of one row (NaN where the collector could not measure one)."""
+LATENCY_STATS = {"median": "latency_ms", "min": "latency_min_ms"}
+
+
+def targets_of(row: Mapping[str, Any], latency_stat: str = "median") -> dict[str, float]:
+    """The measured targets of one row (NaN where the collector could not measure one).
+
+    ``latency_stat="min"`` learns the fastest timed run instead of the median: on a host shared with other jobs
+    the minimum is the statistic contention disturbs least (DESIGN.md's measurement protocol).
+    """
     def num(key: str) -> float:
         value = row.get(key)
         return float(value) if isinstance(value, (int, float)) and value is not None and value > 0 else math.nan
 
     batch = max(1, int(row.get("batch_size") or 1))
     energy = num("energy_j")
-    return {"latency_ms": num("latency_ms"), "peak_memory_bytes": num("peak_memory_bytes"),
+    return {"latency_ms": num(LATENCY_STATS[latency_stat]), "peak_memory_bytes": num("peak_memory_bytes"),
             "energy_per_sample_j": energy / batch, "avg_power_w": num("avg_power_w")}
 
 
@@ -160,7 +167,7 @@ def device_for_rows(rows: Sequence[Mapping[str, Any]]) -> Any:
 
 def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Sequence[str] | None = None,
                       max_rows: int | None = None, cache: GraphCache | None = None,
-                      progress: bool = False) -> TrainingSet:
+                      progress: bool = False, latency_stat: str = "median") -> TrainingSet:
     """Read measured rows, derive their graphs (cached), and build features and targets."""
     from perfpredict.predictors.base import RunConfig
     from perfpredict.profiling import zoo
@@ -195,7 +202,9 @@ def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Se
         kept.append(row)
         if progress and (i + 1) % 50 == 0:
             print(f"features: {i + 1}/{len(rows)} rows in {time.monotonic() - t0:.0f} s", file=sys.stderr)
-    y = {t: np.array([targets_of(r)[t] for r in kept]) for t in TARGETS}
+    if latency_stat not in LATENCY_STATS:
+        raise InvalidInputError(f"latency_stat {latency_stat!r} is not one of {', '.join(LATENCY_STATS)}")
+    y = {t: np.array([targets_of(r, latency_stat)[t] for r in kept]) for t in TARGETS}
     arch_ids = {k: i for i, k in enumerate(sorted({zoo.ModelSpec.from_key(r["key"]).arch_key() for r in kept}))}
     digest = hashlib.sha256("\n".join(json.dumps([r["key"], r["device"], r.get("latency_ms")]) for r in kept).encode())
     return TrainingSet(
