@@ -111,15 +111,9 @@ def predict_time(graphs: list[tuple[Any, list]], reps: int = 5) -> tuple[float, 
 
 
 def machine() -> str:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores visible, torch threads {torch.get_num_threads()}"
+    from perfpredict.profiling.cpu import cpu_model
+
+    return f"{cpu_model()}, {os.cpu_count()} cores visible, torch threads {torch.get_num_threads()}"
 
 
 def main() -> None:
