@@ -280,8 +280,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     summary = []
     for model_id, batch, seq in DEMO_MODELS:
         for device in devices:
-            ns = argparse.Namespace(hf=model_id, config=None, device=device, batch=batch, seq=seq, dtype="float32",
-                                    training=False, predictor="analytical", max_latency_ms=None, min_throughput=None)
+            # Parsed like a user's `predict` line, so the demo can never drift from the real options.
+            argv = ["predict", "--hf", model_id, "--device", device, "--batch", str(batch), "--predictor", "auto"]
+            ns = build_parser().parse_args(argv + (["--seq", str(seq)] if seq else []))
             console.print(Rule(f"{model_id}, batch {batch}, on {device}"))
             report, _ = _predict_from_args(ns)
             print_report(report, console=console, top_ops=5)

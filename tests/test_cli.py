@@ -109,3 +109,12 @@ def test_explain_small_model(capsys) -> None:
     assert main(["explain", "--hf", "distilbert", "--batch", "2", "--seq", "32", "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "perfpredict explain: distilbert-base-uncased" in out and "Coverage:" in out
+
+
+@pytest.mark.slow
+def test_demo_prints_reports_and_mig_advice(capsys):
+    # `make demo` runs exactly this: it must keep working as the CLI's options grow.
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("perfpredict: bert-base-uncased on") == 2 and "microsoft/resnet-50" in out
+    assert "Recommended MIG profile on H100-SXM" in out and "Recommended MIG profile on A100-40GB" in out
