@@ -32,9 +32,10 @@ def make(name: str):
     return BASELINES[name] if name in BASELINES else learner_class(name)
 
 
-def evaluate(names, data, seed: int):
+def evaluate(names, data, seed: int, wanted=("random_5fold", "leave_one_family_out")):
     results, timings = {}, {}
     splits = {"random_5fold": random_folds(data, 5, seed), "leave_one_family_out": [m for _, m in family_folds(data)]}
+    splits = {k: v for k, v in splits.items() if k in wanted}
     for name in names:
         try:
             cls = make(name)
@@ -67,7 +68,8 @@ def write(path: Path, args, data, results, timings) -> None:
              f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; python {platform.python_version()}",
              f"- command: `python benchmarks/accuracy.py --device {args.device}"
              + (f" --max-rows {args.max_rows}" if args.max_rows else "")
-             + (f" --latency-stat {args.latency_stat}" if args.latency_stat != "median" else "") + "`",
+             + (f" --latency-stat {args.latency_stat}" if args.latency_stat != "median" else "")
+             + (f" --predictors {args.predictors} --splits {args.splits}") + "`",
              f"- latency target: the {args.latency_stat} of each row's timed runs",
              f"- rows: {len(data.keys)} measured rows (status ok), {len(set(data.families.tolist()))} families, "
              f"{len(np.unique(data.group_ids))} architectures; data hash {data.data_hash}",
@@ -109,10 +111,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--latency-stat", choices=("median", "min"), default="median")
+    ap.add_argument("--splits", default="random_5fold,leave_one_family_out")
     args = ap.parse_args()
     data = load_training_set([dataset_folder(args.device)], max_rows=args.max_rows, progress=True,
                              latency_stat=args.latency_stat)
-    results, timings = evaluate([n.strip() for n in args.predictors.split(",") if n.strip()], data, args.seed)
+    results, timings = evaluate([n.strip() for n in args.predictors.split(",") if n.strip()], data, args.seed,
+                                tuple(args.splits.split(",")))
     suffix = "" if args.latency_stat == "median" else f"_{args.latency_stat}"
     out = args.out or Path(__file__).parent / "results" / f"accuracy_{args.device}{suffix}.md"
     write(out, args, data, results, timings)
