@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 import perfpredict
+from perfpredict.profiling.cpu import host_summary
 from perfpredict.api import report_for_graph
 from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
 
@@ -110,12 +111,6 @@ def predict_time(graphs: list[tuple[Any, list]], reps: int = 5) -> tuple[float, 
     return statistics.median(totals), statistics.median(featurize), statistics.median(predict), report
 
 
-def machine() -> str:
-    from perfpredict.profiling.cpu import cpu_model
-
-    return f"{cpu_model()}, {os.cpu_count()} cores visible, torch threads {torch.get_num_threads()}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3, help="first-call compiles per backend (median)")
@@ -168,7 +163,7 @@ def write(rows: list[dict], args: argparse.Namespace) -> None:
         "# perfpredict overhead inside torch.compile",
         "",
         f"- date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
-        f"- machine: {machine()}; load average at the end {os.getloadavg()[0]:.1f} (a shared host)",
+        f"- machine: {host_summary()}; load average at the end {os.getloadavg()[0]:.1f} (a shared host)",
         f"- python {platform.python_version()}, torch {torch.__version__}, "
         f"transformers {__import__('transformers').__version__}, perfpredict {perfpredict.__version__}",
         f"- command: `{command}`",

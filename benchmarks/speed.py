@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 import perfpredict
+from perfpredict.profiling.cpu import host_summary
 
 DEVICES = ("H100-SXM", "A100-40GB")  # names as perfpredict.list_devices() gives them (A100-40GB = SXM4 part)
 SINGLE_DEVICE = "L4"
@@ -40,12 +41,6 @@ def build() -> tuple[torch.nn.Module, torch.Tensor]:
         model = BertModel(BertConfig())
     ids = torch.randint(0, 1000, (8, 128), device="meta")
     return model.eval(), ids
-
-
-def machine() -> str:
-    from perfpredict.profiling.cpu import cpu_model
-
-    return f"{cpu_model()}, {os.cpu_count()} cores visible, torch threads {torch.get_num_threads()}"
 
 
 def main() -> None:
@@ -95,7 +90,7 @@ def main() -> None:
         "# perfpredict speed: predict_many and cached predict",
         "",
         f"- date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
-        f"- machine: {machine()}; load average at the end {os.getloadavg()[0]:.1f} (a shared host)",
+        f"- machine: {host_summary()}; load average at the end {os.getloadavg()[0]:.1f} (a shared host)",
         f"- python {platform.python_version()}, torch {torch.__version__}, "
         f"transformers {__import__('transformers').__version__}, perfpredict {perfpredict.__version__}",
         f"- command: `{command}`",
