@@ -11,6 +11,7 @@ While it runs, a collector writing into ``--pause`` (a dataset folder) is paused
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     monitor = Monitor(cfg.device)
     specs = configs(args.n, device=cfg.device)
     runs: list[list[dict]] = [[], []]
+    load_before = os.getloadavg()[0]
     t0 = time.monotonic()
     with paused(args.pause):
         for r in range(2):
@@ -84,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"pass {r + 1}: {spec.family} {spec.phase} {spec.dtype} -> "
                       f"{runs[r][-1].get('latency_ms')}", file=sys.stderr)
     seconds = time.monotonic() - t0
+    load_after = os.getloadavg()[0]
     pairs = [(a, b) for a, b in zip(*runs) if a["status"] == b["status"] == "ok"]
     d_med = [rel(a["latency_ms"], b["latency_ms"]) for a, b in pairs]
     d_min = [rel(a["latency_min_ms"], b["latency_min_ms"]) for a, b in pairs]
@@ -95,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         f"--warmup-max-seconds {args.warmup_max_seconds}`; torch {torch.__version__}, {torch.get_num_threads()} "
         f"threads, Python {platform.python_version()}; {len(pairs)} of {len(specs)} configs measured twice "
         f"(two passes, {seconds:.0f} s in all).",
+        "",
+        f"Host load (1-minute load average) {load_before:.2f} before and {load_after:.2f} after; on {os.cpu_count()} "
+        "cores a load near or above the core count means other jobs shared the CPU and these figures measure that "
+        "contention, not the protocol.",
         "",
         "| statistic | median over configs | 90th percentile | max |",
         "|---|---|---|---|",
