@@ -14,68 +14,16 @@ pytest.importorskip("torch_geometric")
 pytest.importorskip("safetensors")
 
 import torch  # noqa: E402
+from synthetic_graphs import mlp, traced_set  # noqa: E402
 from torch import nn  # noqa: E402
 
-BATCHES = (1, 2, 4, 8, 16)
 FAST = {"members": 2, "target_steps": 150, "min_epochs": 4, "max_epochs": 40, "min_holdout_rows": 8}
 FAST_GAE = {**FAST, "gae_epochs": 4}
 
 
-def _mlp(width: int, depth: int) -> nn.Module:
-    layers: list[nn.Module] = []
-    for _ in range(depth):
-        layers += [nn.Linear(width, width), nn.ReLU()]
-    return nn.Sequential(*layers, nn.Linear(width, 10))
-
-
-def _cnn(channels: int, depth: int) -> nn.Module:
-    layers: list[nn.Module] = [nn.Conv2d(3, channels, 3, padding=1), nn.ReLU()]
-    for _ in range(depth - 1):
-        layers += [nn.Conv2d(channels, channels, 3, padding=1), nn.BatchNorm2d(channels), nn.ReLU()]
-    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 10))
-
-
-def _specs() -> list[tuple[str, nn.Module, tuple[int, ...]]]:
-    specs = [(f"mlp{w}x{d}", _mlp(w, d), (w,)) for w in (16, 64, 256) for d in (1, 3)]
-    specs += [(f"cnn{c}x{d}", _cnn(c, d), (3, 16, 16)) for c in (8, 32) for d in (1, 3)]
-    return specs
-
-
-def _synthetic_targets(ts) -> None:
-    """LEARNING CHECK ONLY, not measured data: targets derived from the analytical prediction."""
-    lat = ts.analytical("latency_ms")
-    mem = ts.analytical("peak_memory_bytes")
-    ts.y["latency_ms"] = 4.0 * lat ** 0.85  # a sub-linear, scaled version of the roofline
-    ts.y["peak_memory_bytes"] = 1.3 * mem + 2e5  # a runtime overhead on top of the memory model
-
-
 @pytest.fixture(scope="module")
 def traced():
-    import perfpredict
-    from perfpredict.devices import get_device
-    from perfpredict.predictors.base import RunConfig
-    from perfpredict.predictors.cost_arrays import CostArrays
-    from perfpredict.predictors.features import tabular_matrix
-    from perfpredict.predictors.training_data import TARGETS, TrainingSet
-
-    torch.manual_seed(0)
-    device = get_device("cpu")
-    X, rows, arrays, families, groups = [], [], [], [], []
-    for gid, (name, model, shape) in enumerate(_specs()):
-        a, b = (perfpredict.featurize(model, (torch.randn(n, *shape),), name=name) for n in (2, 4))
-        arr = CostArrays.fit(a, b)
-        X.append(tabular_matrix(arr, device, RunConfig(), np.array(BATCHES, dtype=float)))
-        for batch in BATCHES:
-            rows.append({"batch_size": batch, "family": name[:3], "key": f"{name}|{batch}"})
-            arrays.append(arr)
-            families.append(name[:3])
-            groups.append(gid)
-    n = len(rows)
-    ts = TrainingSet(X=np.concatenate(X), y={t: np.full(n, np.nan) for t in TARGETS}, families=np.array(families),
-                     keys=[r["key"] for r in rows], group_ids=np.array(groups), devices=[device.name], rows=rows,
-                     arrays=arrays, data_hash="synthetic")
-    _synthetic_targets(ts)
-    return ts, device
+    return traced_set()
 
 
 def _split(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -192,7 +140,7 @@ def test_served_through_the_registry(traced, fitted, tmp_path, monkeypatch):
 
     ts, device = traced
     monkeypatch.setenv("PERFPREDICT_ARTIFACTS", str(tmp_path))
-    graph = perfpredict.featurize(_mlp(64, 3), (torch.randn(8, 64),), name="mlp")
+    graph = perfpredict.featurize(mlp(64, 3), (torch.randn(8, 64),), name="mlp")
     for name, learner in fitted.items():
         manifest = Manifest(predictor=name, version=learner.version, device=device.name,
                             feature_schema_hash=learner.schema, data_hash="synthetic", targets=learner.targets)

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,9 +46,16 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
+def user_dir() -> Path:
+    """Where ``perfpredict adapt`` registers artifacts by default ($XDG_DATA_HOME/perfpredict/artifacts)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "perfpredict" / "artifacts"
+
+
 def search_dirs() -> list[Path]:
+    """$PERFPREDICT_ARTIFACTS folders, then the user folder, then the shipped artifacts: the first match wins."""
     dirs = [Path(p) for p in os.environ.get(ENV_ARTIFACTS, "").split(os.pathsep) if p]
-    return dirs + [SHIPPED_DIR]
+    return dirs + [user_dir(), SHIPPED_DIR]
 
 
 def artifact_path(predictor: str, device: str, root: Path | None = None) -> Path:
@@ -125,15 +132,19 @@ def list_manifests() -> list[tuple[Path, Manifest]]:
     return out
 
 
-def best_predictor(device: str, metric: str = "random_5fold.latency_ms.mape") -> str | None:
-    """The evaluated predictor with the lowest ``metric`` for ``device`` (None: no artifact for it)."""
+def best_predictor(device: str, metric: str = "random_5fold.latency_ms.mape",
+                   usable: Callable[[str], bool] | None = None) -> str | None:
+    """The evaluated predictor with the lowest ``metric`` for ``device``; an artifact without that metric (an
+    adapted one, say) counts only when nothing evaluated exists. None: no artifact for the device.
+    ``usable(name)`` filters out predictors that cannot run here (a missing optional dependency)."""
     best: tuple[float, str] | None = None
     for _, manifest in list_manifests():
-        if manifest.device != device:
+        if manifest.device != device or (usable is not None and not usable(manifest.predictor)):
             continue
         value: Any = manifest.metrics
         for part in metric.split("."):
             value = value.get(part) if isinstance(value, Mapping) else None
-        if isinstance(value, (int, float)) and (best is None or value < best[0]):
-            best = (float(value), manifest.predictor)
+        score = float(value) if isinstance(value, (int, float)) else float("inf")
+        if best is None or score < best[0]:
+            best = (score, manifest.predictor)
     return best[1] if best else None

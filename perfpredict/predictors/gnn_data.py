@@ -235,6 +235,21 @@ class GNNEnsembleLearner:
         """Extra [1, d] tensors per distinct graph, attached to each row's Data (e.g. frozen embeddings)."""
         return {}
 
+    def row_inputs(self, ts: TrainingSet) -> dict[str, torch.Tensor]:
+        """Extra per-row tensors [rows, ...] (e.g. a row's prompt tokens), attached to each row's Data."""
+        return {}
+
+    def member_state(self, net: nn.Module) -> dict[str, torch.Tensor]:
+        """What of a trained member the artifact stores (all of it, unless a frozen part ships elsewhere)."""
+        return dict(net.state_dict())
+
+    def load_member(self, net: nn.Module, state: dict[str, torch.Tensor]) -> None:
+        net.load_state_dict(state, strict=True)
+
+    def param_groups(self, net: nn.Module) -> list[dict[str, Any]]:
+        """Optimiser groups, each with its peak ``lr`` (one group at ``hp['lr']`` unless a subclass splits them)."""
+        return [{"params": [p for p in net.parameters() if p.requires_grad], "lr": self.hp["lr"]}]
+
     def extra_state(self) -> dict[str, torch.Tensor]:
         return {}
 
@@ -254,6 +269,7 @@ class GNNEnsembleLearner:
         xs = [torch.from_numpy(self.node_std(GRAPHS.node_matrix(a, b, k))) for a, b, k in uniq]
         eis = [GRAPHS.edge_index(a) for a, _, _ in uniq]
         extra = self.extra_row_inputs(uniq, xs, eis)
+        per_row = self.row_inputs(ts)
         static = torch.from_numpy(self.static_std(ts.X[:, STATIC_INDEX]))
         n_out = 2 * len(self.targets)
         if y is not None:
@@ -267,6 +283,8 @@ class GNNEnsembleLearner:
             d = Data(x=xs[u], edge_index=eis[u], static=static[i:i + 1], y=yt[i:i + 1], mask=mt[i:i + 1])
             for k, v in extra.items():
                 d[k] = v[u]
+            for k, v in per_row.items():
+                d[k] = v[i:i + 1]
             out.append(d)
         return out
 
@@ -295,11 +313,21 @@ class GNNEnsembleLearner:
         torch.manual_seed(seed)
         net = self.make_net(2 * len(self.targets))
         epochs = self._epochs(len(data))
-        opt = torch.optim.AdamW(net.parameters(), lr=self.hp["lr"], weight_decay=self.hp["weight_decay"])
         loader = DataLoader(data, batch_size=self.hp["batch_size"], shuffle=True,
                             generator=torch.Generator().manual_seed(seed))
+        losses = self._run_epochs(net, loader, epochs, self.param_groups(net))
+        net.eval()
+        return net, losses
+
+    def _run_epochs(self, net: nn.Module, loader: Any, epochs: int, groups: list[dict[str, Any]]) -> list[float]:
+        """AdamW with a one-cycle schedule over ``epochs`` passes of ``loader``; the mean loss of each epoch."""
+        import torch
+        from torch import nn
+
+        opt = torch.optim.AdamW(groups, weight_decay=self.hp["weight_decay"])
         total = max(1, epochs * len(loader))
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=self.hp["lr"], total_steps=total, pct_start=0.15)
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[g["lr"] for g in groups], total_steps=total,
+                                                    pct_start=0.15)
         losses = []
         net.train()
         for _ in range(epochs):
@@ -315,8 +343,38 @@ class GNNEnsembleLearner:
                 run += float(loss.detach()) * batch.num_graphs
                 count += batch.num_graphs
             losses.append(run / max(count, 1))
-        net.eval()
-        return net, losses
+        return losses
+
+    def fine_tune(self, shots: TrainingSet, *, steps: int = 100, lr_scale: float = 3.0, seed: int = 0) -> dict[str, Any]:
+        """Few-shot adaptation: continue training every member on ``shots`` (a new device's or family's rows) for
+        about ``steps`` optimiser steps at ``lr_scale`` times the training learning rates (a new device mostly
+        shifts the targets, which a few rows move only at a raised rate). Normalisation, heads and calibration
+        stay those of the base training; the shots join the OOD reference set."""
+        import torch
+        from torch_geometric.loader import DataLoader
+
+        if not self.members:
+            raise InvalidInputError(f"{self.name!r} is not trained; fit it or load an artifact before adapting")
+        t0 = time.monotonic()
+        with _threads(self.hp["threads"]):
+            y, _ = log_targets(shots, self.targets)
+            if not np.isfinite(y).any():
+                raise InvalidInputError(f"none of the {len(shots.keys)} adaptation rows has a measured target among "
+                                        f"{self.targets!r}")
+            data = self._data(shots, y)
+            batch = max(1, min(self.hp["batch_size"], len(data)))
+            epochs = max(1, math.ceil(steps / math.ceil(len(data) / batch)))
+            losses = []
+            for k, net in enumerate(self.members):
+                loader = DataLoader(data, batch_size=batch, shuffle=True,
+                                    generator=torch.Generator().manual_seed(seed * 1000 + k))
+                groups = [{**g, "lr": g["lr"] * lr_scale} for g in self.param_groups(net)]
+                losses.append(self._run_epochs(net, loader, epochs, groups))
+                net.eval()
+            _, emb = self._forward(self.members[:1], data)
+        assert self.ood_std is not None
+        self.ood_emb = np.concatenate([self.ood_emb, self.ood_std(emb)]).astype(np.float32)
+        return {"rows": len(data), "epochs": epochs, "losses": losses, "seconds": time.monotonic() - t0}
 
     def _forward(self, nets: list[nn.Module], data: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         """Members' outputs [members, rows, 2T] (destandardised log space) and the first member's embeddings."""
@@ -478,7 +536,7 @@ class GNNEnsembleLearner:
         if not self.members:
             raise InvalidInputError(f"{self.name!r} is not trained; nothing to save")
         state = {f"member{k}.{n}": v.detach().contiguous() for k, m in enumerate(self.members)
-                 for n, v in m.state_dict().items()}
+                 for n, v in self.member_state(m).items()}
         state.update(self.extra_state())
         config = json.dumps(_jsonable(self._config()), sort_keys=True, indent=1).encode()
         return {WEIGHTS_FILE: save(state), OOD_FILE: save({"embeddings": torch.from_numpy(self.ood_emb.copy())}),
@@ -512,7 +570,7 @@ class GNNEnsembleLearner:
         for k in range(self.hp["members"]):
             net = self.make_net(2 * len(self.targets))
             prefix = f"member{k}."
-            net.load_state_dict({n[len(prefix):]: v for n, v in state.items() if n.startswith(prefix)}, strict=True)
+            self.load_member(net, {n[len(prefix):]: v for n, v in state.items() if n.startswith(prefix)})
             net.eval()
             self.members.append(net)
         return self

