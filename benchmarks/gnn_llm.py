@@ -88,8 +88,9 @@ def _select(data, dtype: str):
     return data.subset(np.flatnonzero(np.array([r.get("dtype") == dtype for r in data.rows])))
 
 
-def _adapt_curve(base_models: dict, source, target, shots_list: list[int], seed: int) -> dict:
-    """Zero-shot and k-shot scores on the target rows outside the largest shot set."""
+def _adapt_curve(base_models: dict, source, target, shots_list: list[int], seed: int, checkpoint=None) -> dict:
+    """Zero-shot and k-shot scores on the target rows outside the largest shot set; ``checkpoint(partial)`` saves
+    what is done after every point, so a long run cut short still leaves its finished cells."""
     import copy
 
     largest, _ = pick_shots(target, max(shots_list), seed)
@@ -104,7 +105,9 @@ def _adapt_curve(base_models: dict, source, target, shots_list: list[int], seed:
             tuned.fine_tune(target.subset(shots), seed=seed)
             curve[str(k)] = {**score(tuned, test), "seconds": time.monotonic() - t0}
             log(f"{name} {k} shots: latency MAPE {curve[str(k)]['latency_ms']['mape']:.1f}%")
-        out["curves"][f"{name} (fine-tuned)"] = curve
+            out["curves"][f"{name} (fine-tuned)"] = curve
+            if checkpoint:
+                checkpoint(out)
     curve = {}
     xgb, _ = fit("xgboost", source, seed)
     curve["0"] = score(xgb, test)
@@ -114,7 +117,9 @@ def _adapt_curve(base_models: dict, source, target, shots_list: list[int], seed:
         xgb, seconds = fit("xgboost", both, seed)
         curve[str(k)] = {**score(xgb, test), "seconds": seconds}
         log(f"xgboost {k} shots: latency MAPE {curve[str(k)]['latency_ms']['mape']:.1f}%")
-    out["curves"]["xgboost (retrained on source + shots)"] = curve
+        out["curves"]["xgboost (retrained on source + shots)"] = curve
+        if checkpoint:
+            checkpoint(out)
     return out
 
 
@@ -137,10 +142,12 @@ def adapt_platform(args) -> None:
     for name in ("gnn_llm", "graphsage"):
         models[name], seconds = fit(name, source, args.seed)
         log(f"{name} trained on {len(source.keys)} source rows in {seconds:.0f} s")
-    result = _adapt_curve(models, source, target, shots_list, args.seed)
-    save("adapt_platform", {"device": args.device, "source": f"{args.device} {args.source_dtype}",
-                            "target": f"{args.target_device or args.device} {args.target_dtype}",
-                            "source_rows": len(source.keys), "target_rows": len(target.keys), **result})
+    head = {"device": args.device, "source": f"{args.device} {args.source_dtype}",
+            "target": f"{args.target_device or args.device} {args.target_dtype}",
+            "source_rows": len(source.keys), "target_rows": len(target.keys)}
+    result = _adapt_curve(models, source, target, shots_list, args.seed,
+                          lambda part: save("adapt_platform", {**head, **part, "partial": True}))
+    save("adapt_platform", {**head, **result})
 
 
 def adapt_family(args) -> None:

