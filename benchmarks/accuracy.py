@@ -1,23 +1,32 @@
 """Accuracy of every predictor and baseline on a measured dataset, on held-out splits.
 
-    python benchmarks/accuracy.py --device cpu-amd-epyc-2c [--predictors xgboost,graphsage] [--max-rows N]
+    python benchmarks/accuracy.py --device cpu-amd-epyc-2c [--predictors xgboost,graphsage] [--splits ...]
+    python benchmarks/accuracy.py --device cpu-amd-epyc-2c --report-only
 
 Splits: random 5-fold over architectures (all rows of one architecture share a fold) and leave-one-family-out.
 Metrics: MAPE, RMSE, Kendall's tau and Acc(10%), overall and per family, for each target. The dataset's own
 run-to-run noise (median coefficient of variation of the timed runs) is printed beside them: no predictor can be
-more accurate than the measurement it learns from. Writes benchmarks/results/accuracy_<device>.md.
+more accurate than the measurement it learns from, so latency is also scored on the trusted rows alone (quiet host,
+CV of the timed runs under 10%; every row still trains).
+
+Each (predictor, split) run stores its out-of-fold predictions under
+benchmarks/results/accuracy_oof/<device>/, so runs of different predictors, made at different times, add up
+to one report, benchmarks/results/accuracy_<device>.md, built from every stored run on the same data hash.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from perfpredict.profiling.dataset import trusted_label
 
 from perfpredict.predictors.evaluation import (AnalyticalBaseline, FlopsLinearBaseline, cross_validate,
                                                family_folds, random_folds, report)
@@ -26,31 +35,69 @@ from perfpredict.predictors.training_data import TARGETS, load_training_set
 
 BASELINES = {"analytical": AnalyticalBaseline, "flops_linear": FlopsLinearBaseline}
 DEFAULT = ("analytical", "flops_linear", "xgboost_static", "xgboost", "graphsage", "gae_gnn")
+SPLITS = ("random_5fold", "leave_one_family_out")
+RESULTS = Path(__file__).parent / "results"
 
 
 def make(name: str):
     return BASELINES[name] if name in BASELINES else learner_class(name)
 
 
-def evaluate(names, data, seed: int, wanted=("random_5fold", "leave_one_family_out")):
-    results, timings = {}, {}
+def oof_dir(device: str, latency_stat: str) -> Path:
+    return RESULTS / "accuracy_oof" / (device if latency_stat == "median" else f"{device}_{latency_stat}")
+
+
+def evaluate(names, data, seed: int, store: Path, wanted=SPLITS) -> None:
+    """Cross-validate each predictor on each split and store its out-of-fold predictions in ``store``."""
     splits = {"random_5fold": random_folds(data, 5, seed), "leave_one_family_out": [m for _, m in family_folds(data)]}
-    splits = {k: v for k, v in splits.items() if k in wanted}
     for name in names:
         try:
             cls = make(name)
         except (ImportError, AttributeError) as err:
             print(f"skip {name}: {err}", file=sys.stderr)
             continue
-        for split, folds in splits.items():
+        for split in (s for s in SPLITS if s in wanted):
             t0 = time.perf_counter()
-            oof = cross_validate(cls, data, TARGETS, folds, seed)
-            results[(name, split)] = report(data, oof, TARGETS)
-            timings[(name, split)] = time.perf_counter() - t0
-            lat = results[(name, split)].get("latency_ms", {}).get("overall", {})
-            print(f"{name:15s} {split:22s} latency MAPE {lat.get('mape', float('nan')):8.2f}%  "
-                  f"({timings[(name, split)]:.0f} s)", file=sys.stderr)
-    return results, timings
+            oof = cross_validate(cls, data, TARGETS, splits[split], seed)
+            seconds = time.perf_counter() - t0
+            save_oof(store / f"{name}__{split}.npz", data, oof, seconds, seed)
+            mape = report(data, oof, ("latency_ms",)).get("latency_ms", {}).get("overall", {}).get("mape")
+            print(f"{name:15s} {split:22s} latency MAPE {fmt(mape):>8s}%  ({seconds:.0f} s)", file=sys.stderr)
+
+
+def save_oof(path: Path, data, oof: dict[str, np.ndarray], seconds: float, seed: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"data_hash": data.data_hash, "rows": len(data.keys), "seconds": round(seconds, 1), "seed": seed,
+            "created": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC"}
+    kept = {t: v.astype(np.float32) for t, v in oof.items() if np.isfinite(v).any()}
+    np.savez_compressed(path, meta=json.dumps(meta), keys=np.array(data.keys), **kept)
+
+
+def load_oof(store: Path, data) -> tuple[dict, dict, list[str]]:
+    """Every stored run on this data: (name, split) -> report, (name, split) -> meta, and what was skipped."""
+    results, metas, skipped = {}, {}, []
+    index = {k: i for i, k in enumerate(data.keys)}
+    for path in sorted(store.glob("*__*.npz")):
+        name, split = path.stem.split("__", 1)
+        with np.load(path) as f:
+            meta = json.loads(str(f["meta"]))
+            if meta["data_hash"] != data.data_hash:
+                skipped.append(f"{path.name} (data hash {meta['data_hash']})")
+                continue
+            oof = {t: np.full(len(data.keys), np.nan) for t in TARGETS}
+            rows = np.array([index[k] for k in f["keys"].tolist()])
+            for t in TARGETS:
+                if t in f.files:
+                    oof[t][rows] = f[t]
+        results[(name, split)] = {"all": report(data, oof, TARGETS),
+                                  "trusted": report(data.subset(trusted_rows(data)),
+                                                    {t: v[trusted_rows(data)] for t, v in oof.items()}, TARGETS)}
+        metas[(name, split)] = meta
+    return results, metas, skipped
+
+
+def trusted_rows(data) -> np.ndarray:
+    return np.flatnonzero([trusted_label(r) for r in data.rows])
 
 
 def noise_floor(data) -> float:
@@ -62,41 +109,55 @@ def fmt(v, digits=2):
     return "-" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.{digits}f}"
 
 
-def write(path: Path, args, data, results, timings) -> None:
-    names = sorted({n for n, _ in results}, key=lambda n: list(DEFAULT).index(n) if n in DEFAULT else 99)
+def _table(lines: list[str], names, results, metas, target: str, which: str) -> None:
+    lines += ["| predictor | split | MAPE % | RMSE | Kendall tau | Acc(10%) % | n | time s |",
+              "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for name in names:
+        for split in SPLITS:
+            m = results.get((name, split), {}).get(which, {}).get(target, {}).get("overall")
+            if m:
+                lines.append(f"| {name} | {split} | {fmt(m.get('mape'))} | {m.get('rmse', 0):.4g} | "
+                             f"{fmt(m.get('kendall_tau'), 3)} | {fmt(m.get('acc10'), 1)} | {m.get('n')} | "
+                             f"{metas[(name, split)]['seconds']:.0f} |")
+    lines.append("")
+
+
+def write(path: Path, args, data, store: Path, results, metas, skipped) -> None:
+    names = sorted({n for n, _ in results}, key=lambda n: (DEFAULT.index(n) if n in DEFAULT else 99, n))
+    runs = sorted({f"{m['created']}" for m in metas.values()})
+    trusted = trusted_rows(data)
     lines = [f"# Accuracy on `{args.device}` ({data.devices[0]})", "",
-             f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; python {platform.python_version()}",
-             f"- command: `python benchmarks/accuracy.py --device {args.device}"
-             + (f" --max-rows {args.max_rows}" if args.max_rows else "")
-             + (f" --latency-stat {args.latency_stat}" if args.latency_stat != "median" else "")
-             + (f" --predictors {args.predictors} --splits {args.splits}") + "`",
+             f"- built: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC from {len(results)} stored runs "
+             f"({runs[0] if runs else '-'} to {runs[-1] if runs else '-'}); python {platform.python_version()}",
+             f"- commands: `python benchmarks/accuracy.py --device {args.device} --predictors <names> --splits "
+             f"<splits>` stores each run under `{store.relative_to(RESULTS.parent.parent)}`; "
+             f"`--report-only` rebuilds this file from them",
              f"- latency target: the {args.latency_stat} of each row's timed runs",
              f"- rows: {len(data.keys)} measured rows (status ok), {len(set(data.families.tolist()))} families, "
              f"{len(np.unique(data.group_ids))} architectures; data hash {data.data_hash}",
              f"- measurement noise floor: median coefficient of variation of the timed runs "
-             f"{fmt(noise_floor(data))}%", "",
-             "Out-of-fold predictions only: every number is on rows the model did not train on. Random 5-fold "
-             "keeps all rows of one architecture in one fold; leave-one-family-out trains on every other family.", ""]
+             f"{fmt(noise_floor(data))}%; {len(trusted)} trusted rows (quiet host, CV < 10%)", ""]
+    lines += [f"- skipped stored runs on other data: {', '.join(skipped)}", ""] if skipped else []
+    lines += ["Out-of-fold predictions only: every number is on rows the model did not train on. Random 5-fold "
+              "keeps all rows of one architecture in one fold; leave-one-family-out trains on every other family.",
+              ""]
     for target in TARGETS:
-        if not any(target in r for r in results.values()):
+        if not any(target in r["all"] for r in results.values()):
             lines += [f"## {target}", "", "not measured on this device (no rows carry it)", ""]
             continue
-        lines += [f"## {target}", "", "| predictor | split | MAPE % | RMSE | Kendall tau | Acc(10%) % | n | time s |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|"]
-        for name in names:
-            for split in ("random_5fold", "leave_one_family_out"):
-                m = results.get((name, split), {}).get(target, {}).get("overall")
-                if m:
-                    lines.append(f"| {name} | {split} | {fmt(m.get('mape'))} | {m.get('rmse', 0):.4g} | "
-                                 f"{fmt(m.get('kendall_tau'), 3)} | {fmt(m.get('acc10'), 1)} | {m.get('n')} | "
-                                 f"{timings[(name, split)]:.0f} |")
-        lines.append("")
+        lines += [f"## {target}", ""]
+        _table(lines, names, results, metas, target, "all")
+    lines += ["## latency_ms on trusted rows", "",
+              f"The same out-of-fold predictions, scored on the {len(trusted)} rows whose label is trustworthy "
+              "(measured on a quiet host, timed runs within 10% CV). The gap to the table above is what label "
+              "noise costs.", ""]
+    _table(lines, names, results, metas, "latency_ms", "trusted")
     fams = sorted(set(data.families.tolist()))
     lines += ["## latency_ms MAPE % per family", "", "| predictor | split | " + " | ".join(fams) + " |",
               "|---|---|" + "---:|" * len(fams)]
     for name in names:
-        for split in ("random_5fold", "leave_one_family_out"):
-            per = results.get((name, split), {}).get("latency_ms", {}).get("families", {})
+        for split in SPLITS:
+            per = results.get((name, split), {}).get("all", {}).get("latency_ms", {}).get("families", {})
             if per:
                 lines.append(f"| {name} | {split} | " + " | ".join(fmt(per.get(f, {}).get("mape"), 1) for f in fams)
                              + " |")
@@ -107,19 +168,26 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", required=True)
     ap.add_argument("--predictors", default=",".join(DEFAULT))
-    ap.add_argument("--max-rows", type=int, default=None)
+    ap.add_argument("--max-rows", type=int, default=None, help="a slice, for a quick check (stored apart)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--latency-stat", choices=("median", "min"), default="median")
-    ap.add_argument("--splits", default="random_5fold,leave_one_family_out")
+    ap.add_argument("--splits", default=",".join(SPLITS))
+    ap.add_argument("--report-only", action="store_true", help="rebuild the report from the stored runs")
     args = ap.parse_args()
     data = load_training_set([dataset_folder(args.device)], max_rows=args.max_rows, progress=True,
                              latency_stat=args.latency_stat)
-    results, timings = evaluate([n.strip() for n in args.predictors.split(",") if n.strip()], data, args.seed,
-                                tuple(args.splits.split(",")))
-    suffix = "" if args.latency_stat == "median" else f"_{args.latency_stat}"
-    out = args.out or Path(__file__).parent / "results" / f"accuracy_{args.device}{suffix}.md"
-    write(out, args, data, results, timings)
+    store = oof_dir(args.device, args.latency_stat)
+    if args.max_rows:
+        store = store.with_name(f"{store.name}_max{args.max_rows}")
+    if not args.report_only:
+        evaluate([n.strip() for n in args.predictors.split(",") if n.strip()], data, args.seed, store,
+                 tuple(args.splits.split(",")))
+    results, metas, skipped = load_oof(store, data)
+    suffix = ("" if args.latency_stat == "median" else f"_{args.latency_stat}") + \
+        (f"_max{args.max_rows}" if args.max_rows else "")
+    out = args.out or RESULTS / f"accuracy_{args.device}{suffix}.md"
+    write(out, args, data, store, results, metas, skipped)
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -79,7 +79,12 @@ def ablation(args) -> None:
     earlier = json.loads((OUT / "ablation.json").read_text())["results"] if args.only and \
         (OUT / "ablation.json").exists() else {}
     save("ablation", {"device": args.device, "fold": 0, "train_rows": len(train.keys), "test_rows": len(held.keys),
-                      "data_hash": data.data_hash, "results": {**earlier, **rows}})
+                      **_data_info(data), "results": {**earlier, **rows}})
+
+
+def _data_info(data) -> dict:
+    """Which rows a result stands on: runs that predate the busy-host filter lack ``busy_host_rows``."""
+    return {"data_hash": data.data_hash, "busy_host_rows": "left out"}
 
 
 def _select(data, dtype: str):
@@ -142,7 +147,7 @@ def adapt_platform(args) -> None:
     for name in ("gnn_llm", "graphsage"):
         models[name], seconds = fit(name, source, args.seed)
         log(f"{name} trained on {len(source.keys)} source rows in {seconds:.0f} s")
-    head = {"device": args.device, "source": f"{args.device} {args.source_dtype}",
+    head = {"device": args.device, "source": f"{args.device} {args.source_dtype}", **_data_info(data),
             "target": f"{args.target_device or args.device} {args.target_dtype}",
             "source_rows": len(source.keys), "target_rows": len(target.keys)}
     result = _adapt_curve(models, source, target, shots_list, args.seed,
@@ -158,9 +163,11 @@ def adapt_family(args) -> None:
     for name in ("gnn_llm", "graphsage"):
         models[name], seconds = fit(name, source, args.seed)
         log(f"{name} trained without {args.family} in {seconds:.0f} s")
-    result = _adapt_curve(models, source, target, [int(s) for s in args.shots.split(",")], args.seed)
-    save("adapt_family", {"device": args.device, "family": args.family, "source_rows": len(source.keys),
-                          "target_rows": len(target.keys), **result})
+    head = {"device": args.device, "family": args.family, "source_rows": len(source.keys), **_data_info(data),
+            "target_rows": len(target.keys)}
+    result = _adapt_curve(models, source, target, [int(s) for s in args.shots.split(",")], args.seed,
+                          lambda part: save("adapt_family", {**head, **part, "partial": True}))
+    save("adapt_family", {**head, **result})
 
 
 def main() -> int:

@@ -25,9 +25,9 @@ def _accuracy_rows(device: str) -> dict[tuple[str, str], dict[str, float]]:
             continue
         target = None
         for line in path.read_text().splitlines():
-            m = re.match(r"## (\w+)$", line)
-            if m:
-                target = m.group(1)
+            if line.startswith("## "):  # only a bare target heading; "latency_ms on trusted rows" is not one
+                m = re.match(r"## (\w+)$", line)
+                target = m.group(1) if m else None
             cells = [c.strip() for c in line.strip("|").split("|")]
             if target and len(cells) >= 6 and cells[1] == "random_5fold":
                 try:
@@ -88,7 +88,8 @@ def _ablation_section(ab: dict | None) -> list[str]:
     if not ab:
         return lines + ["Not run yet: `python benchmarks/gnn_llm.py ablation --device <dataset>`.", ""]
     lines += [f"{ab['train_rows']} training rows, {ab['test_rows']} held-out rows (architectures never seen in "
-              "training).", "", "| model | latency MAPE % | latency tau | peak-memory MAPE % | train s |",
+              "training). " + _data_line(ab), "",
+              "| model | latency MAPE % | latency tau | peak-memory MAPE % | train s |",
               "|---|---:|---:|---:|---:|"]
     for label, r in ab["results"].items():
         lat, mem = r["scores"].get("latency_ms", {}), r["scores"].get("peak_memory_bytes", {})
@@ -101,6 +102,15 @@ def _ablation_section(ab: dict | None) -> list[str]:
                         "this table shows.", ""]
 
 
+def _data_line(res: dict) -> str:
+    """Runs made before training left out the busy-host rows (data/README.md) say so."""
+    if res.get("busy_host_rows") == "left out":
+        return f"Data hash {res.get('data_hash')}: busy-host rows left out, as in training."
+    return (f"Data hash {res.get('data_hash', 'not recorded')}: **run before the busy-host filter**, so its rows "
+            "include the rows measured while other jobs loaded the host (data/README.md); every model in this "
+            "table saw the same rows.")
+
+
 def _curve_section(title: str, res: dict | None, how: str) -> list[str]:
     lines = [f"## {title}", ""]
     if not res:
@@ -109,7 +119,7 @@ def _curve_section(title: str, res: dict | None, how: str) -> list[str]:
     lines += [f"Source: {res.get('source', 'all families but ' + str(res.get('family')))} ({res['source_rows']} "
               f"rows); target: {res.get('target', res.get('family'))} ({res['target_rows']} rows); every cell is "
               f"scored on the same {res['test_rows']} target rows, none of them a shot. Latency MAPE %, then "
-              "Acc(10%) % in brackets; 0 shots is the model used as it is."
+              "Acc(10%) % in brackets; 0 shots is the model used as it is. " + _data_line(res)
               + (" **This run was cut short; a '-' cell was not measured.**" if res.get("partial") else ""), "",
               "| model | " + " | ".join(f"{k} shots" for k in ks) + " |", "|---|" + "---:|" * len(ks)]
     for name, curve in res["curves"].items():

@@ -194,3 +194,15 @@ def test_too_slow_guard_allows_one_outlier():
     guarded()
     with pytest.raises(col._TooSlow, match="2 calls slower than 20 ms"):
         guarded()
+
+
+def test_trusted_label_needs_a_quiet_host_and_agreeing_runs():
+    quiet = {"latency_cv": 0.03, "env_load_avg_1m_before": 1.2, "env_cpu_count": 2}
+    assert ds.trusted_label(quiet)
+    assert not ds.trusted_label({**quiet, "latency_cv": 0.15})  # timed runs disagree
+    assert not ds.trusted_label({**quiet, "env_load_avg_1m_before": 4.5})  # other work on the host
+    assert not ds.trusted_label({**quiet, "latency_cv": None})  # no spread recorded: cannot vouch for it
+    assert not ds.trusted_label({"latency_cv": 0.03})  # no load recorded: not known to be quiet
+    summary = ds.summarize([{**quiet, "status": "ok", "latency_ms": 1.0},
+                            {**quiet, "status": "ok", "latency_ms": 2.0, "env_load_avg_1m_before": 5.0}])
+    assert summary["quiet_rows"] == 1

@@ -88,3 +88,20 @@ def test_auto_picks_the_trained_predictor_and_falls_back_to_analytical(rows, fit
     assert on_gpu.predictor == "analytical"
     assert any("no measured data for H100-SXM" in n for n in on_gpu.notes)
     json.loads(on_cpu.to_json())  # the OOD score and intervals serialise
+
+
+def test_rows_from_a_busy_host_are_left_out_unless_asked_for(tmp_path):
+    from perfpredict.profiling.dataset import load_dataset, quiet_host
+
+    committed = [r for r in load_dataset(DATA).rows if r.get("status") == "ok" and r.get("family") == "mlp"]
+    quiet = next(r for r in committed if quiet_host(r))
+    busy = {**quiet, "key": committed[1]["key"], "env_load_avg_1m_before": 5.9}  # 3 jobs per core
+    unknown = {**quiet, "key": committed[2]["key"], "env_load_avg_1m_before": None}  # a CPU row: not known quiet
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (quiet, busy, unknown)))
+    cache = GraphCache(tmp_path / "graphs")
+    kept = load_training_set([folder], cache=cache)
+    assert kept.keys == [quiet["key"]]
+    assert any("2 rows measured on a busy host" in p for p in kept.problems)
+    assert len(load_training_set([folder], cache=cache, include_busy_host=True).keys) == 3

@@ -167,12 +167,16 @@ def device_for_rows(rows: Sequence[Mapping[str, Any]]) -> Any:
 
 def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Sequence[str] | None = None,
                       max_rows: int | None = None, cache: GraphCache | None = None,
-                      progress: bool = False, latency_stat: str = "median", device: Any = None) -> TrainingSet:
+                      progress: bool = False, latency_stat: str = "median", device: Any = None,
+                      include_busy_host: bool = False) -> TrainingSet:
     """Read measured rows, derive their graphs (cached), and build features and targets. ``device`` (a catalog
-    Device) overrides the device the rows name, e.g. for rows of a GPU the catalog knows by another name."""
+    Device) overrides the device the rows name, e.g. for rows of a GPU the catalog knows by another name.
+
+    Rows measured on a busy host (see ``quiet_host``) are left out unless ``include_busy_host``: their latency
+    measures the other jobs as much as the model, and a few of them taught xgboost over-predictions of 10-100x."""
     from perfpredict.predictors.base import RunConfig
     from perfpredict.profiling import zoo
-    from perfpredict.profiling.dataset import load_dataset
+    from perfpredict.profiling.dataset import load_dataset, quiet_host
 
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
@@ -181,6 +185,11 @@ def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Se
         if loaded.lost:
             problems.append(f"{folder}: {loaded.summary()}")
         rows += [r for r in loaded.rows if r.get("status") == "ok" and (families is None or r.get("family") in families)]
+    busy = [r for r in rows if not quiet_host(r)]
+    if busy and not include_busy_host:
+        problems.append(f"{len(busy)} rows measured on a busy host (load average above the core count, or not "
+                        "recorded on a CPU) left out; include_busy_host=True keeps them")
+        rows = [r for r in rows if quiet_host(r)]
     rows.sort(key=lambda r: (r["key"], r["device"]))
     if max_rows is not None:
         rows = rows[:max_rows]

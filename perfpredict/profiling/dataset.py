@@ -263,6 +263,28 @@ def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+QUIET_MAX_LATENCY_CV = 0.10
+
+
+def quiet_host(row: dict[str, Any]) -> bool:
+    """Whether a row was measured with no more runnable work than cores (its 1-minute load average before).
+
+    A CPU row with no recorded load is not known to be quiet: on the committed CPU dataset those are the earliest
+    rows, taken while other jobs shared the host (median CV 19%, against 6% for the rest). A GPU row without one is
+    accepted, since host load barely moves a GPU kernel's time and imported GPU rows often lack the field."""
+    load = row.get("env_load_avg_1m_before")
+    if load is None:
+        return (row.get("device_type") or row.get("env_device_kind") or "cpu") != "cpu"
+    return load <= (row.get("env_cpu_count") or 1)
+
+
+def trusted_label(row: dict[str, Any], max_cv: float = QUIET_MAX_LATENCY_CV) -> bool:
+    """A latency label to judge a predictor by: a quiet host and timed runs that agree (CV below ``max_cv``).
+    Noisier rows still train models; scoring on them mixes measurement noise into the model's error."""
+    cv = row.get("latency_cv")
+    return quiet_host(row) and cv is not None and cv < max_cv
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What a dataset holds and its noise floor (median latency CV of the ok rows), for data/README.md."""
     import statistics
@@ -276,8 +298,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             out[str(r.get(key))] = out.get(str(r.get(key)), 0) + 1
         return dict(sorted(out.items()))
 
-    quiet = [r["latency_cv"] for r in ok if r.get("latency_cv") is not None
-             and (r.get("env_load_avg_1m_before") or 99) <= (r.get("env_cpu_count") or 1)]
+    quiet = [r["latency_cv"] for r in ok if r.get("latency_cv") is not None and quiet_host(r)]
     return {
         "rows": len(rows), "ok_rows": len(ok), "status": count("status", rows),
         "families": len({r.get("family") for r in ok}), "by_family": count("family", ok),
