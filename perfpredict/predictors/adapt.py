@@ -88,13 +88,15 @@ def heldout_mape(learner: Any, data: TrainingSet) -> dict[str, float]:
 
 def adapt(device: str, data_path: str | Path, *, predictor: str = "gnn_llm", shots: int = 32, seed: int = 0,
           steps: int = 100, lr_scale: float = 3.0, from_device: str | None = None, out_root: Path | None = None,
-          latency_stat: str = "median", save: bool = True, progress: bool = False) -> AdaptResult:
+          latency_stat: str = "median", save: bool = True, progress: bool = False,
+          include_busy_host: bool = False) -> AdaptResult:
     """Fine-tune ``predictor`` on ``shots`` rows of ``data_path`` measured on ``device``; write its artifact."""
     from perfpredict.devices import get_device
     from perfpredict.predictors.training_data import load_training_set
 
     target = get_device(device)
-    data = load_training_set([data_path], latency_stat=latency_stat, device=target, progress=progress)
+    data = load_training_set([data_path], latency_stat=latency_stat, device=target, progress=progress,
+                             include_busy_host=include_busy_host)
     learner, source = source_learner(predictor, from_device, target.kind)
     shot_idx, rest_idx = pick_shots(data, shots, seed)
     rest = data.subset(rest_idx)

@@ -48,7 +48,8 @@ def dataset_folder(device: str, data_root: Path = Path("data")) -> Path:
 
 def train(device: str, predictor: str, *, out_root: Path | None = None, seed: int = 0, max_rows: int | None = None,
           evaluate: bool = True, data_root: Path = Path("data"), progress: bool = False,
-          latency_stat: str = "median", hyper: dict[str, Any] | None = None) -> Path:
+          latency_stat: str = "median", hyper: dict[str, Any] | None = None,
+          include_busy_host: bool = False) -> Path:
     """Train ``predictor`` on the dataset of ``device`` and write the artifact; returns its folder. ``hyper``
     overrides the learner's defaults (e.g. ``{"base_lm": PATH}`` for gnn_llm)."""
     from functools import partial
@@ -57,7 +58,7 @@ def train(device: str, predictor: str, *, out_root: Path | None = None, seed: in
 
     cls = partial(learner_class(predictor), **(hyper or {}))
     data = load_training_set([dataset_folder(device, data_root)], max_rows=max_rows, progress=progress,
-                             latency_stat=latency_stat)
+                             latency_stat=latency_stat, include_busy_host=include_busy_host)
     metrics: dict[str, Any] = {}
     if evaluate:
         oof = cross_validate(cls, data, TARGETS, random_folds(data, 5, seed), seed)
@@ -70,6 +71,7 @@ def train(device: str, predictor: str, *, out_root: Path | None = None, seed: in
                         feature_schema_hash=learner.schema, data_hash=data.data_hash, targets=list(learner.targets),
                         metrics=metrics, rows=len(data.keys),
                         extra={"seed": seed, "latency_stat": latency_stat, "hyper": hyper or {},
+                               "include_busy_host": include_busy_host,
                                "fit_seconds": round(fit_seconds, 1), "host_threads": _threads(),
                                "families": sorted(set(data.families.tolist())),
                                "problems": data.problems[:20], **_host(data)})

@@ -193,6 +193,10 @@ def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Se
     rows.sort(key=lambda r: (r["key"], r["device"]))
     if max_rows is not None:
         rows = rows[:max_rows]
+    if not rows and busy and not include_busy_host:
+        raise InvalidInputError(f"all {len(busy)} measured rows in {list(map(str, folders))!r} were taken on a busy "
+                                "host (load average above the core count, or not recorded on a CPU); measure on a "
+                                "quiet host, or keep them with --include-busy-host (include_busy_host=True)")
     if not rows:
         raise InvalidInputError(f"no measured rows with status 'ok' in {list(map(str, folders))!r}; "
                                 "run `perfpredict collect` first")
