@@ -131,12 +131,25 @@ def _curve_section(title: str, res: dict | None, how: str) -> list[str]:
             m = curve.get(k, {}).get("latency_ms", {})
             cells.append(f"{_fmt(m.get('mape'))} ({_fmt(m.get('acc10'), 0)})" if m else "-")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", "Peak-memory MAPE % at the same shot counts:", "",
+    lines += ["", _winners(res["curves"], ks), "", "Peak-memory MAPE % at the same shot counts:", "",
               "| model | " + " | ".join(f"{k} shots" for k in ks) + " |", "|---|" + "---:|" * len(ks)]
     for name, curve in res["curves"].items():
         lines.append(f"| {name} | " + " | ".join(_fmt(curve.get(k, {}).get("peak_memory_bytes", {}).get("mape"))
                                                 for k in ks) + " |")
     return lines + [""]
+
+
+def _winners(curves: dict, ks: list[str]) -> str:
+    """Who wins each shot count, on latency MAPE and on Acc(10%): the table's verdict in words."""
+    parts = []
+    for k in ks:
+        cells = {name.split(" (")[0]: c[k]["latency_ms"] for name, c in curves.items() if k in c}
+        if len(cells) < 2:
+            continue
+        best_mape = min(cells, key=lambda n: cells[n]["mape"])
+        best_acc = max(cells, key=lambda n: cells[n]["acc10"])
+        parts.append(f"{k}: {best_mape}" + ("" if best_acc == best_mape else f" (highest Acc(10%): {best_acc})"))
+    return "Lowest latency MAPE per shot count: " + "; ".join(parts) + "." if parts else ""
 
 
 def write_report(device: str, out_dir: Path) -> Path:
