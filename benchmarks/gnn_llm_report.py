@@ -91,7 +91,9 @@ def _ablation_section(ab: dict | None) -> list[str]:
     if not ab:
         return lines + ["Not run yet: `python benchmarks/gnn_llm.py ablation --device <dataset>`.", ""]
     lines += [f"{ab['train_rows']} training rows, {ab['test_rows']} held-out rows (architectures never seen in "
-              "training). " + _data_line(ab), "",
+              "training). " + _data_line(ab)
+              + (" **This run was cut short: variants missing from the table were not measured.**"
+                 if ab.get("partial") else ""), "",
               "| model | latency MAPE % | latency tau | peak-memory MAPE % | train s |",
               "|---|---:|---:|---:|---:|"]
     for label, r in ab["results"].items():
