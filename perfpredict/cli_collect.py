@@ -52,6 +52,9 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=("tiny", "cpu", "gpu"), default=None,
                    help="model sizes: tiny (small shared hosts), cpu, gpu (default: cpu on CPU, gpu on CUDA)")
     p.add_argument("--archs-per-family", type=_positive(int), default=50, help="sampled architectures per family")
+    p.add_argument("--arch-block", type=_positive(int), default=5,
+                   help="architectures whose batch sweeps are interleaved (default 5); 1-2 on a short GPU lease "
+                        "gives whole batch sweeps for fewer architectures instead of batch 1 for many")
     p.add_argument("--phases", type=_csv(str, "--phases"), default=None, help="inference,training (default both)")
     p.add_argument("--dtypes", type=_csv(str, "--dtypes"), default=None,
                    help="default float32,bfloat16 on CPU; float32,float16,bfloat16 on CUDA")
@@ -115,9 +118,9 @@ def run_collect(args: argparse.Namespace) -> int:
     device = "cuda:0" if args.device == "cuda" else args.device
     out = Path(args.out) if args.out else Path("data") / device_slug(device)
     kwargs = {k: getattr(args, k) for k in ("families", "budget_minutes", "max_rows", "seed", "profile",
-                                            "archs_per_family", "dtypes", "batches", "warmup_min", "min_runs",
-                                            "min_seconds", "floor_runs", "warmup_max_s", "max_latency_ms",
-                                            "too_slow_factor", "graph_features")}
+                                            "archs_per_family", "arch_block", "dtypes", "batches", "warmup_min",
+                                            "min_runs", "min_seconds", "floor_runs", "warmup_max_s",
+                                            "max_latency_ms", "too_slow_factor", "graph_features")}
     if args.phases:
         kwargs["phases"] = args.phases
         bad = [p for p in args.phases if p not in ("inference", "training")]

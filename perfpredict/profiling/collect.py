@@ -73,6 +73,7 @@ class CollectConfig:
     seed: int = 0
     profile: str | None = None
     archs_per_family: int = 50
+    arch_block: int = 5
     phases: Sequence[str] = zoo.PHASES
     dtypes: Sequence[str] | None = None
     batches: Sequence[int] | None = None
@@ -119,7 +120,7 @@ class CollectConfig:
     def plan(self) -> list[zoo.ModelSpec]:
         return list(zoo.sample_specs(self.families, seed=self.seed, profile=self.profile, device=self.device,
                                      archs=self.archs_per_family, phases=self.phases, dtypes=self.dtypes,
-                                     batches=self.batches))
+                                     batches=self.batches, arch_block=self.arch_block))
 
 
 @dataclass
