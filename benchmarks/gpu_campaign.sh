@@ -38,17 +38,23 @@ print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda
   } >"$STAGE_DIR/env.txt" 2>&1
   say "env: $(grep -m1 -o 'NVIDIA H[0-9]*[^|]*' "$STAGE_DIR/env.txt" | head -1)"
 fi
+if has noise; then
+  stage noise 100 $PY benchmarks/timing_noise.py --rows data/nvidia-h100-80gb-hbm3 --out "$STAGE_DIR/timing_noise.json"
+  if grep -q "sampler_off_helps=1" "$LOG"; then
+    COLLECT_ARGS="$COLLECT_ARGS --power-sample-interval-s 0"; say "noise: power sampling off for the collector"
+  fi
+fi
 has nvml && stage nvml 30 $PY benchmarks/nvml_resolution.py --seconds 3 --out "$STAGE_DIR/nvml_resolution.json"
 has roofline && stage roofline 240 $PY benchmarks/roofline.py --device cuda --name h100-sxm
 has pva && stage pva 200 $PY benchmarks/predicted_vs_actual.py measure --device cuda \
   --out "$STAGE_DIR/pva_measured.json"
 has gputest && stage gputest 90 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_offline_gpu.py
 if has collect; then
-  budget_min=$(( ($(left) - 60) / 60 ))
-  if (( budget_min >= 1 )); then
+  budget_s=$(( $(left) - 80 ))  # room for the config in flight, compaction and packing
+  if (( budget_s >= 60 )); then
     # shellcheck disable=SC2086 - COLLECT_ARGS is a word list on purpose
-    stage collect $(( budget_min * 60 + 45 )) $PY -m perfpredict collect --device cuda --graph-features deferred \
-      --budget-minutes "$budget_min" $COLLECT_ARGS
+    stage collect $(( budget_s + 60 )) $PY -m perfpredict collect --device cuda --graph-features deferred \
+      --budget-minutes "$(awk "BEGIN {print $budget_s / 60}")" $COLLECT_ARGS
   fi
 fi
 say "done; $(( $(date +%s) - T0 ))s"

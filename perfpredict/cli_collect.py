@@ -69,6 +69,8 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
                    help="skip larger batches after a row slower than this (a time cap for small hosts)")
     p.add_argument("--too-slow-factor", type=_positive(float), default=10.0,
                    help="a config whose warm first call exceeds this x --max-latency-ms is a too_slow row (10)")
+    p.add_argument("--power-sample-interval-s", type=float, default=0.1,
+                   help="GPU power-sampling thread period, the energy counter's cross-check (default 0.1; 0 = off)")
     p.add_argument("--graph-features", choices=("inline", "deferred", "none"), default="inline",
                    help="OpGraph features per row now, later (`perfpredict zoo features`), or never")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
@@ -120,7 +122,8 @@ def run_collect(args: argparse.Namespace) -> int:
     kwargs = {k: getattr(args, k) for k in ("families", "budget_minutes", "max_rows", "seed", "profile",
                                             "archs_per_family", "arch_block", "dtypes", "batches", "warmup_min",
                                             "min_runs", "min_seconds", "floor_runs", "warmup_max_s",
-                                            "max_latency_ms", "too_slow_factor", "graph_features")}
+                                            "max_latency_ms", "too_slow_factor", "power_sample_interval_s",
+                                            "graph_features")}
     if args.phases:
         kwargs["phases"] = args.phases
         bad = [p for p in args.phases if p not in ("inference", "training")]

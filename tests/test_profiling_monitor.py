@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import time
 
 import pytest
@@ -141,6 +142,36 @@ def test_nvml_energy_counter_differenced(mocker, fake_cuda):
     assert m.env.driver_version == "550.54.15" and m.env.power_limit_w_before == 700.0
     assert m.env.sm_clock_mhz_after == 1980.0 and m.env.temperature_c_before == 41.0
     assert m.timer == "cuda_event" and m.device == "cuda:0"
+
+
+def _counter_with_steps(nv, reads_per_step: int, step_mj: int = 1000) -> None:
+    """NVML's energy counter as it behaves on an H100: it moves in steps, here one every ``reads_per_step`` reads."""
+    reads = itertools.count()
+    nv.nvmlDeviceGetTotalEnergyConsumption.side_effect = lambda *_: step_mj * (next(reads) // reads_per_step)
+
+
+def test_measure_starts_and_ends_the_energy_window_on_counter_steps(mocker, fake_cuda):
+    nv = _mock_pynvml(mocker)
+    _counter_with_steps(nv, reads_per_step=4)
+    mocker.patch.object(Monitor, "_timed_call", lambda self, fn: (fn(), 1.0)[1])
+    mon = Monitor("cuda", energy_min_window_s=0.0, power_sample_interval_s=None)
+    mon.counter_poll_s = 0.0  # read the counter after every run, so the count below is exact
+    m = mon.measure(lambda: None, warmup_min=1, min_runs=3, min_seconds=60, floor_runs=1)
+    # Counter reads 0-3 give 0 mJ, 4-7 give 1000 and 8-11 give 2000. Read 0 opens the window; 1-4 wait for the
+    # first step (3 extra warm-up runs); read 5 starts the energy window at 1000; after the 3 timed runs, reads 6-8
+    # wait for the next step (2 more timed runs); read 9 closes it at 2000: 1 J over 5 runs.
+    assert m.energy_method == "nvml_counter_aligned"
+    assert m.runs == 5 and m.energy_j == pytest.approx(0.2)
+    assert m.power_samples == 0 and m.sampled_avg_power_w is None  # the sampling thread was off
+
+
+def test_measure_without_counter_steps_keeps_the_plain_window(mocker, fake_cuda):
+    nv = _mock_pynvml(mocker)
+    nv.nvmlDeviceGetTotalEnergyConsumption.return_value = 5000  # a counter that never moves
+    mocker.patch.object(Monitor, "_timed_call", lambda self, fn: (fn(), 1.0)[1])
+    mon = Monitor("cuda", energy_min_window_s=0.0, power_sample_interval_s=None)
+    m = mon.measure(lambda: None, warmup_min=1, min_runs=3, min_seconds=60, floor_runs=1)
+    assert m.energy_method == "nvml_counter" and m.runs == 3 and m.energy_j == 0.0
 
 
 def test_nvml_short_window_falls_back_to_sampling(mocker, fake_cuda):

@@ -19,6 +19,16 @@ SHARED_WORDS = 1024
 SENTINEL = 1234.5
 
 
+def _numpy_compat() -> None:
+    """numba <= 0.68's array typing still names ``np.row_stack``, which numpy 2.5 removed: every numba CUDA kernel
+    then fails to compile (seen on an H100 host with numba-cuda 0.68 and numpy 2.5.2). ``np.vstack`` is the same
+    function; the alias is set only where it is missing."""
+    import numpy as np
+
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+
+
 def fma_source(chains: int = CHAINS, unroll: int = UNROLL) -> str:
     """Python source of ``fma_kernel(out, iters, a, b, store)`` with every FMA spelled out."""
     lines = ["def fma_kernel(out, iters, a, b, store):",
@@ -48,6 +58,7 @@ def fma_expected(iters: int, a: float, b: float, tid: int, chains: int = CHAINS,
 @functools.cache
 def fma_kernel(dtype: str = "float32"):
     """The jitted FMA kernel for ``dtype`` (eagerly compiled with its signature off the simulator)."""
+    _numpy_compat()
     from numba import cuda
 
     return cuda.jit(_fma_pyfunc(dtype))
@@ -129,6 +140,7 @@ def shared_read(passes, partial, store):
 @functools.cache
 def stream_kernels():
     """{"read", "write", "copy", "triad", "shared_read"}: grid-stride Numba CUDA kernels (4-byte accesses)."""
+    _numpy_compat()
     from numba import cuda, float32
 
     namespace = {"cuda": cuda, "float32": float32, "SENTINEL": SENTINEL, "SHARED_WORDS": SHARED_WORDS}

@@ -83,8 +83,10 @@ class CollectConfig:
     floor_runs: int = 5
     max_seconds: float = 60.0
     warmup_max_s: float = 5.0
+    freeze_gc: bool = True
     max_latency_ms: float | None = None
     too_slow_factor: float = 10.0
+    power_sample_interval_s: float | None = 0.1
     graph_features: str = "inline"
     progress: bool = True
     compact: bool = True
@@ -115,7 +117,8 @@ class CollectConfig:
 
     def protocol(self) -> dict[str, Any]:
         return {"warmup_min": self.warmup_min, "min_runs": self.min_runs, "min_seconds": self.min_seconds,
-                "floor_runs": self.floor_runs, "max_seconds": self.max_seconds, "warmup_max_s": self.warmup_max_s}
+                "floor_runs": self.floor_runs, "max_seconds": self.max_seconds, "warmup_max_s": self.warmup_max_s,
+                "freeze_gc": self.freeze_gc}
 
     def plan(self) -> list[zoo.ModelSpec]:
         return list(zoo.sample_specs(self.families, seed=self.seed, profile=self.profile, device=self.device,
@@ -455,7 +458,7 @@ def collect(cfg: CollectConfig) -> CollectSummary:
     attempts = _attempt_counts(cfg.out)
     plan = cfg.plan()
     rows_total = len(done)
-    monitor = Monitor(cfg.device)
+    monitor = Monitor(cfg.device, power_sample_interval_s=cfg.power_sample_interval_s or None)
     features = GraphFeatureCache() if cfg.graph_features == "inline" else None
     budget_s = None if cfg.budget_minutes is None else 60.0 * cfg.budget_minutes
     bar = _Progress(cfg.progress, len(plan), budget_s)

@@ -25,7 +25,8 @@ Field definitions (the dataset schema in ``data/README.md`` repeats them):
   (Linux); where that is not allowed the mark is process-wide, and a window that does not raise it gets
   ``peak_memory_bytes=None`` (``memory_method="rss_hwm_noreset"``), never a guess.
 - ``energy_j``: joules per call: the energy of the timed window divided by its runs. ``energy_method`` says how:
-  ``"nvml_counter"`` (``nvmlDeviceGetTotalEnergyConsumption`` differenced over >= 1 s), ``"power_sampling"``
+  ``"nvml_counter"`` (``nvmlDeviceGetTotalEnergyConsumption`` differenced over >= 1 s), ``"nvml_counter_aligned"``
+  (the same, with the window starting and ending on the counter's update steps), ``"power_sampling"``
   (power sampled in a thread, integrated), ``"rapl"`` (CPU package counters from ``/sys/class/powercap``) or
   ``None`` (missing: never invented). ``sampled_avg_power_w`` is the sampling thread's average, kept as a
   cross-check beside the counter's ``avg_power_w``.

@@ -15,6 +15,12 @@ The protocol (DESIGN.md, "Measurement protocol") as :meth:`Monitor.measure` impl
    NVML's counter only moves every 20-100 ms. ``max_seconds`` stops a very slow model (at least one timed run).
 3. Median, min, max, mean, std and CV of the timed runs; energy of the timed window divided by its runs.
 
+NVML's energy counter moves in steps (every ~100 ms on an H100, measured by ``benchmarks/nvml_resolution.py``), so
+a window that starts and ends anywhere between two steps is off by up to one step: 10% of a 1-s window. On NVML,
+:meth:`Monitor.measure` therefore starts the energy window right after the counter moves (extra warm-up runs) and
+keeps running timed runs after the timed phase until it moves again (``energy_method="nvml_counter_aligned"``):
+the error shrinks to about one run at each end, which mostly cancel.
+
 Peak memory is the peak over the whole window (warm-up included) minus the level at ``begin_window``; see
 :mod:`perfpredict.profiling.measurement` for the exact definition of every field. NB: on CPU the RSS high-water
 mark is one per process, so opening a window resets it for every window already open; nest CPU windows only when
@@ -23,6 +29,7 @@ the inner one's memory figure is the one you need.
 
 from __future__ import annotations
 
+import gc
 import logging
 import platform
 import statistics
@@ -53,6 +60,7 @@ class _Window:
     energy_t0: float = 0.0
     energy0: Any = None
     sampler: Any = None
+    tick_aligned: bool = False
     notes: list[str] = field(default_factory=list)
 
 
@@ -71,10 +79,14 @@ class Monitor:
     """Measures latency, peak memory and energy of code windows on one device ("cpu", "cuda" or "cuda:N").
 
     On GPU it opens NVML once (a missing NVML warns and leaves energy to nothing, never to a guess). Several
-    windows may be open at once under different names.
+    windows may be open at once under different names. ``power_sample_interval_s`` paces the power-sampling thread
+    (the fallback and cross-check of the energy counter; NVML's power reading itself moves every ~100 ms on an
+    H100); ``None`` turns the thread off, leaving windows shorter than ``energy_min_window_s`` with a coarse count.
     """
 
-    def __init__(self, device: Any = "cpu", *, power_sample_interval_s: float = 0.05,
+    counter_poll_s = 0.01  # see _run_until_counter_moves
+
+    def __init__(self, device: Any = "cpu", *, power_sample_interval_s: float | None = 0.1,
                  energy_min_window_s: float = 1.0, rapl_root: Path = cpu_probe.POWERCAP_ROOT) -> None:
         import torch
 
@@ -174,7 +186,8 @@ class Monitor:
             from perfpredict.profiling.nvml import PowerSampler
 
             w.energy0 = self._nvml.energy_mj()
-            w.sampler = PowerSampler(self._nvml.power_w, self.power_sample_interval_s).start()
+            if self.power_sample_interval_s:
+                w.sampler = PowerSampler(self._nvml.power_w, self.power_sample_interval_s).start()
         elif self._rapl is not None:
             w.energy0 = self._rapl.read_uj()
 
@@ -253,7 +266,7 @@ class Monitor:
             w.sampler = None
             counter_j = None if w.energy0 is None or e1 is None else (e1 - w.energy0) / 1000.0
             if counter_j is not None and window >= self.energy_min_window_s:
-                return counter_j, "nvml_counter", window, sampled_w, n
+                return counter_j, "nvml_counter_aligned" if w.tick_aligned else "nvml_counter", window, sampled_w, n
             if sampled_j is not None:
                 if counter_j is not None:
                     notes.append(f"energy window {window:.2f} s is shorter than {self.energy_min_window_s} s: "
@@ -275,6 +288,25 @@ class Monitor:
         return None, None, None, None, 0
 
     # -- the protocol --------------------------------------------------------------------------------------------
+    def _run_until_counter_moves(self, fn: Callable[[], Any], samples: list[float] | None = None,
+                                 max_s: float = 0.5) -> bool:
+        """Run ``fn`` until NVML's energy counter changes (appending each run's time to ``samples`` if given).
+        False when there is no counter or it did not move within ``max_s``. The counter is read at most every
+        ``counter_poll_s`` of running: one read takes milliseconds of host time, in which the GPU would idle."""
+        start = self._nvml.energy_mj() if self._nvml is not None else None
+        if start is None:
+            return False
+        t0 = last_poll = time.perf_counter()
+        while time.perf_counter() - t0 < max_s:
+            ms = self._timed_call(fn)
+            if samples is not None:
+                samples.append(ms)
+            if time.perf_counter() - last_poll >= self.counter_poll_s:
+                if self._nvml.energy_mj() != start:
+                    return True
+                last_poll = time.perf_counter()
+        return False
+
     def _timed_call(self, fn: Callable[[], Any]) -> float:
         """Run ``fn`` once; its duration in milliseconds (CUDA events on GPU)."""
         if self.is_cuda:
@@ -293,9 +325,11 @@ class Monitor:
     def measure(self, fn: Callable[[], Any], *, name: str = "measure", batch_size: int = 1, warmup_min: int = 5,
                 min_runs: int = 30, min_seconds: float = 1.0, floor_runs: int = 5, max_seconds: float = 60.0,
                 warmup_max_s: float = 5.0, warmup_max_runs: int = 100, stable_tol: float = 0.10,
-                begin: bool = True) -> Measurement:
+                begin: bool = True, freeze_gc: bool = True) -> Measurement:
         """Measure ``fn()`` with the protocol above. ``begin=False`` uses a window the caller already opened
-        under ``name`` (the collector opens it before building the model, so memory covers the weights)."""
+        under ``name`` (the collector opens it before building the model, so memory covers the weights).
+        ``freeze_gc`` collects garbage before the timed runs and keeps the collector off during them, as ``timeit``
+        does: a collection in the middle of a sub-millisecond eager run would be timed as the model's."""
         for what, value in (("warmup_min", warmup_min), ("min_runs", min_runs), ("floor_runs", floor_runs)):
             if not isinstance(value, int) or value < 0:
                 raise InvalidInputError(f"{what}={value!r} must be a whole number >= 0")
@@ -303,6 +337,7 @@ class Monitor:
             raise InvalidInputError(f"min_seconds={min_seconds!r} must be >= 0 and max_seconds={max_seconds!r} > 0")
         if begin:
             self.begin_window(name)
+        gc_was_on = gc.isenabled()
         try:
             warm: list[float] = []
             t_warm = time.perf_counter()
@@ -315,6 +350,10 @@ class Monitor:
                     stable = med > 0 and abs(recent[-1] - med) <= stable_tol * med
                     if stable or time.perf_counter() - t_warm >= warmup_max_s or len(warm) >= warmup_max_runs:
                         break
+            if freeze_gc:
+                gc.collect()
+                gc.disable()
+            aligned = self._run_until_counter_moves(fn)  # extra warm-up runs: the window starts on a step
             self.restart_energy(name)
             samples: list[float] = []
             t0 = time.perf_counter()
@@ -327,9 +366,14 @@ class Monitor:
                     break
                 if elapsed >= max_seconds:
                     break
+            if aligned:  # and ends on one: the runs until then are timed runs like the others
+                self._window(name).tick_aligned = self._run_until_counter_moves(fn, samples)
         except BaseException:
             self.abort_window(name)
             raise
+        finally:
+            if freeze_gc and gc_was_on:
+                gc.enable()
         m = self.end_window(name, runs=len(samples), batch_size=batch_size, samples_ms=samples,
                             warmup_runs=len(warm), warmup_stable=stable)
         return m
