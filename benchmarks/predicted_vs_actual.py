@@ -153,6 +153,11 @@ def _err(pred: float | None, meas: float | None) -> float | None:
 
 
 def report(predictions: dict, measured: dict, command: str) -> str:
+    from perfpredict.devices import get_device
+
+    # The prediction's peak memory includes the device's runtime overhead (CUDA context, allocator slack); the
+    # measurement is the torch allocator's peak above the level before the build. Compare tensors with tensors.
+    overhead = get_device(predictions["device_name"]).runtime_overhead_bytes
     meas = {(r["model"], r["dtype"], r["batch"]): r for r in measured["rows"]}
     lines = [f"# Predicted vs measured: {predictions['device_name']} (inference)", "",
              f"Predictions: {predictions['created']}, commit {predictions['commit']}, torch "
@@ -160,9 +165,12 @@ def report(predictions: dict, measured: dict, command: str) -> str:
              f"{measured['device_name']}, torch {measured['torch_version']}, CUDA {measured.get('cuda')}; eager "
              "PyTorch, random weights and inputs, `no_grad`, the collector's protocol (median of timed runs, "
              "CUDA events; NVML energy over at least 1 s).", "",
+             f"Memory: the predicted peak minus the device's runtime overhead ({overhead / 2**20:.0f} MiB of CUDA "
+             "context and allocator slack, which the report adds), against torch's allocator peak above the level "
+             "before the model was built.", "",
              f"Command: `{command}`", "",
-             "| model | dtype | batch | predictor | latency predicted (ms) | measured (ms) | error | memory predicted "
-             "(GiB) | measured (GiB) | error | energy predicted (J) | measured (J) | error |",
+             "| model | dtype | batch | predictor | latency predicted (ms) | measured (ms) | error | tensor memory "
+             "predicted (GiB) | measured (GiB) | error | energy predicted (J) | measured (J) | error |",
              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     errs: dict[str, list[float]] = {"latency": [], "memory": [], "energy": []}
     for p in predictions["rows"]:
@@ -171,18 +179,23 @@ def report(predictions: dict, measured: dict, command: str) -> str:
             lines.append(f"| {p['model']} | {p['dtype']} | {p['batch']} | {p['predictor']} | {p['latency_ms']:.3f} | "
                          f"{m.get('status')} | | | | | | | |")
             continue
+        tensors = None if p.get("peak_memory_bytes") is None else p["peak_memory_bytes"] - overhead
         cells = []
-        for what, key, scale in (("latency", "latency_ms", 1.0), ("memory", "peak_memory_bytes", 2**30),
-                                 ("energy", "energy_j", 1.0)):
-            e = _err(p.get(key), m.get(key))
+        for what, pred, got, scale in (("latency", p.get("latency_ms"), m.get("latency_ms"), 1.0),
+                                       ("memory", tensors, m.get("peak_memory_bytes"), 2**30),
+                                       ("energy", p.get("energy_j"), m.get("energy_j"), 1.0)):
+            e = _err(pred, got)
             if e is not None:
                 errs[what].append(abs(e))
-            fmt = (lambda v: "-" if v is None else f"{v / scale:.3f}")  # noqa: E731
-            cells += [fmt(p.get(key)), fmt(m.get(key)), "-" if e is None else f"{e:+.0%}"]
+            cells += [_fmt(pred, scale), _fmt(got, scale), "-" if e is None else f"{e:+.0%}"]
         lines.append(f"| {p['model']} | {p['dtype']} | {p['batch']} | {p['predictor']} | " + " | ".join(cells) + " |")
     lines += ["", "Mean absolute percentage error over the measured rows: "
               + ", ".join(f"{k} {100 * sum(v) / len(v):.1f}% ({len(v)} rows)" for k, v in errs.items() if v) + ".", ""]
     return "\n".join(lines)
+
+
+def _fmt(value: float | None, scale: float) -> str:
+    return "-" if value is None else f"{value / scale:.3f}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,10 +4,15 @@
 
 The first H100 rows had a median latency CV of 25%, with single runs up to 10x the median on launch-bound
 models. Suspects inside the measurement itself: the NVML power-sampling thread (a read takes milliseconds and may
-hold a driver lock that kernel launches need) and Python's garbage collector (now frozen during timed runs). For the ``--n`` inference rows with
-the highest CV in ``--rows``, this measures each spec under each setting, interleaved and repeated, with the
-collector's protocol, and prints the median CV and max/median ratio per setting. The last line is a verdict the
-campaign script reads: ``sampler_off_helps=1`` when turning the sampler off cuts the median CV by over 30%.
+hold a driver lock that kernel launches need) and Python's garbage collector (now frozen during timed runs). For
+the ``--n`` inference rows with the highest CV in ``--rows``, it measures each spec under each setting,
+interleaved and repeated, with the collector's protocol, and prints the median CV and max/median ratio per setting.
+The last line is a verdict the campaign script reads: ``sampler_off_helps=1`` when turning the sampler off cuts
+the median CV by over 30%.
+
+Result on the H100 (benchmarks/results/gpu_campaign/timing_noise.json): neither suspect explains the spread. Median
+CV 0.36 with the old protocol, 0.35 with GC frozen, 0.45 with the sampler off; the same setting repeated moved
+by more than that (convnext: 0.49 then 0.26). The likeliest source left is the host: eager dispatch on a VM.
 """
 
 from __future__ import annotations
@@ -63,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     for spec in pick_specs(args.rows, args.n):
         for rep in range(args.repeats):
             for name, setting in SETTINGS.items():
-                r = {"key": spec.to_key(), "family": spec.family, "setting": name, "repeat": rep, **measure(spec, setting)}
+                r = {"key": spec.to_key(), "family": spec.family, "setting": name, "repeat": rep,
+                     **measure(spec, setting)}
                 results.append(r)
                 print(f"{spec.family:12} {spec.dtype:9} b{spec.batch:<4} {name:20} {r['latency_ms']:8.3f} ms  "
                       f"cv {r['cv']:.3f}  max/median {r['max_over_median']:.1f}  {r['energy_method']}", flush=True)

@@ -13,3 +13,26 @@ def _fresh_dynamo():
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
+
+
+@pytest.fixture(autouse=True)
+def _datasheet_catalog(monkeypatch, tmp_path_factory):
+    """Tests reason from datasheet numbers, so the measured ceilings shipped in ``perfpredict/data/measured/``
+    (which change whenever a GPU is re-measured) are kept out; ``shipped_ceilings`` lets a test see them."""
+    from perfpredict import devices
+
+    monkeypatch.setattr(devices, "MEASURED_DIR", tmp_path_factory.mktemp("no_measured"))
+    devices.reset_catalog()
+    yield
+    devices.reset_catalog()
+
+
+@pytest.fixture
+def shipped_ceilings(monkeypatch):
+    """The catalog as users get it: with the measured ceilings shipped in the package."""
+    from perfpredict import devices
+
+    monkeypatch.setattr(devices, "MEASURED_DIR", devices.DATA_DIR / "measured")
+    devices.reset_catalog()
+    yield
+    devices.reset_catalog()

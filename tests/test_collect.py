@@ -186,6 +186,22 @@ def test_cli_register_collect_and_zoo(tmp_path, capsys):
     assert "t5_encoder" in capsys.readouterr().out
 
 
+def test_arch_block_sweeps_whole_batch_ranges_for_fewer_architectures(tmp_path):
+    # A short GPU lease: arch_block=1 measures the first architecture's whole sweep before the next one starts
+    plan = _cfg(tmp_path, archs_per_family=3, arch_block=1, phases=("inference",), dtypes=("float32",)).plan()
+    archs = [s.arch_key() for s in plan]
+    assert [s.batch for s in plan[:3]] == [1, 2, 4] and len(set(archs[:3])) == 1
+    wide = _cfg(tmp_path, archs_per_family=3, phases=("inference",), dtypes=("float32",)).plan()  # default block 5
+    assert [s.batch for s in wide[:3]] == [1, 1, 1] and len({s.arch_key() for s in wide[:3]}) == 3
+    assert sorted(s.to_key() for s in plan) == sorted(s.to_key() for s in wide)  # the same specs, in another order
+    args = argparse.ArgumentParser()
+    from perfpredict import cli_collect
+
+    cli_collect.add_collect_args(args)
+    parsed = args.parse_args(["--arch-block", "2", "--power-sample-interval-s", "0"])
+    assert parsed.arch_block == 2 and parsed.power_sample_interval_s == 0.0
+
+
 def test_too_slow_guard_allows_one_outlier():
     calls = iter([0.0, 0.03, 0.0, 0.03])
     guarded = col._guarded(lambda: time.sleep(next(calls)), limit_ms=20)

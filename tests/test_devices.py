@@ -281,3 +281,14 @@ def test_device_is_frozen_and_hashable():
         get_device("T4").tdp_w = 1  # type: ignore[misc]
     assert isinstance(get_device("T4"), Device)
     assert {get_device("T4"): 1}[get_device("tesla t4")] == 1  # usable as a cache key
+
+
+def test_shipped_h100_ceilings_are_applied_by_default(shipped_ceilings):
+    # perfpredict/data/measured/h100-sxm.json, from benchmarks/results/roofline_h100-sxm.md
+    h100 = get_device("H100-SXM")
+    assert h100.source == "measured:h100-sxm.json"
+    assert {"memory_bandwidth_bytes_per_s", "peak_flops_per_s.bf16_tensor"} <= h100.measured
+    # measured sustained rates sit below the datasheet's, within the bands the suite's checks allow
+    assert 0.7 * 3.35e12 < h100.memory_bandwidth_bytes_per_s < 3.35e12
+    assert 0.7 * 989.4e12 < h100.peak_flops_per_s["bf16_tensor"] < 989.4e12
+    assert get_device("A100-80GB").source == "datasheet"
