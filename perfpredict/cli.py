@@ -233,7 +233,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
         table.add_column(name, justify="left" if text else "right", no_wrap=text)
     for d in devices:
         peaks = dict(d.peak_flops_per_s)
-        source = f"measured ({', '.join(sorted(d.measured))})" if d.measured else d.source
+        # the measured keys would make this no-wrap cell wider than a terminal: name the file, count the ceilings
+        source = f"{d.source} ({len(d.measured)} ceilings)" if d.measured else d.source
         price = "-" if d.price_usd_per_hour is None else f"{d.price_usd_per_hour:.2f}"
         table.add_row(d.name, d.arch, f"{d.memory_bytes / 2**30:,.0f}",
                       f"{d.memory_bandwidth_bytes_per_s / 1e12:.2f}", _tflops(peaks.get("fp32")),

@@ -73,7 +73,9 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
     n = len(batches)
     flops, moved, _, input_bytes = arrays.at(batches)
     ev = AnalyticalPredictor().evaluate(arrays, device, config, batches)
-    fixed = memory_terms(graph, device, config, 0.0).total_bytes
+    # Tensor memory only: the collector measures the allocator's peak above the level before the model was built,
+    # which holds no CUDA context, so the device's runtime overhead is left out here and added back in the report.
+    fixed = memory_terms(graph, device, config, 0.0).total_bytes - device.runtime_overhead_bytes
     cols: dict[str, np.ndarray] = {
         "batch": batches, "log_seq": np.full(n, math.log1p(graph.seq_len or 0)),
         "is_training": np.full(n, float(config.phase == "training")),

@@ -10,7 +10,7 @@ energy, say), saying so in the warnings.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
@@ -122,6 +122,8 @@ class LearnedPredictor:
                             f"{OOD_WARN_ABOVE:g}): treat the prediction with care")
         latency = self._pred(out.get("latency_ms"), base.latency_ms)
         memory = self._pred(out.get("peak_memory_bytes"), base.peak_memory_bytes)
+        if "peak_memory_bytes" in out:  # learned on allocator peaks (tensors): add the CUDA context and slack back
+            memory = _shifted(memory, device.runtime_overhead_bytes)
         power = self._pred(out.get("avg_power_w"), base.avg_power_w)
         batch = max(1, graph.batch_size)
         per_sample = out.get("energy_per_sample_j")
@@ -137,3 +139,8 @@ class LearnedPredictor:
         value = float(p.value[0])
         return Prediction(value, fallback.unit, min(float(p.low[0]), value), max(float(p.high[0]), value),
                           self.name, self.version, float(p.ood[0]))
+
+
+def _shifted(p: Prediction, offset: float) -> Prediction:
+    """``p`` with ``offset`` added to its value and both interval ends."""
+    return replace(p, value=p.value + offset, low=p.low + offset, high=p.high + offset)
