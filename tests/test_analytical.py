@@ -96,7 +96,8 @@ def test_predict_many_is_exact_at_other_batch_sizes():
     many = perfpredict.predict_many(model, (torch.randn(4, 64),),
                                     [{"device": "H100-SXM", "batch_size": b} for b in (1, 4, 37)])
     for result in many:
-        single = perfpredict.predict(model, (torch.randn(result.batch_size, 64),), device="H100-SXM")
+        single = perfpredict.predict(model, (torch.randn(result.batch_size, 64),), device="H100-SXM",
+                                     predictor="analytical")  # predict_many's default; "auto" may be learned
         assert result.latency_ms == pytest.approx(single.latency_ms.value, rel=1e-9)
         assert result.peak_memory_bytes == pytest.approx(single.peak_memory_bytes.value, rel=1e-9)
         assert result.energy_j == pytest.approx(single.energy_j.value, rel=1e-9)

@@ -11,7 +11,7 @@ import torch
 
 import perfpredict
 from perfpredict.errors import ArtifactError, InvalidInputError
-from perfpredict.predictors import artifacts
+from perfpredict.predictors import artifacts, registry
 from perfpredict.predictors.evaluation import metrics
 from perfpredict.predictors.training_data import GraphCache, load_training_set
 
@@ -79,6 +79,7 @@ def test_auto_picks_the_trained_predictor_and_falls_back_to_analytical(rows, fit
                                   metrics={"random_5fold": {"latency_ms": {"mape": 12.0}}})
     artifacts.save_artifact(tmp_path / "xgboost-cpu", manifest, fitted.to_files())
     monkeypatch.setenv(artifacts.ENV_ARTIFACTS, str(tmp_path))
+    monkeypatch.setattr(registry, "_INSTANCES", {})  # predictors cache loaded artifacts: an earlier test's stay
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)).eval()
     x = torch.randn(8, 256)
     on_cpu = perfpredict.predict(model, (x,), device="cpu")
@@ -130,6 +131,7 @@ def test_gpu_memory_is_learned_as_tensors_and_reported_with_the_runtime_overhead
     manifest = artifacts.Manifest("xgboost", "1", "H100-SXM", XGBoostLearner.schema, rows.data_hash, fitted.targets)
     artifacts.save_artifact(tmp_path / "xgboost-h100-sxm", manifest, fitted.to_files())
     monkeypatch.setenv(artifacts.ENV_ARTIFACTS, str(tmp_path))
+    monkeypatch.setattr(registry, "_INSTANCES", {})  # predictors cache loaded artifacts: an earlier test's stay
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)).eval()
     report = perfpredict.predict(model, (torch.randn(8, 256),), device="H100-SXM", predictor="xgboost")
     graph = perfpredict.featurize(model, (torch.randn(8, 256),))
