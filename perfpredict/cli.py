@@ -298,12 +298,15 @@ def _demo_summary(reports: Sequence[Any]):
 
     from perfpredict.render_text import fmt_bytes, fmt_energy_j, fmt_rate, fmt_time_ms
 
-    table = Table(title="Demo summary (analytical estimates)", title_justify="left")
-    for name in ("model", "device", "batch", "latency", "throughput", "peak memory", "energy/sample", "MIG pick"):
+    # "auto" picks a learned predictor where one is shipped and installed (H100-SXM with xgboost), so say which
+    table = Table(title="Demo summary (predictor per row: the shipped learned one where it exists, else analytical)",
+                  title_justify="left")
+    for name in ("model", "device", "batch", "predictor", "latency", "throughput", "peak memory", "energy/sample",
+                 "MIG pick"):
         table.add_column(name)
     for r in reports:
         pick = (r.mig.recommended or "none") if r.mig else "-"
-        table.add_row(r.model_name, r.device, str(r.batch_size), fmt_time_ms(r.latency_ms.value),
+        table.add_row(r.model_name, r.device, str(r.batch_size), r.predictor, fmt_time_ms(r.latency_ms.value),
                       fmt_rate(r.throughput_per_s.value), fmt_bytes(r.peak_memory_bytes.value),
                       fmt_energy_j(r.energy_per_sample_j.value), pick)
     return table
