@@ -6,6 +6,9 @@ The collector's energy protocol (NVML's total-energy counter over a window of at
 moves in steps much shorter than the window. This script keeps the GPU busy with bf16 matrix products while a
 host thread polls the counter and the power reading as fast as it can, and reports the median interval between
 changes of each, the step size, and the power that the counter implies against the one NVML reports.
+
+The committed result (benchmarks/results/gpu_campaign/nvml_resolution.json) came from the first version of this
+script, which called pynvml directly; it now reads through perfpredict's NvmlDevice, the same two NVML calls.
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ def _intervals(samples: list[tuple[float, float]]) -> tuple[list[float], list[fl
 
 
 def probe(seconds: float) -> dict:
-    import pynvml
     import torch
 
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    from perfpredict.profiling.nvml import NvmlDevice
+
+    nvml = NvmlDevice.open(0)
+    if nvml is None or nvml.energy_mj() is None:
+        raise SystemExit("nvml_resolution: NVML or its energy counter is not available on this GPU")
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     stop = threading.Event()
 
@@ -52,8 +57,10 @@ def probe(seconds: float) -> dict:
     t_end = time.perf_counter() + seconds
     while time.perf_counter() < t_end:
         t = time.perf_counter()
-        energy.append((t, float(pynvml.nvmlDeviceGetTotalEnergyConsumption(handle))))
-        power.append((t, pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0))
+        e, w = nvml.energy_mj(), nvml.power_w()
+        if e is not None and w is not None:  # a missed read is skipped, never counted as zero
+            energy.append((t, float(e)))
+            power.append((t, w))
     stop.set()
     worker.join()
     e_times, e_steps = _intervals(energy)
