@@ -163,7 +163,14 @@ def _kind(name: str, node: Any, outputs: tuple[TensorMeta, ...]) -> str:
         return ops.VIEW  # eval-mode dropout returns its input
     if name == "unfold" and node.op == "call_function" and "functional" in getattr(node.target, "__module__", ""):
         return ops.POOLING  # F.unfold is im2col (a copy); Tensor.unfold is a view
+    if name in _ADAPTIVE_AVG_POOLS and outputs and len(outputs[0].shape) > 2 and \
+            all(d == 1 for d in outputs[0].shape[2:]):
+        return ops.REDUCTION  # a global average pool is a mean, as the Relax and ONNX exporters spell it
     return kind
+
+
+_ADAPTIVE_AVG_POOLS = {"adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d",
+                       "_adaptive_avg_pool3d"}
 
 
 _DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_dropout", "alpha_dropout", "native_dropout"}
@@ -229,6 +236,9 @@ def _attrs(kind: str, name: str, node: Any) -> dict[str, Any]:
         causal = node.kwargs.get("is_causal")
         if causal is not None:
             attrs["is_causal"] = bool(causal)
+        dropout = _attention_dropout(name, node)
+        if dropout:
+            attrs["dropout_p"] = dropout
     if kind == ops.CONV and node.op != "call_module":
         groups = node.kwargs.get("groups")
         if groups is None and name in ("conv1d", "conv2d", "conv3d") and len(node.args) > 6:
@@ -238,6 +248,20 @@ def _attrs(kind: str, name: str, node: Any) -> dict[str, Any]:
     if "backward" in name:
         attrs["backward"] = True
     return attrs
+
+
+# Where each SDPA-level op takes dropout_p when it is passed by position.
+_DROPOUT_ARG = {"scaled_dot_product_attention": 4, "_scaled_dot_product_efficient_attention": 5,
+                "_scaled_dot_product_flash_attention": 3, "_scaled_dot_product_flash_attention_for_cpu": 3}
+
+
+def _attention_dropout(name: str, node: Any) -> float:
+    """The attention's dropout probability (0.0 when it has none or the op does not say)."""
+    value = node.kwargs.get("dropout_p")
+    pos = _DROPOUT_ARG.get(name)
+    if value is None and pos is not None and len(node.args) > pos:
+        value = node.args[pos]
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 def _outputs(node: Any, walk: _Walk, grad_param_indices: set[int] | None) -> tuple[set[int], set[int]]:

@@ -265,10 +265,13 @@ def _training(gm: Any, example_inputs: list[Any], opts: BackendOptions, on_graph
         return make_boxed_func(fw_module.forward)
 
     # AOT traces forward + backward with fake tensors only to observe; the graph itself goes to the inner
-    # backend untouched, so autograd behaves exactly as without perfpredict (double backward included).
+    # backend untouched, so autograd behaves exactly as without perfpredict (double backward included). The
+    # traced copy runs attention fused, as a GPU does, and a loss meta tensors can differentiate (observed_trace.py).
     try:
+        from perfpredict.compiler_hooks.observed_trace import observation_copy
+
         aot_autograd(fw_compiler=forward_compiler, bw_compiler=lambda m, _: make_boxed_func(m.forward),
-                     partition_fn=partition)(gm, example_inputs)
+                     partition_fn=partition)(observation_copy(gm), example_inputs)
     except Exception as err:  # noqa: BLE001 - AOT could not trace it; the model still runs
         if opts.strict:
             raise

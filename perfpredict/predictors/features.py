@@ -26,16 +26,21 @@ if TYPE_CHECKING:
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays
 
-FEATURE_VERSION = 1
+# 2: node, edge and op-kind counts leave views out (frontends disagree on them, not on the work); vocab from any
+# embedding lookup; training graphs hold fused attention.
+FEATURE_VERSION = 2
 DTYPES = ("float32", "float16", "bfloat16")
 OP_KINDS = ops.ALL_OPS
+# Views cost nothing, and each frontend spells reshapes differently (ONNX keeps 19 where FX has one in a ResNet
+# stem), so they are neither counted nor fed to the trees.
+COUNTED_KINDS = tuple(k for k in OP_KINDS if k not in ops.VIEW_OPS)
 ARCH_KEYS = ("layers", "heads", "hidden", "vocab", "widest")
 
 MODEL_FEATURES = (
     ["batch", "log_seq", "is_training", "optimizer_states", "log_nodes", "log_edges", "log_flops",
      "log_bytes", "log_params", "log_param_bytes", "log_trainable_bytes", "log_input_bytes"]
     + [f"dtype_{d}" for d in DTYPES]
-    + [f"count_{k}" for k in OP_KINDS]
+    + [f"count_{k}" for k in COUNTED_KINDS]
     + [f"flop_share_{k}" for k in (ops.MATMUL, ops.CONV, ops.ATTENTION)]
     + [f"arch_{k}" for k in ARCH_KEYS]
 )
@@ -76,11 +81,12 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
     # Tensor memory only: the collector measures the allocator's peak above the level before the model was built,
     # which holds no CUDA context, so the device's runtime overhead is left out here and added back in the report.
     fixed = memory_terms(graph, device, config, 0.0).total_bytes - device.runtime_overhead_bytes
+    n_nodes, n_edges = graph_size_without_views(graph)
     cols: dict[str, np.ndarray] = {
         "batch": batches, "log_seq": np.full(n, math.log1p(graph.seq_len or 0)),
         "is_training": np.full(n, float(config.phase == "training")),
         "optimizer_states": np.full(n, float(config.optimizer_states)),
-        "log_nodes": np.full(n, math.log1p(len(graph.nodes))), "log_edges": np.full(n, math.log1p(len(graph.edges))),
+        "log_nodes": np.full(n, math.log1p(n_nodes)), "log_edges": np.full(n, math.log1p(n_edges)),
         "log_flops": _log(flops.sum(axis=0)), "log_bytes": _log(moved.sum(axis=0)),
         "log_params": np.full(n, math.log1p(graph.param_count)),
         "log_param_bytes": np.full(n, math.log1p(graph.param_bytes)),
@@ -90,7 +96,7 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
     for d in DTYPES:
         cols[f"dtype_{d}"] = np.full(n, float(graph.dtype == d))
     kinds = [node.op for node in graph.nodes]
-    for k in OP_KINDS:
+    for k in COUNTED_KINDS:
         cols[f"count_{k}"] = np.full(n, float(kinds.count(k)))
     total = np.maximum(flops.sum(axis=0), 1.0)
     for k in (ops.MATMUL, ops.CONV, ops.ATTENTION):
@@ -115,11 +121,38 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
     return np.column_stack([cols[name] for name in TABULAR_FEATURES])
 
 
+def graph_size_without_views(graph: OpGraph) -> tuple[int, int]:
+    """Nodes and edges once views are contracted: an edge through a chain of views joins its two real ends.
+
+    Frontends agree on the work but not on how many reshapes, transposes and getitems spell it, so these counts
+    are what the features use.
+    """
+    producer: dict[int, int] = {}
+    for src, dst in graph.edges:
+        producer.setdefault(dst, src)
+
+    def real_source(i: int) -> int | None:
+        seen = 0
+        while graph.nodes[i].is_view and seen <= len(graph.nodes):
+            if i not in producer:
+                return None  # a view of a parameter or an input: no real producer in the graph
+            i, seen = producer[i], seen + 1
+        return i
+
+    edges = set()
+    for src, dst in graph.edges:
+        if not graph.nodes[dst].is_view:
+            root = real_source(src)
+            if root is not None:
+                edges.add((root, dst))
+    return sum(not node.is_view for node in graph.nodes), len(edges)
+
+
 def graph_arch_info(graph: OpGraph) -> dict[str, float]:
     """The research's architecture features, read off the graph so user models and zoo rows agree.
 
     layers: forward attention ops (transformers), else forward convolutions, else matmuls; heads and hidden:
-    from the first attention's query (batch, heads, seq, head_dim); vocab: the largest embedding table's rows;
+    from the first attention's query (batch, heads, seq, head_dim); vocab: the largest lookup table's rows;
     widest: the largest last dimension any matmul produces (the MLP's intermediate size in a transformer).
     """
     forward = [n for n in graph.nodes if not n.attrs.get("backward")]
@@ -130,7 +163,8 @@ def graph_arch_info(graph: OpGraph) -> dict[str, float]:
     query = attention[0].inputs[0].shape if attention and attention[0].inputs else ()
     if len(query) == 4:
         out["heads"], out["hidden"] = float(query[1]), float(query[1] * query[3])
-    tables = [t.shape[0] for n in forward if n.op == ops.EMBEDDING and n.target == "embedding"
+    # Any forward lookup (FX's embedding, Relax's take, ONNX's Gather): its 2-D float input is the table.
+    tables = [t.shape[0] for n in forward if n.op == ops.EMBEDDING
               for t in n.inputs if t.dtype in ops.FLOAT_DTYPES and len(t.shape) == 2]
     if tables:
         out["vocab"] = float(max(tables))

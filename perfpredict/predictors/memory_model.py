@@ -51,6 +51,29 @@ def activation_peak(output_bytes: np.ndarray, frees: np.ndarray) -> np.ndarray:
     return (allocated - released_before).max(axis=0)
 
 
+def cpu_math_attention_bytes(graph: OpGraph, out_bytes: np.ndarray) -> np.ndarray:
+    """Extra saved bytes per node where a CPU trains attention on the math path, shaped like ``out_bytes``.
+
+    Training graphs carry fused attention, as a GPU runs it (compiler_hooks/observed_trace.py). A CPU's fused
+    kernel refuses dropout, so with ``dropout_p > 0`` it runs the math path and keeps, per score, the softmax
+    output, the dropout mask (1 byte) and the dropped probabilities until the backward: (2 * itemsize + 1) bytes
+    for each of batch * heads * seq_q * seq_k scores. They live as long as the fused node's output (until its
+    backward), so they are added to that node.
+    """
+    extra = np.zeros_like(out_bytes)
+    for i, node in enumerate(graph.nodes):
+        if node.attrs.get("dropout_p", 0.0) <= 0 or node.attrs.get("backward") or len(node.inputs) < 3:
+            continue
+        out, key = node.outputs[0], node.inputs[1]
+        if not out.shape or len(key.shape) < 2 or not node.output_bytes:
+            continue
+        scores = out.numel // max(out.shape[-1], 1) * key.shape[-2]
+        itemsize = out.nbytes / max(out.numel, 1)
+        factor = scores * (2 * itemsize + 1) / node.output_bytes  # scales with the node's batch-affine bytes
+        extra[i] = out_bytes[i] * factor
+    return extra
+
+
 def memory_terms(graph: OpGraph, device: Device, config: RunConfig, activations_bytes: float) -> MemoryBreakdown:
     training = config.phase == "training"
     trainable = graph.trainable_param_bytes if training else 0

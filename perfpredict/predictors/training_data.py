@@ -38,7 +38,9 @@ logger.addHandler(logging.NullHandler())
 TARGETS = ("latency_ms", "peak_memory_bytes", "energy_per_sample_j", "avg_power_w")
 # One capture per batch sweep, at a prime no model dimension shares (see CostArrays.from_anchor).
 ANCHOR_BATCH = 13
-CACHE_VERSION = 1
+# Bumped per phase when its capture changes, so the other phase's cached graphs stay valid (training 2: attention
+# is traced fused, as on a GPU).
+CACHE_VERSIONS = {"inference": 1, "training": 2}
 
 
 def cache_dir() -> Path:
@@ -52,15 +54,15 @@ class GraphCache:
         self.root = root or cache_dir()
         self.memory: dict[str, OpGraph] = {}
 
-    def _path(self, key: str) -> Path:
-        digest = hashlib.sha256(f"{CACHE_VERSION}|{key}".encode()).hexdigest()[:24]
+    def _path(self, key: str, phase: str) -> Path:
+        digest = hashlib.sha256(f"{CACHE_VERSIONS[phase]}|{key}".encode()).hexdigest()[:24]
         return self.root / f"{digest}.json.gz"
 
     def graph(self, spec: Any) -> OpGraph:
         key = spec.to_key()
         if key in self.memory:
             return self.memory[key]
-        path = self._path(key)
+        path = self._path(key, spec.phase)
         if path.exists():
             try:
                 graph = graph_from_dict(json.loads(gzip.decompress(path.read_bytes())))
