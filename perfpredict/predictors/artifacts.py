@@ -96,7 +96,7 @@ def load_files(folder: Path, expected_schema: str) -> tuple[Manifest, dict[str, 
         raise ArtifactError(
             f"artifact {str(folder)!r} was trained on feature schema {manifest.feature_schema_hash!r}, but this "
             f"perfpredict computes {expected_schema!r}; retrain it with `perfpredict train --device "
-            f"{manifest.device} --predictor {manifest.predictor}`")
+            f"{manifest.extra.get('dataset', manifest.device)} --predictor {manifest.predictor}`")
     files = {}
     for name, digest in manifest.files.items():
         try:

@@ -57,7 +57,8 @@ def train(device: str, predictor: str, *, out_root: Path | None = None, seed: in
     from perfpredict.predictors.evaluation import cross_validate, random_folds, report
 
     cls = partial(learner_class(predictor), **(hyper or {}))
-    data = load_training_set([dataset_folder(device, data_root)], max_rows=max_rows, progress=progress,
+    folder = dataset_folder(device, data_root)
+    data = load_training_set([folder], max_rows=max_rows, progress=progress,
                              latency_stat=latency_stat, include_busy_host=include_busy_host)
     metrics: dict[str, Any] = {}
     if evaluate:
@@ -70,8 +71,8 @@ def train(device: str, predictor: str, *, out_root: Path | None = None, seed: in
     manifest = Manifest(predictor=learner.name, version=learner.version, device=data.devices[0],
                         feature_schema_hash=learner.schema, data_hash=data.data_hash, targets=list(learner.targets),
                         metrics=metrics, rows=len(data.keys),
-                        extra={"seed": seed, "latency_stat": latency_stat, "hyper": hyper or {},
-                               "include_busy_host": include_busy_host,
+                        extra={"dataset": folder.name, "seed": seed, "latency_stat": latency_stat,
+                               "hyper": hyper or {}, "include_busy_host": include_busy_host,
                                "fit_seconds": round(fit_seconds, 1), "host_threads": _threads(),
                                "families": sorted(set(data.families.tolist())),
                                "problems": data.problems[:20], **_host(data)})
