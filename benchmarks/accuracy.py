@@ -28,9 +28,9 @@ import numpy as np
 
 from perfpredict.predictors.evaluation import (AnalyticalBaseline, FlopsLinearBaseline, cross_validate,
                                                family_folds, metrics, random_folds, report)
-from perfpredict.predictors.features import TABULAR_FEATURES
+from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.train import dataset_folder, learner_class
-from perfpredict.predictors.training_data import TARGETS, load_training_set
+from perfpredict.predictors.training_data import CACHE_VERSIONS, TARGETS, load_training_set
 from perfpredict.profiling.dataset import trusted_label
 
 BASELINES = {"analytical": AnalyticalBaseline, "flops_linear": FlopsLinearBaseline}
@@ -65,9 +65,16 @@ def evaluate(names, data, seed: int, store: Path, wanted=SPLITS) -> None:
             print(f"{name:15s} {split:22s} latency MAPE {fmt(mape):>8s}%  ({seconds:.0f} s)", file=sys.stderr)
 
 
+def features_id() -> str:
+    """What every predictor's inputs depend on: the feature schema and the training-graph capture. A stored run
+    made with other features or graphs is stale, and the report leaves it out."""
+    return f"{schema_hash(TABULAR_FEATURES)}/training-capture-{CACHE_VERSIONS['training']}"
+
+
 def save_oof(path: Path, data, oof: dict[str, np.ndarray], seconds: float, seed: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"data_hash": data.data_hash, "rows": len(data.keys), "seconds": round(seconds, 1), "seed": seed,
+    meta = {"data_hash": data.data_hash, "features": features_id(), "rows": len(data.keys),
+            "seconds": round(seconds, 1), "seed": seed,
             "created": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC"}
     kept = {t: v.astype(np.float32) for t, v in oof.items() if np.isfinite(v).any()}
     np.savez_compressed(path, meta=json.dumps(meta), keys=np.array(data.keys), **kept)
@@ -84,6 +91,9 @@ def load_oof(store: Path, data) -> tuple[dict, dict, list[str]]:
             meta = json.loads(str(f["meta"]))
             if meta["data_hash"] != data.data_hash:
                 skipped.append(f"{path.name} (data hash {meta['data_hash']})")
+                continue
+            if meta.get("features") != features_id():
+                skipped.append(f"{path.name} (features {meta.get('features', 'before feature schema 2')})")
                 continue
             oof = {t: np.full(len(data.keys), np.nan) for t in TARGETS}
             rows = np.array([index[k] for k in f["keys"].tolist()])
@@ -149,7 +159,7 @@ def write(path: Path, args, data, store: Path, results, metas, skipped) -> None:
              f"{len(np.unique(data.group_ids))} architectures; data hash {data.data_hash}",
              f"- measurement noise floor: median coefficient of variation of the timed runs "
              f"{fmt(noise_floor(data))}%; {len(trusted)} trusted rows (quiet host, CV < 10%)", ""]
-    lines += [f"- skipped stored runs on other data: {', '.join(skipped)}", ""] if skipped else []
+    lines += [f"- skipped stored runs on other data or features: {', '.join(skipped)}", ""] if skipped else []
     lines += ["Out-of-fold predictions only: every number is on rows the model did not train on. Random 5-fold "
               "keeps all rows of one architecture in one fold; leave-one-family-out trains on every other family.",
               ""]
