@@ -128,15 +128,3 @@ def test_views_are_contracted_out_of_node_and_edge_counts():
     plain, reshaped = perfpredict.featurize(Plain(), (x,)), perfpredict.featurize(Reshaped(), (x,))
     assert len(reshaped.nodes) > len(plain.nodes)
     assert graph_size_without_views(reshaped) == graph_size_without_views(plain) == (2, 1)
-
-
-def test_global_average_pool_is_a_reduction_and_a_windowed_one_a_pooling():
-    def kinds(size):
-        class Pool(torch.nn.Module):
-            def forward(self, x):
-                return F.adaptive_avg_pool2d(x, size)
-
-        return [n.op for n in perfpredict.featurize(Pool(), (torch.randn(1, 4, 8, 8),)).nodes]
-
-    assert kinds(1) == ["reduction"]  # as the Relax and ONNX exporters spell it (a mean)
-    assert kinds(2) == ["pooling"]

@@ -163,14 +163,7 @@ def _kind(name: str, node: Any, outputs: tuple[TensorMeta, ...]) -> str:
         return ops.VIEW  # eval-mode dropout returns its input
     if name == "unfold" and node.op == "call_function" and "functional" in getattr(node.target, "__module__", ""):
         return ops.POOLING  # F.unfold is im2col (a copy); Tensor.unfold is a view
-    if name in _ADAPTIVE_AVG_POOLS and outputs and len(outputs[0].shape) > 2 and \
-            all(d == 1 for d in outputs[0].shape[2:]):
-        return ops.REDUCTION  # a global average pool is a mean, as the Relax and ONNX exporters spell it
     return kind
-
-
-_ADAPTIVE_AVG_POOLS = {"adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d",
-                       "_adaptive_avg_pool3d"}
 
 
 _DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_dropout", "alpha_dropout", "native_dropout"}

@@ -101,6 +101,3 @@ def observation_copy(gm: Any) -> Any:
     copied = torch.fx.GraphModule(gm, graph)
     copied.meta = getattr(gm, "meta", {})
     return copied
-
-
-__all__ = ["observation_copy"]

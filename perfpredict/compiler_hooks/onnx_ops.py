@@ -433,9 +433,19 @@ class DataflowBuilder:
             attrs["kind"] = op_table.elementwise_kind(op.bare)
         if kind == ops.ATTENTION:
             attrs.setdefault("backward", False)
+        if kind == ops.REDUCTION and op.bare == "mean" and _global_spatial_mean(inputs, outputs):
+            kind = ops.POOLING  # as FX names adaptive_avg_pool2d(x, 1), which the exporters spell as a mean
         return OpNode(name=op.name, op=kind, target=op.target, inputs=inputs, outputs=outputs, flops=int(flops),
                       bytes_read=int(read), bytes_written=int(written), params=int(params),
                       attrs=MappingProxyType(_plain(attrs)), module_path=op.module_path)
+
+
+def _global_spatial_mean(inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta]) -> bool:
+    """A mean over every spatial axis of an NC(D)HW tensor (a global average pool), keeping batch and channels."""
+    if not inputs or len(outputs) != 1 or len(inputs[0].shape) not in (4, 5):
+        return False
+    x, y = inputs[0].shape, outputs[0].shape
+    return tuple(y[:2]) == tuple(x[:2]) and outputs[0].numel == x[0] * x[1] and x[0] * x[1] < inputs[0].numel
 
 
 def rule_flops(bare: str, kind: str, metas: Sequence[TensorMeta | None], attrs: Mapping[str, Any],

@@ -39,7 +39,7 @@ TARGETS = ("latency_ms", "peak_memory_bytes", "energy_per_sample_j", "avg_power_
 # One capture per batch sweep, at a prime no model dimension shares (see CostArrays.from_anchor).
 ANCHOR_BATCH = 13
 # Bumped per phase when its capture changes, so the other phase's cached graphs stay valid (training 2: attention
-# is traced fused, as on a GPU).
+# is traced fused, as on a GPU, and cross-entropy keeps its backward on meta tensors).
 CACHE_VERSIONS = {"inference": 1, "training": 2}
 
 
