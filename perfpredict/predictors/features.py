@@ -127,24 +127,11 @@ def graph_size_without_views(graph: OpGraph) -> tuple[int, int]:
     Frontends agree on the work but not on how many reshapes, transposes and getitems spell it, so these counts
     are what the features use.
     """
-    producer: dict[int, int] = {}
-    for src, dst in graph.edges:
-        producer.setdefault(dst, src)
+    from perfpredict.predictors.memory_model import storage_roots
 
-    def real_source(i: int) -> int | None:
-        seen = 0
-        while graph.nodes[i].is_view and seen <= len(graph.nodes):
-            if i not in producer:
-                return None  # a view of a parameter or an input: no real producer in the graph
-            i, seen = producer[i], seen + 1
-        return i
-
-    edges = set()
-    for src, dst in graph.edges:
-        if not graph.nodes[dst].is_view:
-            root = real_source(src)
-            if root is not None:
-                edges.add((root, dst))
+    root = storage_roots(graph)
+    edges = {(root[src], dst) for src, dst in graph.edges
+             if not graph.nodes[dst].is_view and not graph.nodes[root[src]].is_view}
     return sum(not node.is_view for node in graph.nodes), len(edges)
 
 

@@ -20,16 +20,23 @@ if TYPE_CHECKING:
     from perfpredict.predictors.base import RunConfig
 
 
-def free_steps(graph: OpGraph) -> np.ndarray:
-    """For each node, the step after which its output's storage is released (len(nodes) = kept to the end)."""
-    n = len(graph.nodes)
+def storage_roots(graph: OpGraph) -> list[int]:
+    """For each node, the node that produced its storage: itself, or for a view the root of what it views (a view
+    of a parameter or an input, with no producer in the graph, is its own root)."""
     first_producer: dict[int, int] = {}
     for src, dst in graph.edges:
         first_producer.setdefault(dst, src)
-    root = list(range(n))
+    root = list(range(len(graph.nodes)))
     for i, node in enumerate(graph.nodes):
         if node.is_view and i in first_producer:
             root[i] = root[first_producer[i]]
+    return root
+
+
+def free_steps(graph: OpGraph) -> np.ndarray:
+    """For each node, the step after which its output's storage is released (len(nodes) = kept to the end)."""
+    n = len(graph.nodes)
+    root = storage_roots(graph)
     last_use = list(range(n))
     for src, dst in graph.edges:
         last_use[root[src]] = max(last_use[root[src]], dst)
