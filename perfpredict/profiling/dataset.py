@@ -285,6 +285,26 @@ def trusted_label(row: dict[str, Any], max_cv: float = QUIET_MAX_LATENCY_CV) -> 
     return quiet_host(row) and cv is not None and cv < max_cv
 
 
+def batch_sweep_inversions(rows: list[dict[str, Any]], drop: float = 0.10,
+                           latency_key: str = "latency_ms") -> tuple[int, int]:
+    """(batch sweeps with an inversion, batch sweeps of two or more ok rows).
+
+    A sweep is one architecture, phase, dtype and sequence length at several batch sizes; an inversion is a larger
+    batch measured more than ``drop`` faster than a smaller one. More work does not take much less time, so an
+    inversion is label noise that no predictor can learn: a dataset-level check the row's own CV can miss, since a
+    whole timed window can be slowed evenly."""
+    sweeps: dict[tuple[Any, ...], list[tuple[int, float]]] = {}
+    for r in rows:
+        if r.get("status") == "ok" and isinstance(r.get(latency_key), (int, float)):
+            key = (r.get("device"), r.get("arch_key"), r.get("phase"), r.get("seq_len"), r.get("dtype"))
+            sweeps.setdefault(key, []).append((int(r["batch_size"]), float(r[latency_key])))
+    inverted = 0
+    for points in sweeps.values():
+        times = [t for _, t in sorted(points)]
+        inverted += any(later < earlier * (1 - drop) for i, earlier in enumerate(times) for later in times[i + 1:])
+    return inverted, sum(len(points) > 1 for points in sweeps.values())
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What a dataset holds and its noise floor (median latency CV of the ok rows), for data/README.md."""
     import statistics
@@ -308,6 +328,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "p90_latency_cv": cvs[int(0.9 * (len(cvs) - 1))] if cvs else None,
         "median_latency_cv_quiet_host": statistics.median(quiet) if quiet else None, "quiet_rows": len(quiet),
         "median_latency_ms": statistics.median(r["latency_ms"] for r in ok) if ok else None,
+        "batch_sweeps_inverted_over_10pct": "{} of {}".format(*batch_sweep_inversions(ok)),
     }
 
 
