@@ -12,7 +12,7 @@ from perfpredict.devices import get_device
 from perfpredict.graph import OpGraph, OpNode, TensorMeta
 from perfpredict.predictors.analytical import ACHIEVED_FRACTION, AnalyticalPredictor
 from perfpredict.predictors.base import RunConfig
-from perfpredict.predictors.memory_model import activation_peak, free_steps
+from perfpredict.predictors.memory_model import activation_peak, element_bytes, free_steps
 
 
 def _matmul_graph(m: int, k: int, n: int, dtype: str = "bfloat16") -> OpGraph:
@@ -85,6 +85,49 @@ def test_liveness_keeps_a_skip_connection_alive():
     sizes = np.array([[500.0], [10.0], [10.0], [10.0]])
     # at n3: 500 (n0) + 10 (n2) + 10 (n3) = 520; n1 was freed after n2
     assert activation_peak(sizes, free_steps(graph))[0] == 520
+
+
+def test_a_kept_element_of_a_multi_output_op_does_not_keep_its_siblings_alive():
+    # A training batch norm: n0 returns (out 1000 B, running stat 4 B); the stat is a graph output, the out
+    # feeds n2 and is then dead. n3 is a backward returning (grad input 800 B, grad weight 4 B); its grad
+    # weight is a parameter gradient (counted by the gradient term), its grad input feeds n5.
+    u8 = "uint8"
+    nodes = (
+        OpNode("bn", ops.NORM, "bn", outputs=(TensorMeta((1000,), u8), TensorMeta((4,), u8))),
+        OpNode("stat", ops.VIEW, "getitem", outputs=(TensorMeta((4,), u8),)),
+        OpNode("relu", ops.ELEMENTWISE, "relu", outputs=(TensorMeta((1000,), u8),)),
+        OpNode("bwd", ops.CONV, "convolution_backward", outputs=(TensorMeta((800,), u8), TensorMeta((4,), u8))),
+        OpNode("gw", ops.VIEW, "getitem", outputs=(TensorMeta((4,), u8),)),
+        OpNode("gi", ops.VIEW, "getitem", outputs=(TensorMeta((800,), u8),)),
+        OpNode("next", ops.ELEMENTWISE, "mul", outputs=(TensorMeta((10,), u8),)),
+    )
+    edges = ((0, 1), (0, 2), (2, 3), (3, 4), (3, 5), (5, 6))
+    graph = OpGraph(nodes, edges, phase="training", keep_alive=frozenset({1, 4, 6}), grad_outputs=frozenset({4}))
+    sizes = np.array([[1004.0], [0.0], [1000.0], [804.0], [0.0], [0.0], [10.0]])  # views own nothing yet
+    moved = element_bytes(graph, sizes)
+    # The picked stat and grad input own their bytes; the grad weight's go to the gradient term.
+    assert moved[:, 0].tolist() == [1000.0, 4.0, 1000.0, 0.0, 0.0, 800.0, 10.0]
+    frees = free_steps(graph)
+    assert frees[0] == 2 and frees[1] == len(nodes)  # the out dies after relu; the stat lives to the end
+    assert frees[5] == 6  # the grad input dies after its consumer
+    # peak: bn out + stat + relu out while relu runs
+    assert activation_peak(moved, frees)[0] == 2004
+    # Before, the stat kept the whole 1004 B tuple to the end and the grad weight the 804 B one:
+    # 1004 + 1000 + 804 at the backward.
+    assert activation_peak(sizes, _old_frees(graph))[0] == 2808
+
+
+def _old_frees(graph: OpGraph) -> np.ndarray:
+    """The liveness as it was before picked elements had their own storage (every view extends its base)."""
+    from perfpredict.predictors.memory_model import storage_roots
+
+    root = storage_roots(graph)
+    last = list(range(len(graph.nodes)))
+    for src, dst in graph.edges:
+        last[root[src]] = max(last[root[src]], dst)
+    for i in graph.keep_alive:
+        last[root[i]] = len(graph.nodes)
+    return np.array(last)
 
 
 def test_predict_many_is_exact_at_other_batch_sizes():

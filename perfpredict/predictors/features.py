@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from perfpredict.predictors.cost_arrays import CostArrays
 
 # 2: node, edge and op-kind counts leave views out (frontends disagree on them, not on the work); vocab from any
-# embedding lookup; training graphs hold fused attention.
-FEATURE_VERSION = 2
+# embedding lookup; training graphs hold fused attention. 3: the analytical memory terms give each element picked
+# out of a multi-output op its own life (memory_model.picked_elements), so training rows' memory features moved.
+FEATURE_VERSION = 3
 DTYPES = ("float32", "float16", "bfloat16")
 OP_KINDS = ops.ALL_OPS
 # Views cost nothing, and each frontend spells reshapes differently (ONNX keeps 19 where FX has one in a ResNet

@@ -2,12 +2,14 @@
 
 The activation term walks the graph in execution order: a tensor is allocated by the op that produces it and
 freed after its last consumer (or kept to the end when it is a graph output). Views share their base tensor's
-storage, so a view extends its base's life and costs nothing itself. This is what a caching allocator sees
-without fragmentation; the runtime-overhead term (CUDA context, allocator reserve) covers the rest.
+storage, so a view extends its base's life and costs nothing itself. The one exception is the element picked out
+of a multi-output op (getitem): each element is its own tensor with its own life. This is what a caching
+allocator sees without fragmentation; the runtime-overhead term (CUDA context, allocator reserve) covers the rest.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,23 +22,59 @@ if TYPE_CHECKING:
     from perfpredict.predictors.base import RunConfig
 
 
-def storage_roots(graph: OpGraph) -> list[int]:
+def storage_roots(graph: OpGraph, own: Collection[int] = ()) -> list[int]:
     """For each node, the node that produced its storage: itself, or for a view the root of what it views (a view
-    of a parameter or an input, with no producer in the graph, is its own root)."""
+    of a parameter or an input, with no producer in the graph, is its own root, and so is every view in ``own``)."""
     first_producer: dict[int, int] = {}
     for src, dst in graph.edges:
         first_producer.setdefault(dst, src)
     root = list(range(len(graph.nodes)))
     for i, node in enumerate(graph.nodes):
-        if node.is_view and i in first_producer:
+        if node.is_view and i in first_producer and i not in own:
             root[i] = root[first_producer[i]]
     return root
 
 
+def picked_elements(graph: OpGraph) -> dict[int, tuple[int, float]]:
+    """Views that pick one element of a multi-output op: view index -> (producer index, the element's share of
+    the producer's output bytes).
+
+    A training graph's batch norm returns (output, mean, rstd, running mean, running var) and a backward op returns
+    (grad input, grad weight, grad bias). The small elements are graph outputs; were the big one a view of the
+    whole tuple, it would live to the end of the step. That kept every batch norm's output and every backward
+    grad-input alive, and put ResNet training 40-50% above an H100's measured peak.
+    """
+    producer: dict[int, int] = {}
+    for src, dst in graph.edges:
+        producer.setdefault(dst, src)
+    picked = {}
+    for i, node in enumerate(graph.nodes):
+        source = graph.nodes[producer[i]] if node.is_view and i in producer else None
+        if source is None or len(source.outputs) < 2 or not node.outputs or not source.output_bytes:
+            continue
+        out = node.outputs[0]
+        if any(tuple(e.shape) == tuple(out.shape) and e.dtype == out.dtype for e in source.outputs):
+            picked[i] = (producer[i], out.nbytes / source.output_bytes)
+    return picked
+
+
+def element_bytes(graph: OpGraph, out_bytes: np.ndarray) -> np.ndarray:
+    """``out_bytes`` ([nodes, configs]) with each picked element's bytes moved from its producer to the picking
+    view. A picked parameter gradient moves out altogether: the gradient term counts it."""
+    moved = out_bytes.copy()
+    for view, (source, share) in picked_elements(graph).items():
+        part = out_bytes[source] * share
+        moved[source] -= part
+        if view not in graph.grad_outputs:
+            moved[view] += part
+    return np.maximum(moved, 0.0)
+
+
 def free_steps(graph: OpGraph) -> np.ndarray:
-    """For each node, the step after which its output's storage is released (len(nodes) = kept to the end)."""
+    """For each node, the step after which its output's storage is released (len(nodes) = kept to the end).
+    A picked element (``picked_elements``) is its own storage; every other view extends its base's life."""
     n = len(graph.nodes)
-    root = storage_roots(graph)
+    root = storage_roots(graph, own=set(picked_elements(graph)))
     last_use = list(range(n))
     for src, dst in graph.edges:
         last_use[root[src]] = max(last_use[root[src]], dst)

@@ -295,7 +295,7 @@ def batch_sweep_inversions(rows: list[dict[str, Any]], drop: float = 0.10,
     whole timed window can be slowed evenly."""
     sweeps: dict[tuple[Any, ...], list[tuple[int, float]]] = {}
     for r in rows:
-        if r.get("status") == "ok" and isinstance(r.get(latency_key), (int, float)):
+        if r.get("status") == "ok" and all(isinstance(r.get(k), (int, float)) for k in (latency_key, "batch_size")):
             key = (r.get("device"), r.get("arch_key"), r.get("phase"), r.get("seq_len"), r.get("dtype"))
             sweeps.setdefault(key, []).append((int(r["batch_size"]), float(r[latency_key])))
     inverted = 0
@@ -329,6 +329,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "median_latency_cv_quiet_host": statistics.median(quiet) if quiet else None, "quiet_rows": len(quiet),
         "median_latency_ms": statistics.median(r["latency_ms"] for r in ok) if ok else None,
         "batch_sweeps_inverted_over_10pct": "{} of {}".format(*batch_sweep_inversions(ok)),
+        "batch_sweeps_inverted_over_10pct_quiet_host": "{} of {}".format(
+            *batch_sweep_inversions([r for r in ok if quiet_host(r)])),
     }
 
 
