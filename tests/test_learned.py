@@ -89,6 +89,11 @@ def test_auto_picks_the_trained_predictor_and_falls_back_to_analytical(rows, fit
     assert on_gpu.predictor == "analytical"
     assert any("no measured data for A100-40GB" in n for n in on_gpu.notes)
     json.loads(on_cpu.to_json())  # the OOD score and intervals serialise
+    # Without the learned predictors' packages the trained model cannot run: the note says so, and how to fix it.
+    monkeypatch.setattr(registry, "can_run", lambda name: False)
+    name, note = registry.resolve_predictor("auto", "cpu")
+    assert name == "analytical" and "trained xgboost model exists for cpu" in note
+    assert "pip install 'perfpredict[gnn]'" in note
 
 
 def test_rows_from_a_busy_host_are_left_out_unless_asked_for(tmp_path):

