@@ -58,11 +58,13 @@ def picked_elements(graph: OpGraph) -> dict[int, tuple[int, float]]:
     return picked
 
 
-def element_bytes(graph: OpGraph, out_bytes: np.ndarray) -> np.ndarray:
+def element_bytes(graph: OpGraph, out_bytes: np.ndarray,
+                  picked: dict[int, tuple[int, float]] | None = None) -> np.ndarray:
     """``out_bytes`` ([nodes, configs]) with each picked element's bytes moved from its producer to the picking
-    view. A picked parameter gradient moves out altogether: the gradient term counts it."""
+    view. A picked parameter gradient moves out altogether: the gradient term counts it. ``picked``: the graph's
+    ``picked_elements``, when the caller already has them."""
     moved = out_bytes.copy()
-    for view, (source, share) in picked_elements(graph).items():
+    for view, (source, share) in (picked_elements(graph) if picked is None else picked).items():
         part = out_bytes[source] * share
         moved[source] -= part
         if view not in graph.grad_outputs:
@@ -70,11 +72,12 @@ def element_bytes(graph: OpGraph, out_bytes: np.ndarray) -> np.ndarray:
     return np.maximum(moved, 0.0)
 
 
-def free_steps(graph: OpGraph) -> np.ndarray:
+def free_steps(graph: OpGraph, picked: dict[int, tuple[int, float]] | None = None) -> np.ndarray:
     """For each node, the step after which its output's storage is released (len(nodes) = kept to the end).
-    A picked element (``picked_elements``) is its own storage; every other view extends its base's life."""
+    A picked element (``picked_elements``, or ``picked`` when given) is its own storage; every other view extends
+    its base's life."""
     n = len(graph.nodes)
-    root = storage_roots(graph, own=set(picked_elements(graph)))
+    root = storage_roots(graph, own=set(picked_elements(graph) if picked is None else picked))
     last_use = list(range(n))
     for src, dst in graph.edges:
         last_use[root[src]] = max(last_use[root[src]], dst)
