@@ -613,6 +613,11 @@ _CPU_CLOCK_FALLBACK_HZ = 2.5e9  # when neither cpufreq nor /proc/cpuinfo reports
 _CPU_BANDWIDTH_PER_CHANNEL_BYTES_PER_S = 20e9  # ~DDR4-2666/DDR5 sustained per channel: an ESTIMATE
 _CPU_W_PER_CORE = 10.0  # package power per active core: an ESTIMATE (no RAPL read at catalog time)
 _CPU_IDLE_W_PER_CORE = 3.0
+# Without AVX512_BF16 (or AMX) there is no bf16 arithmetic: oneDNN widens every operand to fp32 and narrows the
+# result, so bf16 matmuls run far below the fp32 peak (not at it, as the fallback to the fp32 key would say). On a
+# Zen 3 (AVX2) host, torch 2.13's bf16 nn.Linear reached 18 GFLOP/s against 121-143 in fp32, and bf16 conv2d 3.8
+# against 97: an ESTIMATE from those; the roofline suite's cpu_gemm_bf16 measures the host's own.
+_EMULATED_BF16_FRACTION = 0.15
 
 
 @functools.cache
@@ -631,6 +636,8 @@ def detect_local_cpu() -> Device:
     peaks = {"fp32": fp32, "fp64": fp32 / 2}  # half the SIMD lanes in double precision
     if "avx512_bf16" in flags:
         peaks["bf16"] = 2 * fp32  # VDPBF16PS: two bf16 products per fp32 lane
+    else:
+        peaks["bf16"] = _EMULATED_BF16_FRACTION * fp32
     if "amx_bf16" in flags:
         peaks["bf16_tensor"] = cores * clock_hz * 1024  # Sapphire Rapids AMX: 1024 bf16 FLOP/cycle/core (estimate)
     channels = min(8, max(2, cores // 4))  # we cannot see DIMM channels from userspace: a guess

@@ -156,6 +156,12 @@ def test_detect_cpu_from_fake_proc(monkeypatch):
     assert cpu.memory_bytes == 16384000 * 1024
     assert cpu.vendor == "intel"
     assert cpu.memory_bandwidth_bytes_per_s == pytest.approx(2 * 20e9)  # at least 2 channels x 20 GB/s
+    # no AVX512_BF16: bf16 is widened to fp32 in software, far below the fp32 peak
+    assert cpu.peak_flops("bfloat16", tensor_core=False) == (pytest.approx(0.15 * 192e9), "bf16")
+
+    files["/proc/cpuinfo"] = files["/proc/cpuinfo"].replace("avx2 fma", "avx2 fma avx512f avx512_bf16")
+    devices.detect_local_cpu.cache_clear()
+    assert devices.detect_local_cpu().peak_flops_per_s["bf16"] == pytest.approx(2 * 192e9)  # VDPBF16PS
 
 
 @pytest.mark.parametrize("flags, flop_per_cycle", [

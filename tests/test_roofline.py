@@ -21,7 +21,8 @@ def cpu_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("roofline") / "cpu.json"
     t0 = time.perf_counter()
     code = main(["--device", "cpu", "--quick", "--kernels", "cpu_fp32_fma", "cpu_fp64_fma", "cpu_stream_triad",
-                 "cpu_stream_copy", "cpu_cache_read", "cpu_dispatch", "--reps", "5", "--out", str(out)])
+                 "cpu_stream_copy", "cpu_cache_read", "cpu_dispatch", "cpu_gemm_bf16", "--reps", "5",
+                 "--out", str(out)])
     elapsed = time.perf_counter() - t0
     assert code == 0
     return json.loads(out.read_text()), elapsed
@@ -50,6 +51,8 @@ def test_cpu_ceilings_apply_to_the_local_cpu(cpu_run):
     assert cpu.source.startswith("measured:")
     assert cpu.peak_flops_per_s["fp32"] == data["ceilings"]["fp32_flops_per_s"]["max"]
     assert cpu.memory_bandwidth_bytes_per_s == data["ceilings"]["dram_bandwidth_bytes_per_s"]["max"]
+    # bf16 matmuls take the measured nn.Linear rate, not the fp32 peak
+    assert cpu.peak_flops("bfloat16", tensor_core=True) == (data["ceilings"]["bf16_flops_per_s"]["max"], "bf16")
 
 
 def test_measured_dir_is_picked_up(cpu_run, tmp_path, monkeypatch):

@@ -200,17 +200,33 @@ def _gemm(spec: KernelSpec, *, quick: bool, reps: int, threads: int, **_: Any):
     torch.set_num_threads(threads)
     best = None
     for size in ((1024, 2048) if quick else (1024, 2048, 3072, 4096)):
-        a = torch.randn(size, size)
-        b = torch.randn(size, size)
-        c = torch.empty(size, size)
-        times = _time(lambda: torch.matmul(a, b, out=c), max(3, reps // 2))
-        ref = (a[:4].double() @ b.double()[:, :4]).float()
-        ok = bool(torch.allclose(c[:4, :4], ref, rtol=1e-3, atol=1e-2))
+        run, c, ref, method = _gemm_case(spec.dtype, size)
+        # bf16 rounds each output to 8 bits of mantissa; fp32 must match the float64 reference closely.
+        tol = 2e-2 if spec.dtype == "bfloat16" else 1e-3
+        times = _time(run, max(3, reps // 2))
+        ok = bool(torch.allclose(c[:4, :4].double(), ref, rtol=tol, atol=tol * float(ref.abs().max())))
         r = KernelResult(spec, "torch", size**3, times, ok, params={"m": size, "n": size, "k": size},
-                         method=f"torch.matmul FP32 {size}^3 ({torch.__version__}), {threads} threads")
+                         method=f"{method} {size}^3 ({torch.__version__}), {threads} threads")
         if best is None or r.best() > best.best():
             best = r
     yield best
+
+
+def _gemm_case(dtype: str, size: int):
+    """(run, output, float64 reference of the output's top-left 4x4, method) for one square GEMM."""
+    import torch
+
+    a = torch.randn(size, size)
+    b = torch.randn(size, size)
+    if dtype == "bfloat16":
+        # nn.Linear's path (x @ w.T): on AVX2 hosts torch.matmul's bf16 fallback is another 20x slower.
+        x, w = a.bfloat16(), b.bfloat16()
+        c = torch.empty(size, size, dtype=torch.bfloat16)
+        ref = x[:4].double() @ w[:4].double().T
+        return (lambda: torch.mm(x, w.t(), out=c)), c, ref, "torch.mm(x, w.t()) bf16 (nn.Linear's layout)"
+    c = torch.empty(size, size)
+    ref = a[:4].double() @ b.double()[:, :4]
+    return (lambda: torch.matmul(a, b, out=c)), c, ref, "torch.matmul FP32"
 
 
 def _dispatch(spec: KernelSpec, *, reps: int, **_: Any):
@@ -228,7 +244,8 @@ def _dispatch(spec: KernelSpec, *, reps: int, **_: Any):
                        method=f"{n} eager torch.add on 1-element tensors back to back; time / {n}")
 
 
-_RUNNERS = {"cpu_fp32_fma": _fma, "cpu_fp64_fma": _fma, "cpu_gemm_fp32": _gemm, "cpu_stream_read": _stream,
+_RUNNERS = {"cpu_fp32_fma": _fma, "cpu_fp64_fma": _fma, "cpu_gemm_fp32": _gemm, "cpu_gemm_bf16": _gemm,
+            "cpu_stream_read": _stream,
             "cpu_stream_write": _stream, "cpu_stream_copy": _stream, "cpu_stream_triad": _stream,
             "cpu_cache_read": _cache_sweep, "cpu_dispatch": _dispatch}
 

@@ -108,6 +108,9 @@ KERNELS: tuple[KernelSpec, ...] = (
        "explicit SIMD FP64 FMA chains, one per core"),
     _k("cpu_gemm_fp32", "cpu", "tensor", "float32", 0, 2, "fp32_gemm_flops_per_s", ("torch",),
        "torch.matmul FP32 (oneDNN/MKL), best shape; a reference for what GEMM reaches"),
+    # bf16 has no arithmetic of its own on CPUs without AVX512_BF16/AMX, so what nn.Linear reaches is the ceiling.
+    _k("cpu_gemm_bf16", "cpu", "tensor", "bfloat16", 0, 2, "bf16_flops_per_s", ("torch",),
+       "torch.mm(x, w.t()) bf16, nn.Linear's layout, best shape"),
     _k("cpu_stream_read", "cpu", "memory", "float64", 8, 1, "dram_read_bandwidth_bytes_per_s", ("numba",),
        "sum of a[i], arrays >= 4x last-level cache, all cores"),
     _k("cpu_stream_write", "cpu", "memory", "float64", 8, 0, "dram_write_bandwidth_bytes_per_s", ("numba",),

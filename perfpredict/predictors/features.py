@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 # 2: node, edge and op-kind counts leave views out (frontends disagree on them, not on the work); vocab from any
 # embedding lookup; training graphs hold fused attention. 3: the analytical memory terms give each element picked
 # out of a multi-output op its own life (memory_model.picked_elements), so training rows' memory features moved.
-FEATURE_VERSION = 3
+# 4: the analytical time share of each op kind, depthwise convolutions and backward nodes; a CPU without
+# AVX512_BF16 gets an emulated bf16 peak (devices.detect_local_cpu), so CPU bf16 rows' physics features moved.
+FEATURE_VERSION = 4
 DTYPES = ("float32", "float16", "bfloat16")
 OP_KINDS = ops.ALL_OPS
 # Views cost nothing, and each frontend spells reshapes differently (ONNX keeps 19 where FX has one in a ResNet
@@ -44,11 +46,15 @@ MODEL_FEATURES = (
     + [f"count_{k}" for k in COUNTED_KINDS]
     + [f"flop_share_{k}" for k in (ops.MATMUL, ops.CONV, ops.ATTENTION)]
     + [f"arch_{k}" for k in ARCH_KEYS]
+    + ["count_backward", "count_depthwise_conv", "flop_share_depthwise_conv", "log_depthwise_conv_bytes"]
 )
 HARDWARE_FEATURES = ["is_gpu", "log_peak_fp32", "log_peak_dtype", "log_bandwidth", "sm_count", "log_memory",
                      "tdp_w", "idle_power_w", "launch_overhead_us", "log_l2", "measured_ceilings"]
-PHYSICS_FEATURES = ["log_analytical_latency", "log_compute_bound_s", "log_memory_bound_s", "log_launch_s",
-                    "log_activation_peak", "log_analytical_memory", "analytical_power_w"]
+# The time shares say which kind of op the analytical model thinks dominates: the trees learn how wrong it is per
+# kind (on a CPU without bf16 arithmetic, a bf16 conv misses by 4x more than a bf16 matmul).
+PHYSICS_FEATURES = (["log_analytical_latency", "log_compute_bound_s", "log_memory_bound_s", "log_launch_s",
+                     "log_activation_peak", "log_analytical_memory", "analytical_power_w"]
+                    + [f"time_share_{k}" for k in COUNTED_KINDS])
 STATIC_ONLY_FEATURES = ["batch", "log_seq", "is_training", "log_nodes", "log_edges", "log_flops", "log_params",
                         "log_bytes"] + [f"dtype_{d}" for d in DTYPES]
 TABULAR_FEATURES = tuple(MODEL_FEATURES + HARDWARE_FEATURES + PHYSICS_FEATURES)
@@ -103,6 +109,13 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
     for k in (ops.MATMUL, ops.CONV, ops.ATTENTION):
         mask = np.array([kind == k for kind in kinds], dtype=bool)
         cols[f"flop_share_{k}"] = flops[mask].sum(axis=0) / total if mask.any() else np.zeros(n)
+    depthwise = depthwise_conv_mask(graph)
+    cols.update({
+        "count_backward": np.full(n, float(sum(bool(node.attrs.get("backward")) for node in graph.nodes))),
+        "count_depthwise_conv": np.full(n, float(depthwise.sum())),
+        "flop_share_depthwise_conv": flops[depthwise].sum(axis=0) / total,
+        "log_depthwise_conv_bytes": _log(moved[depthwise].sum(axis=0)),
+    })
     arch = graph_arch_info(graph) if arch is None else arch
     for k in ARCH_KEYS:
         value = arch.get(k)
@@ -119,7 +132,27 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
         "log_analytical_memory": _log(ev.activations_bytes + fixed),
         "analytical_power_w": ev.power_w,
     })
+    node_total_s = np.maximum(ev.node_s.sum(axis=0), 1e-12)
+    for k in COUNTED_KINDS:
+        mask = np.array([kind == k for kind in kinds], dtype=bool)
+        cols[f"time_share_{k}"] = ev.node_s[mask].sum(axis=0) / node_total_s if mask.any() else np.zeros(n)
     return np.column_stack([cols[name] for name in TABULAR_FEATURES])
+
+
+def depthwise_conv_mask(graph: OpGraph) -> np.ndarray:
+    """Convolutions whose weight has one input channel per group (depthwise: MobileNet, EfficientNet, ConvNeXt).
+
+    Read off the weight's shape (out, in / groups, k...), which every frontend keeps; they run far below the
+    dense-conv rate on every device, since each output reads only k x k inputs.
+    """
+    def is_depthwise(node: Any) -> bool:
+        if node.op != ops.CONV or len(node.inputs) < 2:
+            return False
+        data, weight = node.inputs[0].shape, node.inputs[1].shape
+        # a first layer on one-channel images has the same weight shape but one input channel
+        return len(weight) >= 3 and weight[1] == 1 and len(data) >= 3 and data[1] > 1
+
+    return np.array([is_depthwise(node) for node in graph.nodes], dtype=bool)
 
 
 def graph_size_without_views(graph: OpGraph) -> tuple[int, int]:
