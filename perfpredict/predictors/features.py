@@ -102,12 +102,12 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
     }
     for d in DTYPES:
         cols[f"dtype_{d}"] = np.full(n, float(graph.dtype == d))
-    kinds = [node.op for node in graph.nodes]
+    kinds = np.array([node.op for node in graph.nodes], dtype=object)
     for k in COUNTED_KINDS:
-        cols[f"count_{k}"] = np.full(n, float(kinds.count(k)))
+        cols[f"count_{k}"] = np.full(n, float((kinds == k).sum()))
     total = np.maximum(flops.sum(axis=0), 1.0)
     for k in (ops.MATMUL, ops.CONV, ops.ATTENTION):
-        mask = np.array([kind == k for kind in kinds], dtype=bool)
+        mask = kinds == k
         cols[f"flop_share_{k}"] = flops[mask].sum(axis=0) / total if mask.any() else np.zeros(n)
     depthwise = depthwise_conv_mask(graph)
     cols.update({
@@ -134,7 +134,7 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
     })
     node_total_s = np.maximum(ev.node_s.sum(axis=0), 1e-12)
     for k in COUNTED_KINDS:
-        mask = np.array([kind == k for kind in kinds], dtype=bool)
+        mask = kinds == k
         cols[f"time_share_{k}"] = ev.node_s[mask].sum(axis=0) / node_total_s if mask.any() else np.zeros(n)
     return np.column_stack([cols[name] for name in TABULAR_FEATURES])
 
