@@ -25,14 +25,20 @@ if TYPE_CHECKING:
 def storage_roots(graph: OpGraph, own: Collection[int] = ()) -> list[int]:
     """For each node, the node that produced its storage: itself, or for a view the root of what it views (a view
     of a parameter or an input, with no producer in the graph, is its own root, and so is every view in ``own``)."""
-    first_producer: dict[int, int] = {}
-    for src, dst in graph.edges:
-        first_producer.setdefault(dst, src)
+    first_producer = _first_producers(graph)
     root = list(range(len(graph.nodes)))
     for i, node in enumerate(graph.nodes):
         if node.is_view and i in first_producer and i not in own:
             root[i] = root[first_producer[i]]
     return root
+
+
+def _first_producers(graph: OpGraph) -> dict[int, int]:
+    """node index -> the node feeding its first input (a view's base or a getitem's tuple)."""
+    first: dict[int, int] = {}
+    for src, dst in graph.edges:
+        first.setdefault(dst, src)
+    return first
 
 
 def picked_elements(graph: OpGraph) -> dict[int, tuple[int, float]]:
@@ -44,9 +50,7 @@ def picked_elements(graph: OpGraph) -> dict[int, tuple[int, float]]:
     whole tuple, it would live to the end of the step. That kept every batch norm's output and every backward
     grad-input alive, and put ResNet training 40-50% above an H100's measured peak.
     """
-    producer: dict[int, int] = {}
-    for src, dst in graph.edges:
-        producer.setdefault(dst, src)
+    producer = _first_producers(graph)
     picked = {}
     for i, node in enumerate(graph.nodes):
         source = graph.nodes[producer[i]] if node.is_view and i in producer else None
