@@ -16,6 +16,7 @@ from typing import Any
 
 from perfpredict.errors import FrontendError, InvalidInputError
 from perfpredict.graph import OpGraph, merge_graphs
+from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
 from perfpredict.report import PerfReport
 
 DEFAULT_DEVICE = "H100-SXM"
@@ -29,32 +30,37 @@ def predict(model: Any, example_inputs: Any = (), *, device: str = DEFAULT_DEVIC
             model_name: str | None = None, max_latency_ms: float | None = None,
             min_throughput_per_s: float | None = None, grid_g_per_kwh: float | None = None,
             workload_calls: int | None = None, top_ops: int = 25,
-            example_kwargs: Mapping[str, Any] | None = None) -> PerfReport:
+            example_kwargs: Mapping[str, Any] | None = None,
+            weights_built_in: str | None = MEASURED_BUILD_DTYPE) -> PerfReport:
     """Predict ``model`` called as ``model(*example_inputs, **example_kwargs)`` on ``device``.
 
     ``phase="training"`` predicts one step: forward, backward and an ``optimizer`` step. ``dtype`` casts a copy
     of the model and its floating inputs first. The batch size is the leading dimension of the first input.
+    ``weights_built_in`` is the dtype the weights exist in before their cast to the run dtype ("float32", as
+    ``Model(config).to(torch.bfloat16)`` builds them); ``None`` for weights loaded straight in the run dtype.
     """
     graph = featurize(model, example_inputs, phase=phase, dtype=dtype, example_kwargs=example_kwargs,
                       name=model_name or type(model).__name__)
     return report_for_graph(graph, device=device, phase=phase, predictor=predictor, optimizer=optimizer,
                             tf32=tf32, max_latency_ms=max_latency_ms, min_throughput_per_s=min_throughput_per_s,
                             grid_g_per_kwh=grid_g_per_kwh, workload_calls=workload_calls, top_ops=top_ops,
-                            model_name=model_name)
+                            model_name=model_name, weights_built_in=weights_built_in)
 
 
 def report_for_graph(graph: OpGraph, *, device: Any = DEFAULT_DEVICE, phase: str | None = None,
                      predictor: str = "auto", optimizer: str = "adamw", tf32: bool = False,
                      max_latency_ms: float | None = None, min_throughput_per_s: float | None = None,
                      grid_g_per_kwh: float | None = None, workload_calls: int | None = None, top_ops: int = 25,
-                     model_name: str | None = None) -> PerfReport:
+                     model_name: str | None = None,
+                     weights_built_in: str | None = MEASURED_BUILD_DTYPE) -> PerfReport:
     """A PerfReport for an OpGraph any frontend produced (FX, AOT, Relax, ONNX)."""
     from perfpredict.assemble import build_report
     from perfpredict.devices import Device, get_device
     from perfpredict.predictors.base import RunConfig
 
     dev = device if isinstance(device, Device) else get_device(device)
-    config = RunConfig(phase=phase or graph.phase, optimizer=optimizer, tf32=tf32, top_ops=top_ops)
+    config = RunConfig(phase=phase or graph.phase, optimizer=optimizer, tf32=tf32, top_ops=top_ops,
+                       weights_built_in=weights_built_in)
     return build_report(graph, dev, config, predictor, model_name=model_name or graph.name,
                         max_latency_ms=max_latency_ms, min_throughput_per_s=min_throughput_per_s,
                         grid_g_per_kwh=grid_g_per_kwh, workload_calls=workload_calls)
@@ -127,7 +133,8 @@ class ManyPrediction:
 
 def predict_many(model: Any, example_inputs: Any, configs: Sequence[Mapping[str, Any]], *,
                  phase: str = "inference", dtype: str | None = None, optimizer: str = "adamw",
-                 tf32: bool = False, predictor: str = "analytical") -> list[ManyPrediction]:
+                 tf32: bool = False, predictor: str = "analytical",
+                 weights_built_in: str | None = MEASURED_BUILD_DTYPE) -> list[ManyPrediction]:
     """Predict many (device, batch_size) configurations of one architecture in one call.
 
     The model is captured twice (at its example batch b and at b+1); every per-op FLOP and byte count is
@@ -138,14 +145,14 @@ def predict_many(model: Any, example_inputs: Any, configs: Sequence[Mapping[str,
 
     from perfpredict.devices import get_device
     from perfpredict.predictors.base import RunConfig
-    from perfpredict.predictors.memory_model import memory_terms
+    from perfpredict.predictors.memory_model import peak_tensor_bytes
     from perfpredict.predictors.registry import get_predictor
 
     arrays = _batch_affine_arrays(model, example_inputs, phase, dtype)
     model_predictor = get_predictor(predictor)
     if not hasattr(model_predictor, "evaluate"):
         raise InvalidInputError(f"predictor {predictor!r} has no vectorised path; use perfpredict.predict")
-    config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32)
+    config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in)
     results: list[ManyPrediction | None] = [None] * len(configs)
     by_device: dict[str, list[int]] = {}
     for i, cfg in enumerate(configs):
@@ -154,8 +161,7 @@ def predict_many(model: Any, example_inputs: Any, configs: Sequence[Mapping[str,
         device = get_device(device_name)
         batches = np.array([_batch_of(configs[i], arrays.graph.batch_size) for i in idx], dtype=float)
         ev = model_predictor.evaluate(arrays, device, config, batches)
-        fixed = memory_terms(arrays.graph, device, config, 0.0).total_bytes
-        peak = ev.activations_bytes + fixed
+        peak = peak_tensor_bytes(arrays.graph, config, ev.activations_bytes) + device.runtime_overhead_bytes
         for j, i in enumerate(idx):
             lat = float(ev.latency_s[j])
             results[i] = ManyPrediction(device.name, int(batches[j]), lat * 1e3, float(batches[j] / lat), float(peak[j]),

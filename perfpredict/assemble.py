@@ -10,7 +10,7 @@ import math
 import warnings
 from typing import TYPE_CHECKING
 
-from perfpredict.predictors.base import RunConfig
+from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.registry import get_predictor, resolve_predictor
 from perfpredict.report import GraphSummary, PerfReport, Prediction
 
@@ -58,7 +58,8 @@ def build_report(graph: OpGraph, device: Device, config: RunConfig, predictor: s
         graph=GraphSummary(len(graph.nodes), len(graph.edges), graph.subgraphs, graph.total_flops,
                            graph.total_bytes, graph.param_count, graph.source),
         mig=advice, warnings=_warnings(graph, device, fits, out.peak_memory_bytes.value) + out.warnings,
-        notes=_notes(graph, device, predictor, price) + ((choice_note,) if choice_note else ()),
+        notes=(_notes(graph, device, predictor, price) + _load_note(graph, config, out)
+               + ((choice_note,) if choice_note else ())),
         device_source=device.source,
     )
 
@@ -97,6 +98,15 @@ def _warnings(graph: OpGraph, device: Device, fits: bool, peak_bytes: float) -> 
         out.append(f"does not fit: needs {peak_bytes / 2**30:.1f} GiB, {device.name} has "
                    f"{device.memory_bytes / 2**30:.1f} GiB")
     return tuple(out)
+
+
+def _load_note(graph: OpGraph, config: RunConfig, out: PredictorOutput) -> tuple[str, ...]:
+    extra = out.memory.load_transient_bytes
+    if extra <= 0:
+        return ()
+    return (f"peak memory includes {extra / 2**30:.2f} GiB for building the weights in {config.weights_built_in} "
+            f"and casting them to {graph.dtype}; loaded straight in {graph.dtype} (weights_built_in=None) the peak "
+            f"is {(out.peak_memory_bytes.value - extra) / 2**30:.2f} GiB",)
 
 
 def _notes(graph: OpGraph, device: Device, predictor: str, price: float | None) -> tuple[str, ...]:

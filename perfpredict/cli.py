@@ -74,6 +74,9 @@ def _add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None
                    help="sequence length for text models (default: the model's shipped default)")
     p.add_argument("--dtype", choices=DTYPE_CHOICES, default="float32", help="weights and activations dtype")
     p.add_argument("--training", action="store_true", help="predict a training step (fwd + bwd + optimizer)")
+    p.add_argument("--weights-built-in", choices=(*DTYPE_CHOICES, "none"), default="float32",
+                   help="dtype the weights are built in before the cast to --dtype (default float32, as "
+                        "Model(config).to(dtype) does; 'none': loaded straight in --dtype)")
     p.add_argument("--predictor", default="auto",
                    help="auto (default: the best predictor trained for the device, else analytical), analytical, "
                         "xgboost, graphsage or gae_gnn")
@@ -152,7 +155,8 @@ def _predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[An
     graph, name = _graph_from_args(args, phase)
     report = report_for_graph(graph, device=device, phase=phase, predictor=args.predictor, model_name=name,
                               max_latency_ms=args.max_latency_ms, min_throughput_per_s=args.min_throughput,
-                              top_ops=keep_ops)
+                              top_ops=keep_ops,
+                              weights_built_in=None if args.weights_built_in == "none" else args.weights_built_in)
     return report, graph
 
 

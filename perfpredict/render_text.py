@@ -132,7 +132,8 @@ def header_lines(report: PerfReport) -> list[tuple[str, str]]:
 def memory_terms(report: PerfReport) -> str:
     m = report.memory
     terms = [("params", m.params_bytes), ("grads", m.gradients_bytes), ("optimizer", m.optimizer_state_bytes),
-             ("activations", m.activations_peak_bytes), ("runtime", m.runtime_overhead_bytes)]
+             ("activations", m.activations_peak_bytes), ("runtime", m.runtime_overhead_bytes),
+             ("weights load", m.load_transient_bytes)]
     return " + ".join(f"{name} {fmt_bytes(v)}" for name, v in terms if v) or "0 B"
 
 

@@ -50,18 +50,23 @@ class OpContribution:
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Peak memory, term by term. ``total_bytes`` is their sum."""
+    """Peak memory, term by term. ``total_bytes`` is their sum.
+
+    ``load_transient_bytes`` is how far the weights' load rises above the step's own peak: a model built in
+    float32 and cast to half precision holds its float32 weights for a moment (RunConfig.weights_built_in).
+    """
 
     params_bytes: int
     gradients_bytes: int
     optimizer_state_bytes: int
     activations_peak_bytes: int
     runtime_overhead_bytes: int
+    load_transient_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
         return (self.params_bytes + self.gradients_bytes + self.optimizer_state_bytes
-                + self.activations_peak_bytes + self.runtime_overhead_bytes)
+                + self.activations_peak_bytes + self.runtime_overhead_bytes + self.load_transient_bytes)
 
 
 @dataclass(frozen=True)

@@ -144,3 +144,55 @@ def test_predict_many_is_exact_at_other_batch_sizes():
         assert result.latency_ms == pytest.approx(single.latency_ms.value, rel=1e-9)
         assert result.peak_memory_bytes == pytest.approx(single.peak_memory_bytes.value, rel=1e-9)
         assert result.energy_j == pytest.approx(single.energy_j.value, rel=1e-9)
+
+
+def test_half_precision_weights_built_in_float32_peak_at_their_float32_size():
+    device = get_device("H100-SXM")
+    graph = _matmul_graph(2, 4096, 4096)  # 32 MiB of bf16 weights, a few KiB of activations
+    built = AnalyticalPredictor().predict(graph, device, RunConfig())
+    loaded = AnalyticalPredictor().predict(graph, device, RunConfig(weights_built_in=None))
+    weights_bf16 = 4096 * 4096 * 2
+    # Module.to(bfloat16): every weight in float32, plus the one being cast, in bfloat16
+    load_peak = 2 * weights_bf16 + weights_bf16
+    step = loaded.memory.total_bytes - device.runtime_overhead_bytes
+    assert loaded.memory.load_transient_bytes == 0
+    assert built.memory.load_transient_bytes == load_peak - step
+    assert built.peak_memory_bytes.value == load_peak + device.runtime_overhead_bytes
+
+
+def test_the_load_adds_nothing_when_the_step_needs_more_or_nothing_is_cast():
+    device = get_device("H100-SXM")
+    fp32 = _matmul_graph(2, 4096, 4096, "float32")
+    assert AnalyticalPredictor().predict(fp32, device, RunConfig()).memory.load_transient_bytes == 0
+    big_batch = _matmul_graph(65536, 4096, 4096)  # 512 MiB of activations dwarf 96 MiB of load
+    assert AnalyticalPredictor().predict(big_batch, device, RunConfig()).memory.load_transient_bytes == 0
+    trained = _matmul_graph(2, 4096, 4096)
+    trained = dataclasses.replace(trained, trainable_param_count=trained.param_count,
+                                  trainable_param_bytes=trained.param_bytes)
+    training = AnalyticalPredictor().predict(trained, device, RunConfig(phase="training"))
+    assert training.memory.load_transient_bytes == 0  # weights + grads + AdamW state: 4x the bf16 weights
+
+
+def test_weights_built_in_must_be_a_floating_dtype():
+    from perfpredict.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="weights_built_in"):
+        RunConfig(weights_built_in="int8")
+
+
+def test_predict_many_and_the_report_carry_the_load():
+    import torch
+
+    import perfpredict
+
+    model = torch.nn.Linear(2048, 2048).eval()
+    x = torch.randn(2, 2048)
+    many, = perfpredict.predict_many(model, (x,), [{"device": "H100-SXM"}], dtype="bfloat16")
+    report = perfpredict.predict(model, (x,), device="H100-SXM", dtype="bfloat16", predictor="analytical")
+    direct = perfpredict.predict(model, (x,), device="H100-SXM", dtype="bfloat16", predictor="analytical",
+                                 weights_built_in=None)
+    assert many.peak_memory_bytes == pytest.approx(report.peak_memory_bytes.value, rel=1e-9)
+    assert report.memory.load_transient_bytes > 0 and direct.memory.load_transient_bytes == 0
+    assert report.peak_memory_bytes.value - direct.peak_memory_bytes.value == report.memory.load_transient_bytes
+    assert any("weights_built_in=None" in note for note in report.notes)
+    assert not any("weights_built_in" in note for note in direct.notes)

@@ -118,3 +118,14 @@ def test_demo_prints_reports_and_mig_advice(capsys):
     out = capsys.readouterr().out
     assert out.count("perfpredict: bert-base-uncased on") == 2 and "microsoft/resnet-50" in out
     assert "Recommended MIG profile on H100-SXM" in out and "Recommended MIG profile on A100-40GB" in out
+
+
+def test_weights_built_in_none_drops_the_float32_load(capsys) -> None:
+    peaks = {}
+    for built in ("float32", "none"):
+        assert main(["predict", "--hf", "distilbert", "--seq", "32", "--dtype", "bfloat16", "--predictor",
+                     "analytical", "--weights-built-in", built, "--json", "-"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        peaks[built] = (report["peak_memory_bytes"]["value"], report["memory"]["load_transient_bytes"])
+    assert peaks["none"][1] == 0 and peaks["float32"][1] > 0  # 66M weights outweigh a batch of 32 tokens
+    assert peaks["float32"][0] - peaks["none"][0] == pytest.approx(peaks["float32"][1])

@@ -72,6 +72,29 @@ def test_artifact_round_trip_and_schema_mismatch(rows, fitted, tmp_path):
         artifacts.load_files(folder, XGBoostLearner.schema)
 
 
+def test_search_keeps_the_scaled_physics_when_trees_only_add_noise(rows, tmp_path):
+    # A target that is the analytical prediction times 1.3, with independent noise: no feature explains the noise,
+    # so the trees can only fit it on the training rows, and the scaled physics (one constant) wins out of fold.
+    import dataclasses
+
+    from perfpredict.predictors.xgboost_model import XGBoostLearner
+
+    noise = np.exp(np.random.default_rng(0).normal(0.0, 0.1, len(rows.X)))
+    target = rows.analytical("latency_ms") * 1.3 * noise
+    scaled = dataclasses.replace(rows, y={**rows.y, "latency_ms": target})
+    learner = XGBoostLearner()
+    learner.fit(scaled, ["latency_ms"])
+    assert learner.choice["latency_ms"]["params"] is None and learner.choice["latency_ms"]["residual"]
+    pred = learner.predict(scaled)["latency_ms"]
+    ratio = pred.value / scaled.analytical("latency_ms")
+    np.testing.assert_allclose(ratio, np.median(target / scaled.analytical("latency_ms")), rtol=1e-9)
+    assert np.all(pred.low < pred.value) and np.all(pred.value < pred.high)
+    manifest = artifacts.Manifest("xgboost", "1", "cpu", XGBoostLearner.schema, rows.data_hash, learner.targets)
+    folder = artifacts.save_artifact(tmp_path / "xgboost-cpu", manifest, learner.to_files())
+    again = XGBoostLearner.from_files(*artifacts.load_files(folder, XGBoostLearner.schema))
+    np.testing.assert_allclose(again.predict(scaled)["latency_ms"].value, pred.value)
+
+
 def test_auto_picks_the_trained_predictor_and_falls_back_to_analytical(rows, fitted, tmp_path, monkeypatch):
     from perfpredict.predictors.xgboost_model import XGBoostLearner
 
@@ -143,3 +166,32 @@ def test_gpu_memory_is_learned_as_tensors_and_reported_with_the_runtime_overhead
     tensors = fitted.predict(single_row_set(graph, h100, RunConfig()))["peak_memory_bytes"]
     assert report.peak_memory_bytes.value == pytest.approx(float(tensors.value[0]) + h100.runtime_overhead_bytes)
     assert report.peak_memory_bytes.low <= report.peak_memory_bytes.value <= report.peak_memory_bytes.high
+
+
+def test_learned_memory_of_a_model_loaded_in_its_run_dtype_drops_the_float32_load(rows, fitted, tmp_path,
+                                                                                monkeypatch):
+    # Every measured row built its model in float32 and then cast it, so the trees always see that protocol; a
+    # model loaded straight in bfloat16 swaps the load's analytical transient out of the learned peak.
+    from perfpredict.devices import get_device
+    from perfpredict.predictors.base import RunConfig
+    from perfpredict.predictors.learned import single_row_set
+    from perfpredict.predictors.xgboost_model import XGBoostLearner
+
+    h100 = get_device("H100-SXM")
+    manifest = artifacts.Manifest("xgboost", "1", "H100-SXM", XGBoostLearner.schema, rows.data_hash, fitted.targets)
+    artifacts.save_artifact(tmp_path / "xgboost-h100-sxm", manifest, fitted.to_files())
+    monkeypatch.setenv(artifacts.ENV_ARTIFACTS, str(tmp_path))
+    monkeypatch.setattr(registry, "_INSTANCES", {})
+    model = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 10)).eval()
+    x = (torch.randn(2, 2048),)
+    built = perfpredict.predict(model, x, device="H100-SXM", dtype="bfloat16", predictor="xgboost")
+    loaded = perfpredict.predict(model, x, device="H100-SXM", dtype="bfloat16", predictor="xgboost",
+                                 weights_built_in=None)
+    graph = perfpredict.featurize(model, x, dtype="bfloat16")
+    tensors = fitted.predict(single_row_set(graph, h100, RunConfig()))["peak_memory_bytes"]
+    assert built.memory.load_transient_bytes > 0 and loaded.memory.load_transient_bytes == 0
+    assert built.peak_memory_bytes.value == pytest.approx(float(tensors.value[0]) + h100.runtime_overhead_bytes)
+    expected = max(built.peak_memory_bytes.value - built.memory.load_transient_bytes,
+                   graph.param_bytes + h100.runtime_overhead_bytes)
+    assert loaded.peak_memory_bytes.value == pytest.approx(expected)
+    assert loaded.latency_ms.value == pytest.approx(built.latency_ms.value)  # only the load differs

@@ -172,6 +172,17 @@ def test_training_phase_reports_forward_backward_and_optimizer_state():
     assert any(op.op == "optimizer" for op in report.per_op)
 
 
+def test_weights_built_in_option_reaches_the_memory_model():
+    model, x = Block().to(torch.bfloat16).eval(), torch.randn(1, 1, 32, dtype=torch.bfloat16)
+    peaks = {}
+    for built in ("float32", None):
+        torch._dynamo.reset()
+        torch.compile(model, backend="perfpredict", options={"weights_built_in": built, "predictor": "analytical"})(x)
+        peaks[built] = perfpredict.last_report().memory
+    assert peaks["float32"].load_transient_bytes > 0 and peaks[None].load_transient_bytes == 0
+    assert peaks["float32"].total_bytes > peaks[None].total_bytes
+
+
 def test_report_to_path_and_callable(tmp_path):
     seen = []
     path = tmp_path / "report.json"

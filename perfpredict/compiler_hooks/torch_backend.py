@@ -4,7 +4,8 @@
 ``torch_dynamo_backends`` entry point, so no import is needed. Options:
 
 - ``device`` (default "H100-SXM"), ``predictor`` ("auto": the best one trained for the device, else
-  analytical), ``phase`` ("inference" or "training"), ``optimizer`` ("adamw"), ``tf32`` (False), ``max_latency_ms`` / ``min_throughput_per_s`` (MIG targets);
+  analytical), ``phase`` ("inference" or "training"), ``optimizer`` ("adamw"), ``tf32`` (False), ``max_latency_ms`` / ``min_throughput_per_s`` (MIG targets), ``weights_built_in``
+  ("float32": the dtype the weights were built in before their cast to the run dtype; None if loaded in it);
 - ``report``: a path (.json, .html, .txt) or a callable that receives each PerfReport;
 - ``inner``: "eager" (default) or "inductor", the backend that really compiles the graph;
 - ``strict``: raise perfpredict's own errors instead of warning once and falling back;
@@ -33,7 +34,7 @@ logger.addHandler(logging.NullHandler())
 DEFAULT_DEVICE = "H100-SXM"
 _KNOWN_OPTIONS = {"device", "predictor", "phase", "optimizer", "tf32", "max_latency_ms", "min_throughput_per_s",
                   "report", "inner", "strict", "model_name", "grid_g_per_kwh", "workload_calls", "top_ops",
-                  "measure"}
+                  "measure", "weights_built_in"}
 _WARNED: set[str] = set()
 
 
@@ -54,6 +55,7 @@ class BackendOptions:
     workload_calls: int | None = None
     top_ops: int = 25
     measure: bool = False
+    weights_built_in: str | None = "float32"  # predictors.base.MEASURED_BUILD_DTYPE, without importing it here
 
     @classmethod
     def parse(cls, options: dict[str, Any] | None) -> BackendOptions:
@@ -156,7 +158,8 @@ def _observe(graph: Any, opts: BackendOptions, measurement: Any = None) -> None:
     report = report_for_graph(
         merged, device=opts.device, phase=opts.phase, predictor=opts.predictor, optimizer=opts.optimizer,
         tf32=opts.tf32, max_latency_ms=opts.max_latency_ms, min_throughput_per_s=opts.min_throughput_per_s,
-        grid_g_per_kwh=opts.grid_g_per_kwh, workload_calls=opts.workload_calls, top_ops=opts.top_ops)
+        grid_g_per_kwh=opts.grid_g_per_kwh, workload_calls=opts.workload_calls, top_ops=opts.top_ops,
+        weights_built_in=opts.weights_built_in)
     if opts.measure and session.measurements:
         report = _with_measurement(report, session.measurements, opts)
     deliver(report, opts.report)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from perfpredict.errors import InvalidInputError
+from perfpredict.ops import FLOAT_DTYPES
 from perfpredict.report import MemoryBreakdown, OpContribution, Prediction
 
 if TYPE_CHECKING:
@@ -14,16 +15,27 @@ if TYPE_CHECKING:
 
 # Optimizer states per trainable parameter, each the parameter's size (torch keeps them in the param's dtype).
 OPTIMIZER_STATES = {"adamw": 2, "adam": 2, "sgd": 0, "sgd_momentum": 1, "rmsprop": 1, "adagrad": 1, "none": 0}
+# The collector builds every model in float32 and then casts it (profiling/zoo.py, ModelSpec.build): the learned
+# predictors are trained on peaks that include that load, so they always see it in their features.
+MEASURED_BUILD_DTYPE = "float32"
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """How the model runs: phase, the optimizer of a training step, and whether fp32 matmuls may use TF32."""
+    """How the model runs: phase, the optimizer of a training step, whether fp32 matmuls may use TF32, and the
+    dtype the weights were built in before their cast to the run dtype.
+
+    ``weights_built_in="float32"`` is ``Model(config).to(torch.bfloat16)``: every weight exists in float32 before
+    the cast, so a half-precision model peaks at its float32 size while it loads. The collector builds models this
+    way, so every measured peak includes it. ``None`` is a model loaded straight in its run dtype
+    (``from_pretrained(..., torch_dtype=torch.bfloat16)``).
+    """
 
     phase: str = "inference"
     optimizer: str = "adamw"
     tf32: bool = False
     top_ops: int = 25
+    weights_built_in: str | None = MEASURED_BUILD_DTYPE
 
     def __post_init__(self) -> None:
         if self.phase not in ("inference", "training"):
@@ -31,6 +43,9 @@ class RunConfig:
         if self.optimizer not in OPTIMIZER_STATES:
             raise InvalidInputError(
                 f"optimizer {self.optimizer!r} is not known; choose one of {', '.join(OPTIMIZER_STATES)}")
+        if self.weights_built_in is not None and self.weights_built_in not in FLOAT_DTYPES:
+            raise InvalidInputError(f"weights_built_in {self.weights_built_in!r} is not a floating dtype; choose one "
+                                    f"of {', '.join(FLOAT_DTYPES)}, or None for weights loaded in the run dtype")
 
     @property
     def optimizer_states(self) -> int:

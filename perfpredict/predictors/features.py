@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 # out of a multi-output op its own life (memory_model.picked_elements), so training rows' memory features moved.
 # 4: the analytical time share of each op kind, depthwise convolutions and backward nodes; a CPU without
 # AVX512_BF16 gets an emulated bf16 peak (devices.detect_local_cpu), so CPU bf16 rows' physics features moved.
-FEATURE_VERSION = 4
+# 5: the analytical memory is the step's peak or the weights' float32 load, whichever is higher
+# (memory_model.load_peak_bytes), so half-precision rows' log_analytical_memory moved.
+FEATURE_VERSION = 5
 DTYPES = ("float32", "float16", "bfloat16")
 OP_KINDS = ops.ALL_OPS
 # Views cost nothing, and each frontend spells reshapes differently (ONNX keeps 19 where FX has one in a ResNet
@@ -78,16 +80,13 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
                    arch: Mapping[str, Any] | None = None) -> np.ndarray:
     """One row of TABULAR_FEATURES per batch size, for a graph captured as batch-affine cost arrays."""
     from perfpredict.predictors.analytical import AnalyticalPredictor
-    from perfpredict.predictors.memory_model import memory_terms
+    from perfpredict.predictors.memory_model import peak_tensor_bytes
 
     graph = arrays.graph
     batches = np.asarray(batches, dtype=float)
     n = len(batches)
     flops, moved, _, input_bytes = arrays.at(batches)
     ev = AnalyticalPredictor().evaluate(arrays, device, config, batches)
-    # Tensor memory only: the collector measures the allocator's peak above the level before the model was built,
-    # which holds no CUDA context, so the device's runtime overhead is left out here and added back in the report.
-    fixed = memory_terms(graph, device, config, 0.0).total_bytes - device.runtime_overhead_bytes
     n_nodes, n_edges = graph_size_without_views(graph)
     cols: dict[str, np.ndarray] = {
         "batch": batches, "log_seq": np.full(n, math.log1p(graph.seq_len or 0)),
@@ -129,7 +128,9 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
         "log_memory_bound_s": _log(np.where(compute_bound, 0.0, work).sum(axis=0) * 1e6),
         "log_launch_s": _log((ev.node_s - work).sum(axis=0) * 1e6),
         "log_activation_peak": _log(ev.activations_bytes),
-        "log_analytical_memory": _log(ev.activations_bytes + fixed),
+        # Tensor memory only: the collector measures the allocator's peak above the level before the model was
+        # built, which holds no CUDA context, so the runtime overhead is left out here and added back in the report.
+        "log_analytical_memory": _log(peak_tensor_bytes(graph, config, ev.activations_bytes)),
         "analytical_power_w": ev.power_w,
     })
     node_total_s = np.maximum(ev.node_s.sum(axis=0), 1e-12)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 
 from perfpredict.errors import ArtifactError
-from perfpredict.predictors.base import PredictorOutput, RunConfig
-from perfpredict.report import Prediction
+from perfpredict.predictors.base import MEASURED_BUILD_DTYPE, PredictorOutput, RunConfig
+from perfpredict.report import MemoryBreakdown, Prediction
 
 if TYPE_CHECKING:
     from perfpredict.devices import Device
@@ -109,7 +109,8 @@ class LearnedPredictor:
 
         learner = self.learner_for(device)
         base = AnalyticalPredictor().predict(graph, device, config)
-        out = learner.predict(single_row_set(graph, device, config))
+        measured_as = replace(config, weights_built_in=MEASURED_BUILD_DTYPE)  # what every training row did
+        out = learner.predict(single_row_set(graph, device, measured_as))
         warnings: list[str] = self._host_warning(device)
         fallback = [t for t in ("latency_ms", "peak_memory_bytes", "energy_per_sample_j", "avg_power_w")
                     if t not in out]
@@ -123,7 +124,9 @@ class LearnedPredictor:
         latency = self._pred(out.get("latency_ms"), base.latency_ms)
         memory = self._pred(out.get("peak_memory_bytes"), base.peak_memory_bytes)
         if "peak_memory_bytes" in out:  # learned on allocator peaks (tensors): add the CUDA context and slack back
-            memory = _shifted(memory, device.runtime_overhead_bytes)
+            memory = _shifted(memory, device.runtime_overhead_bytes + _load_change_bytes(graph, device, config,
+                                                                                          base.memory),
+                              floor=graph.param_bytes + device.runtime_overhead_bytes)
         power = self._pred(out.get("avg_power_w"), base.avg_power_w)
         batch = max(1, graph.batch_size)
         per_sample = out.get("energy_per_sample_j")
@@ -141,6 +144,22 @@ class LearnedPredictor:
                           self.name, self.version, float(p.ood[0]))
 
 
-def _shifted(p: Prediction, offset: float) -> Prediction:
-    """``p`` with ``offset`` added to its value and both interval ends."""
-    return replace(p, value=p.value + offset, low=p.low + offset, high=p.high + offset)
+def _load_change_bytes(graph: OpGraph, device: Device, config: RunConfig, memory: MemoryBreakdown) -> int:
+    """How the weights' load changes the peak between the measured protocol and ``config`` (analytically).
+
+    The trees learned peaks of models built in float32 and then cast; a model loaded some other way keeps the
+    learned step peak and swaps the load's analytical transient for its own.
+    """
+    from perfpredict.predictors.memory_model import memory_terms
+
+    if config.weights_built_in == MEASURED_BUILD_DTYPE:
+        return 0
+    measured_as = replace(config, weights_built_in=MEASURED_BUILD_DTYPE)
+    measured = memory_terms(graph, device, measured_as, memory.activations_peak_bytes).load_transient_bytes
+    return memory.load_transient_bytes - measured
+
+
+def _shifted(p: Prediction, offset: float, floor: float = 0.0) -> Prediction:
+    """``p`` with ``offset`` added to its value and both interval ends, none below ``floor``."""
+    return replace(p, value=max(p.value + offset, floor), low=max(p.low + offset, floor),
+                   high=max(p.high + offset, floor))
