@@ -4,8 +4,9 @@
 ``torch_dynamo_backends`` entry point, so no import is needed. Options:
 
 - ``device`` (default "H100-SXM"), ``predictor`` ("auto": the best one trained for the device, else
-  analytical), ``phase`` ("inference" or "training"), ``optimizer`` ("adamw"), ``tf32`` (False), ``max_latency_ms`` / ``min_throughput_per_s`` (MIG targets), ``weights_built_in``
-  ("float32": the dtype the weights were built in before their cast to the run dtype; None if loaded in it);
+  analytical), ``phase`` ("inference" or "training"), ``optimizer`` ("adamw"), ``tf32`` (False),
+  ``max_latency_ms`` / ``min_throughput_per_s`` (MIG targets), ``weights_built_in`` ("float32": the dtype the
+  weights were built in before their cast to the run dtype; None if loaded in it);
 - ``report``: a path (.json, .html, .txt) or a callable that receives each PerfReport;
 - ``inner``: "eager" (default) or "inductor", the backend that really compiles the graph;
 - ``strict``: raise perfpredict's own errors instead of warning once and falling back;
