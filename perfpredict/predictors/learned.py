@@ -124,8 +124,8 @@ class LearnedPredictor:
         latency = self._pred(out.get("latency_ms"), base.latency_ms)
         memory = self._pred(out.get("peak_memory_bytes"), base.peak_memory_bytes)
         if "peak_memory_bytes" in out:  # learned on allocator peaks (tensors): add the CUDA context and slack back
-            memory = _shifted(memory, device.runtime_overhead_bytes + _load_change_bytes(graph, device, config,
-                                                                                          base.memory),
+            load_change = _load_change_bytes(graph, device, measured_as, base.memory)
+            memory = _shifted(memory, device.runtime_overhead_bytes + load_change,
                               floor=graph.param_bytes + device.runtime_overhead_bytes)
         power = self._pred(out.get("avg_power_w"), base.avg_power_w)
         batch = max(1, graph.batch_size)
@@ -144,17 +144,14 @@ class LearnedPredictor:
                           self.name, self.version, float(p.ood[0]))
 
 
-def _load_change_bytes(graph: OpGraph, device: Device, config: RunConfig, memory: MemoryBreakdown) -> int:
-    """How the weights' load changes the peak between the measured protocol and ``config`` (analytically).
+def _load_change_bytes(graph: OpGraph, device: Device, measured_as: RunConfig, memory: MemoryBreakdown) -> int:
+    """How the weights' load changes the peak between the measured protocol and the config ``memory`` is for.
 
     The trees learned peaks of models built in float32 and then cast; a model loaded some other way keeps the
     learned step peak and swaps the load's analytical transient for its own.
     """
     from perfpredict.predictors.memory_model import memory_terms
 
-    if config.weights_built_in == MEASURED_BUILD_DTYPE:
-        return 0
-    measured_as = replace(config, weights_built_in=MEASURED_BUILD_DTYPE)
     measured = memory_terms(graph, device, measured_as, memory.activations_peak_bytes).load_transient_bytes
     return memory.load_transient_bytes - measured
 
