@@ -220,3 +220,59 @@ def test_no_gpu_is_a_clear_error():
         pytest.skip("a GPU is present")
     with pytest.raises(InvalidInputError, match="no CUDA GPU"):
         Monitor("cuda")
+
+
+def test_end_build_splits_the_cpu_peak_into_build_and_step():
+    mon = Monitor("cpu")
+    mon.begin_window("split")
+    build = torch.ones(96 * 2**20 // 4)  # a 96 MiB "float32 build", freed before the steps
+    del build
+    mon.end_build("split")
+    step = torch.ones(32 * 2**20 // 4)  # a 32 MiB step
+    m = mon.end_window("split")
+    del step
+    if m.memory_method != "rss_hwm":
+        pytest.skip("this kernel does not let a process reset its RSS high-water mark")
+    assert m.build_peak_memory_bytes >= 90 * 2**20
+    assert 30 * 2**20 <= m.step_peak_memory_bytes < m.build_peak_memory_bytes
+    assert m.peak_memory_bytes == m.build_peak_memory_bytes
+    assert m.rss_peak_bytes >= m.rss_begin_bytes + m.build_peak_memory_bytes
+
+
+def test_a_window_without_end_build_has_no_halves():
+    mon = Monitor("cpu")
+    mon.begin_window("whole")
+    m = mon.end_window("whole")
+    assert m.build_peak_memory_bytes is None and m.step_peak_memory_bytes is None
+
+
+class _FakeAllocator:
+    """torch.cuda's allocated / max-allocated counters, with reset_peak_memory_stats setting the max to now."""
+
+    def __init__(self, allocated: int) -> None:
+        self.allocated, self.max = allocated, allocated
+
+    def set(self, allocated: int) -> None:
+        self.allocated, self.max = allocated, max(self.max, allocated)
+
+    def reset(self, *_: object) -> None:
+        self.max = self.allocated
+
+
+def test_end_build_splits_the_gpu_peak_and_keeps_the_window_totals(mocker, fake_cuda):
+    alloc = _FakeAllocator(1000)
+    mocker.patch("torch.cuda.memory_allocated", side_effect=lambda *_: alloc.allocated)
+    mocker.patch("torch.cuda.max_memory_allocated", side_effect=lambda *_: alloc.max)
+    mocker.patch("torch.cuda.reset_peak_memory_stats", side_effect=alloc.reset)
+    mocker.patch("perfpredict.profiling.nvml.pynvml", None)
+    with pytest.warns(RuntimeWarning, match="NVML is not available"):
+        mon = Monitor("cuda")
+    mon.begin_window("w")
+    alloc.set(9000)  # float32 weights plus their bf16 copy
+    alloc.set(5000)  # the float32 copy freed
+    mon.end_build("w")
+    alloc.set(7000)  # a step's activations over the resident weights
+    alloc.set(5000)
+    m = mon.end_window("w")
+    assert (m.build_peak_memory_bytes, m.step_peak_memory_bytes, m.peak_memory_bytes) == (8000, 6000, 8000)
+    assert m.torch_max_allocated_bytes == 9000  # the window's absolute peak, across the split

@@ -297,6 +297,7 @@ def measure_spec(spec: zoo.ModelSpec, monitor: Any, cfg: CollectConfig, device_l
     try:
         model = spec.build(cfg.device)
         x, labels = spec.inputs(cfg.device)
+        monitor.end_build(name)  # the float32 build and its cast peak apart from the step (measurement.py)
         step = zoo.make_step(model, x, labels, spec.phase)
         row["param_count"] = sum(p.numel() for p in model.parameters())
         row["param_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())

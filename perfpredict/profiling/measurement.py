@@ -24,6 +24,11 @@ Field definitions (the dataset schema in ``data/README.md`` repeats them):
   (``VmHWM``) at ``end_window``. The mark is reset at ``begin_window`` by writing ``5`` to ``/proc/self/clear_refs``
   (Linux); where that is not allowed the mark is process-wide, and a window that does not raise it gets
   ``peak_memory_bytes=None`` (``memory_method="rss_hwm_noreset"``), never a guess.
+- ``build_peak_memory_bytes`` / ``step_peak_memory_bytes``: the two halves of ``peak_memory_bytes`` when the
+  window was split by ``Monitor.end_build`` (the collector splits it once the model is built, cast and on its
+  device and the inputs are made): the peak before the split, and the peak from the first step on, both minus the
+  level at ``begin_window``. ``peak_memory_bytes`` is the larger. None where the window was not split, or where the
+  CPU's high-water mark cannot be reset (schema 1 rows never carry them).
 - ``energy_j``: joules per call: the energy of the timed window divided by its runs. ``energy_method`` says how:
   ``"nvml_counter"`` (``nvmlDeviceGetTotalEnergyConsumption`` differenced over >= 1 s), ``"nvml_counter_aligned"``
   (the same, with the window starting and ending on the counter's update steps), ``"power_sampling"``
@@ -41,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-MEASUREMENT_SCHEMA_VERSION = 1
+MEASUREMENT_SCHEMA_VERSION = 2  # 2: build_peak_memory_bytes / step_peak_memory_bytes
 LATENCY_TARGET = "latency_ms"  # the median; predictors learn it, and accuracy is quoted against its noise
 
 
@@ -100,6 +105,8 @@ class Measurement:
     nvml_used_bytes: int | None = None
     rss_begin_bytes: int | None = None
     rss_peak_bytes: int | None = None
+    build_peak_memory_bytes: int | None = None
+    step_peak_memory_bytes: int | None = None
     energy_j: float | None = None
     avg_power_w: float | None = None
     energy_method: str | None = None

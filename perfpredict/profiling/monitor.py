@@ -57,6 +57,8 @@ class _Window:
     hwm_begin: int | None = None
     hwm_reset: bool = False
     alloc_begin: int | None = None
+    build_peak: int | None = None  # the window's peak before end_build (relative), once end_build split it
+    build_marks: dict[str, int] = field(default_factory=dict)  # absolute peaks before the split, to keep in totals
     energy_t0: float = 0.0
     energy0: Any = None
     sampler: Any = None
@@ -177,6 +179,28 @@ class Monitor:
         w.t0_ns = time.perf_counter_ns()
         self._windows[name] = w
 
+    def end_build(self, name: str) -> None:
+        """Split an open window's peak memory in two: what came before (building, casting and moving the model,
+        making its inputs) and what comes after (the steps). The window's ``peak_memory_bytes`` stays the peak of
+        both; ``build_peak_memory_bytes`` and ``step_peak_memory_bytes`` are the two halves. Why: a half-precision
+        model built in float32 peaks while it is cast, before any step runs, and a prediction of the step's own peak
+        can only be checked against a label that leaves that out. Where the CPU's high-water mark cannot be reset
+        the split is skipped (both halves None)."""
+        w = self._window(name)
+        self._sync()
+        if self.is_cuda:
+            import torch
+
+            peak = torch.cuda.max_memory_allocated(self.device)
+            w.build_marks = {"allocated": peak, "reserved": torch.cuda.max_memory_reserved(self.device)}
+            w.build_peak = max(0, peak - (w.alloc_begin or 0))
+            torch.cuda.reset_peak_memory_stats(self.device)
+        elif w.hwm_reset:
+            hwm = cpu_probe.peak_rss_bytes()
+            if cpu_probe.reset_peak_rss():
+                w.build_marks = {"rss": hwm}
+                w.build_peak = max(0, hwm - (w.rss_begin if w.rss_begin is not None else w.hwm_begin or 0))
+
     def _start_energy(self, w: _Window) -> None:
         if w.sampler is not None:
             w.sampler.stop()
@@ -241,9 +265,11 @@ class Monitor:
             import torch
 
             peak_alloc = torch.cuda.max_memory_allocated(self.device)
-            return {"peak_memory_bytes": max(0, peak_alloc - (w.alloc_begin or 0)), "memory_method": "torch_allocated",
-                    "torch_max_allocated_bytes": peak_alloc,
-                    "torch_max_reserved_bytes": torch.cuda.max_memory_reserved(self.device),
+            step = max(0, peak_alloc - (w.alloc_begin or 0))
+            return {**self._split(w, step), "memory_method": "torch_allocated",
+                    "torch_max_allocated_bytes": max(peak_alloc, w.build_marks.get("allocated", 0)),
+                    "torch_max_reserved_bytes": max(torch.cuda.max_memory_reserved(self.device),
+                                                    w.build_marks.get("reserved", 0)),
                     "nvml_used_bytes": self._nvml.memory_used_bytes() if self._nvml is not None else None}
         hwm = cpu_probe.peak_rss_bytes()
         base = w.rss_begin if w.rss_begin is not None else w.hwm_begin
@@ -254,8 +280,17 @@ class Monitor:
         else:
             peak, method = None, "rss_hwm_noreset"
             w.notes.append("peak RSS unknown: the high-water mark could not be reset and this window did not raise it")
-        return {"peak_memory_bytes": peak, "memory_method": method, "rss_begin_bytes": w.rss_begin,
-                "rss_peak_bytes": hwm}
+        split = self._split(w, peak) if peak is not None else {"peak_memory_bytes": None}
+        return {**split, "memory_method": method, "rss_begin_bytes": w.rss_begin,
+                "rss_peak_bytes": max(hwm, w.build_marks.get("rss", 0))}
+
+    @staticmethod
+    def _split(w: _Window, since_split: int) -> dict[str, int | None]:
+        """The window's peak, and its two halves when end_build split it (the later half is the step's own)."""
+        if w.build_peak is None:
+            return {"peak_memory_bytes": since_split}
+        return {"peak_memory_bytes": max(w.build_peak, since_split), "build_peak_memory_bytes": w.build_peak,
+                "step_peak_memory_bytes": since_split}
 
     def _finish_energy(self, w: _Window, notes: list[str]) -> tuple:
         """``(joules in the energy window, method, window seconds, sampled average W, samples)``."""
