@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from accuracy import features_id  # benchmarks/ is on sys.path when this runs as a script
+
 from perfpredict.predictors.adapt import pick_shots
 from perfpredict.predictors.evaluation import metrics, random_folds
 from perfpredict.predictors.train import dataset_folder, learner_class
@@ -86,8 +88,9 @@ def ablation(args) -> None:
 
 
 def _data_info(data) -> dict:
-    """Which rows a result stands on: runs that predate the busy-host filter lack ``busy_host_rows``."""
-    return {"data_hash": data.data_hash, "busy_host_rows": "left out"}
+    """Which rows and features a result stands on: runs that predate the busy-host filter lack ``busy_host_rows``,
+    and runs that predate feature schema 5 lack ``features``."""
+    return {"data_hash": data.data_hash, "busy_host_rows": "left out", "features": features_id()}
 
 
 def _select(data, dtype: str):

@@ -7,6 +7,8 @@ import json
 import re
 from pathlib import Path
 
+from accuracy import features_id  # benchmarks/ is on sys.path when this runs as a script
+
 from perfpredict.predictors.artifacts import SHIPPED_DIR, artifact_path
 
 RESULTS = Path(__file__).parent / "results"
@@ -108,12 +110,20 @@ def _ablation_section(ab: dict | None) -> list[str]:
 
 
 def _data_line(res: dict) -> str:
-    """Runs made before training left out the busy-host rows (data/README.md) say so."""
+    """Runs made before training left out the busy-host rows (data/README.md), or on other features, say so."""
     if res.get("busy_host_rows") == "left out":
-        return f"Data hash {res.get('data_hash')}: busy-host rows left out, as in training."
+        return f"Data hash {res.get('data_hash')}: busy-host rows left out, as in training. " + _features_note(res)
     return (f"Data hash {res.get('data_hash', 'not recorded')}: **run before the busy-host filter**, so its rows "
             "include the rows measured while other jobs loaded the host (data/README.md); every model in this "
             "table saw the same rows.")
+
+
+def _features_note(res: dict) -> str:
+    current = features_id()
+    if res.get("features") == current:
+        return f"Features {current}, those of the shipped artifacts."
+    return (f"**Run on older features** ({res.get('features', 'not recorded: before feature schema 5')}; the "
+            f"shipped artifacts and the accuracy tables are on {current}): rerun the command above to refresh it.")
 
 
 def _curve_section(title: str, res: dict | None, how: str) -> list[str]:

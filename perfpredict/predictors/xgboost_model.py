@@ -1,11 +1,13 @@
 """XGBoost on tabular features: one booster per target, on log targets, tuned on training folds only.
 
-For each target it tries three formulations and keeps the one with the lower cross-validated MAPE on the
-training rows: the log of the target itself, the log of its ratio to the analytical prediction (a residual over
-the physics model), and the analytical prediction times one constant, the training rows' median ratio, with no
-trees at all. The last is there because trees can do worse than the physics: on the H100's peak memory, T5's
-eager attention puts a few rows 3-11x above the analytical peak, and trees that learned that ratio applied it to
-Swin and Qwen2 rows of a held-out fold, whose analytical peak was right. Hyper-parameters come from a small grid
+For each target it scores three formulations by cross-validated MAPE on the training rows: the log of the target
+itself, the log of its ratio to the analytical prediction (a residual over the physics model), and the analytical
+prediction times one constant, the training rows' median ratio, with no trees at all. It keeps the simplest one
+within one standard error of the best (``model_selection``; simplest means scaled physics, then residual, then
+direct, and shallower trees first), because smaller differences are fold noise. The scaled physics is there
+because trees can do worse than the physics: on the H100's peak memory, T5's eager attention puts a few rows 3-11x
+above the analytical peak, and trees that learned that ratio applied it to Swin and Qwen2 rows of a held-out fold,
+whose analytical peak was right. Hyper-parameters come from a small grid
 searched on the same folds. The interval comes from a multi-quantile booster (10th and 90th percentiles) fitted
 with the chosen settings, or for the scaled physics from the training rows' own ratio quantiles. The OOD score is the
 distance to the nearest training row in standardised feature space, divided by the training rows' own median
@@ -24,16 +26,13 @@ import numpy as np
 from perfpredict.errors import require
 from perfpredict.predictors.features import STATIC_ONLY_FEATURES, TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.learned import LearnedPredictor, TargetPrediction
+from perfpredict.predictors.model_selection import simplest_within_one_se
 from perfpredict.predictors.registry import register_predictor
 
 # Small on purpose: every outer fold of the accuracy benchmark repeats the search on a 2-core machine.
 GRID = {"max_depth": (4, 8), "learning_rate": (0.1,), "n_estimators": (300,)}
 QUANTILES = (0.1, 0.5, 0.9)
 MAX_OOD_REFERENCE_ROWS = 4000
-
-
-def _mape(y: np.ndarray, p: np.ndarray) -> float:
-    return float(np.mean(np.abs(p - y) / y) * 100)
 
 
 def _folds(groups: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
@@ -82,25 +81,35 @@ class XGBoostLearner:
 
     def _search(self, xgb: Any, X: np.ndarray, y: np.ndarray, base: np.ndarray, groups: np.ndarray,
                 seed: int) -> dict[str, Any]:
-        folds = _folds(groups, min(3, len(np.unique(groups))), seed) if len(np.unique(groups)) >= 2 else []
-        best: dict[str, Any] | None = None
-        for residual, values in itertools.product(self.residual_options, itertools.product(*GRID.values())):
-            params = dict(zip(GRID, values))
-            target = np.log(y) - (np.log(base) if residual else 0.0)
-            errors = []
-            for test in folds:
-                model = _BoosterModel(_train(xgb, X[~test], target[~test], params, seed))
-                pred = np.exp(model.predict(X[test]) + (np.log(base[test]) if residual else 0.0))
-                errors.append(_mape(y[test], pred))
-            score = float(np.mean(errors)) if errors else 0.0
-            if best is None or score < best["cv_mape"]:
-                best = {"residual": residual, "params": params, "cv_mape": score}
-        if True in self.residual_options and folds:
-            ratio = np.log(y) - np.log(base)
-            score = float(np.mean([_mape(y[test], base[test] * np.exp(np.median(ratio[~test]))) for test in folds]))
-            if score < best["cv_mape"]:  # type: ignore[index]
-                best = {"residual": True, "params": None, "cv_mape": score}
-        return best  # type: ignore[return-value]
+        candidates = self._candidates()
+        if len(np.unique(groups)) < 2:  # nothing to cross-validate on: the first booster, unscored
+            return {**next(c for c in candidates if c["params"] is not None), "cv_mape": None}
+        folds = _folds(groups, min(3, len(np.unique(groups))), seed)
+        errors = [np.abs(self._out_of_fold(xgb, X, y, base, folds, c, seed) - y) / y * 100 for c in candidates]
+        chosen = simplest_within_one_se(errors, groups)
+        return {**candidates[chosen], "cv_mape": float(np.mean(errors[chosen])),
+                "best_cv_mape": float(min(np.mean(e) for e in errors))}
+
+    def _candidates(self) -> list[dict[str, Any]]:
+        """Every formulation, simplest first: the scaled physics, then residual boosters, then direct ones."""
+        grid = [dict(zip(GRID, values)) for values in itertools.product(*GRID.values())]
+        scaled = [{"residual": True, "params": None}] if True in self.residual_options else []
+        return scaled + [{"residual": residual, "params": params}
+                         for residual in sorted(self.residual_options, reverse=True) for params in grid]
+
+    @staticmethod
+    def _out_of_fold(xgb: Any, X: np.ndarray, y: np.ndarray, base: np.ndarray, folds: list[np.ndarray],
+                     candidate: dict[str, Any], seed: int) -> np.ndarray:
+        """One candidate's prediction for every row, each made by a model that did not train on that row's fold."""
+        target = np.log(y) - (np.log(base) if candidate["residual"] else 0.0)
+        pred = np.empty(len(y))
+        for test in folds:
+            if candidate["params"] is None:
+                pred[test] = np.median(target[~test])
+            else:
+                booster = _train(xgb, X[~test], target[~test], candidate["params"], seed)
+                pred[test] = _BoosterModel(booster).predict(X[test])
+        return np.exp(pred + (np.log(base) if candidate["residual"] else 0.0))
 
     def _fit_ood(self, X: np.ndarray) -> None:
         mean, std = np.nanmean(X, axis=0), np.nanstd(X, axis=0)
