@@ -29,12 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from accuracy import features_id  # benchmarks/ is on sys.path when this runs as a script
-
 from perfpredict.predictors.adapt import pick_shots
 from perfpredict.predictors.evaluation import metrics, random_folds
 from perfpredict.predictors.train import dataset_folder, learner_class
 from perfpredict.predictors.training_data import TARGETS, load_training_set
+
+sys.path.insert(0, str(Path(__file__).parent))  # the sibling benchmark modules, however this file is run
+from accuracy import features_id  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "gnn_llm"
 SCORED = ("latency_ms", "peak_memory_bytes")
@@ -73,10 +74,9 @@ def ablation(args) -> None:
                 "gnn_llm without stage 1 (GIN from scratch)": ("gnn_llm", {"stage1": False})}
     if args.only:  # add variants to an earlier run's table (same fold, same rows)
         variants = {k: v for k, v in variants.items() if k in args.only.split(",") or v[0] in args.only.split(",")}
-    earlier = json.loads((OUT / "ablation.json").read_text())["results"] if args.only and \
-        (OUT / "ablation.json").exists() else {}
     head = {"device": args.device, "fold": 0, "train_rows": len(train.keys), "test_rows": len(held.keys),
             **_data_info(data)}
+    earlier = _earlier_results(head) if args.only else {}
     rows = {}
     for i, (label, (name, hyper)) in enumerate(variants.items()):
         learner, seconds = fit(name, train, args.seed, **hyper)
@@ -85,6 +85,19 @@ def ablation(args) -> None:
         log(f"{label}: latency MAPE {rows[label]['scores']['latency_ms']['mape']:.1f}% ({seconds:.0f} s)")
         # Saved after every variant, so a run cut short keeps what it finished.
         save("ablation", {**head, "results": {**earlier, **rows}, "partial": i + 1 < len(variants)})
+
+
+def _earlier_results(head: dict) -> dict:
+    """The stored ablation's rows, when they stand on the same rows and features as this run; otherwise none, so
+    one table never mixes runs on different inputs (the dropped rows are named in the log)."""
+    path = OUT / "ablation.json"
+    if not path.exists():
+        return {}
+    stored = json.loads(path.read_text())
+    if all(stored.get(k) == head[k] for k in ("data_hash", "features", "busy_host_rows")):
+        return stored["results"]
+    log(f"not merging {', '.join(stored['results'])}: they ran on other rows or features; rerun them")
+    return {}
 
 
 def _data_info(data) -> dict:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
-from accuracy import features_id  # benchmarks/ is on sys.path when this runs as a script
-
 from perfpredict.predictors.artifacts import SHIPPED_DIR, artifact_path
+
+sys.path.insert(0, str(Path(__file__).parent))  # the sibling benchmark modules, however this file is run
+from accuracy import features_id  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 TARGET_NAMES = {"latency_ms": "latency", "peak_memory_bytes": "peak memory"}
@@ -122,7 +124,7 @@ def _features_note(res: dict) -> str:
     current = features_id()
     if res.get("features") == current:
         return f"Features {current}, those of the shipped artifacts."
-    return (f"**Run on older features** ({res.get('features', 'not recorded: before feature schema 5')}; the "
+    return (f"**Run on other features** ({res.get('features', 'not recorded: an older run')}; the "
             f"shipped artifacts and the accuracy tables are on {current}): rerun the command above to refresh it.")
 
 

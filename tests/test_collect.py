@@ -99,9 +99,10 @@ def test_rows_carry_features_noise_and_environment(tmp_path):
                    "graph_flops", "graph_nodes", "env_cpu_model", "env_torch_version", "protocol_min_runs"):
         assert r[column] is not None, column
     assert r["graph_features_method"] == "exact" and r["schema_version"] == ds.DATASET_SCHEMA_VERSION
+    assert r["measurement_schema_version"] == 2
     if r["memory_method"] == "rss_hwm":  # the window is split once the model is built: the step's own peak apart
+        assert r["build_peak_memory_bytes"] > 0 and r["step_peak_memory_bytes"] > 0
         assert r["peak_memory_bytes"] == max(r["build_peak_memory_bytes"], r["step_peak_memory_bytes"])
-        assert r["measurement_schema_version"] == 2
     assert zoo.ModelSpec.from_key(r["key"]).family == "mlp"
 
 

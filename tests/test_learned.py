@@ -85,7 +85,6 @@ def test_search_keeps_the_scaled_physics_when_trees_only_add_noise(rows, tmp_pat
     learner = XGBoostLearner()
     learner.fit(scaled, ["latency_ms"])
     assert learner.choice["latency_ms"]["params"] is None and learner.choice["latency_ms"]["residual"]
-    assert learner.choice["latency_ms"]["best_cv_mape"] <= learner.choice["latency_ms"]["cv_mape"]
     pred = learner.predict(scaled)["latency_ms"]
     ratio = pred.value / scaled.analytical("latency_ms")
     np.testing.assert_allclose(ratio, np.median(target / scaled.analytical("latency_ms")), rtol=1e-9)

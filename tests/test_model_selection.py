@@ -53,3 +53,42 @@ def test_errors_shared_within_an_architecture_widen_the_margin():
 def test_errors_of_different_lengths_are_refused():
     with pytest.raises(ValueError, match="one error per row"):
         simplest_within_one_se([np.ones(3), np.ones(4)], np.arange(3))
+
+
+def test_a_candidate_with_nan_errors_is_never_chosen():
+    groups = np.repeat(np.arange(10), 3)
+    good = np.full(30, 12.0)
+    assert simplest_within_one_se([np.full(30, np.nan), good], groups) == 1
+    assert simplest_within_one_se([good, np.full(30, np.nan)], groups) == 0
+    with pytest.raises(ValueError, match="no candidate has a finite mean error"):
+        simplest_within_one_se([np.full(30, np.nan)], groups)
+
+
+def test_xgboost_candidates_run_simplest_first():
+    from perfpredict.predictors.xgboost_model import XGBoostLearner, XGBoostStaticLearner
+
+    order = [(c["residual"], c["params"] and c["params"]["max_depth"]) for c in XGBoostLearner()._candidates()]
+    assert order == [(True, None), (True, 4), (True, 8), (False, 4), (False, 8)]
+    static = [(c["residual"], c["params"]["max_depth"]) for c in XGBoostStaticLearner()._candidates()]
+    assert static == [(False, 4), (False, 8)]  # no physics: no scaled or residual candidate
+
+
+def test_out_of_fold_predictions_never_see_their_own_fold():
+    # Each architecture has its own random level that no feature reveals but its id column: a model that saw the
+    # row's own fold would learn the level from the id; one that did not can only guess the others' levels.
+    xgb = pytest.importorskip("xgboost")
+    from perfpredict.predictors.xgboost_model import XGBoostLearner, _folds
+
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(30), 4)
+    level = np.exp(rng.normal(0.0, 1.0, 30))[groups]
+    X = groups[:, None].astype(float)
+    y, base = level * 10.0, np.full(len(groups), 10.0)
+    folds = _folds(groups, 3, seed=0)
+    params = {"max_depth": 6, "learning_rate": 0.3, "n_estimators": 50}
+    booster = XGBoostLearner._out_of_fold(xgb, X, y, base, folds, {"residual": False, "params": params}, 0)
+    scaled = XGBoostLearner._out_of_fold(xgb, X, y, base, folds, {"residual": True, "params": None}, 0)
+    for pred in (booster, scaled):
+        assert np.median(np.abs(pred - y) / y) > 0.3  # a leak would fit each level almost exactly
+    for test in folds:  # the scaled physics is the other folds' median log-ratio, exactly
+        np.testing.assert_allclose(scaled[test], 10.0 * np.exp(np.median(np.log(level[~test]))))

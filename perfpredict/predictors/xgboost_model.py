@@ -7,11 +7,10 @@ within one standard error of the best (``model_selection``; simplest means scale
 direct, and shallower trees first), because smaller differences are fold noise. The scaled physics is there
 because trees can do worse than the physics: on the H100's peak memory, T5's eager attention puts a few rows 3-11x
 above the analytical peak, and trees that learned that ratio applied it to Swin and Qwen2 rows of a held-out fold,
-whose analytical peak was right. Hyper-parameters come from a small grid
-searched on the same folds. The interval comes from a multi-quantile booster (10th and 90th percentiles) fitted
-with the chosen settings, or for the scaled physics from the training rows' own ratio quantiles. The OOD score is the
-distance to the nearest training row in standardised feature space, divided by the training rows' own median
-nearest-neighbour distance.
+whose analytical peak was right. Hyper-parameters come from a small grid searched on the same folds. The interval
+comes from a multi-quantile booster (10th and 90th percentiles) fitted with the chosen settings, or for the scaled
+physics from the training rows' own ratio quantiles. The OOD score is the distance to the nearest training row in
+standardised feature space, divided by the training rows' own median nearest-neighbour distance.
 """
 
 from __future__ import annotations
@@ -82,8 +81,8 @@ class XGBoostLearner:
     def _search(self, xgb: Any, X: np.ndarray, y: np.ndarray, base: np.ndarray, groups: np.ndarray,
                 seed: int) -> dict[str, Any]:
         candidates = self._candidates()
-        if len(np.unique(groups)) < 2:  # nothing to cross-validate on: the first booster, unscored
-            return {**next(c for c in candidates if c["params"] is not None), "cv_mape": None}
+        if len(np.unique(groups)) < 2:  # nothing to cross-validate on: the simplest candidate, unscored
+            return {**candidates[0], "cv_mape": None, "best_cv_mape": None}
         folds = _folds(groups, min(3, len(np.unique(groups))), seed)
         errors = [np.abs(self._out_of_fold(xgb, X, y, base, folds, c, seed) - y) / y * 100 for c in candidates]
         chosen = simplest_within_one_se(errors, groups)

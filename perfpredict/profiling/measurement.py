@@ -15,20 +15,22 @@ Field definitions (the dataset schema in ``data/README.md`` repeats them):
   torch's allocated bytes (``torch.cuda.memory_allocated``), on CPU the process RSS. The collector opens its window
   before it builds the model, so there it covers weights, gradients, AdamW state and activations.
 - ``torch_max_allocated_bytes`` (GPU): ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats`` at
-  ``begin_window``: bytes held by live tensors at the peak, absolute (everything alive, not only this window's).
+  ``begin_window`` (the larger of the two halves when ``end_build`` split the window): bytes held by live tensors
+  at the peak, absolute (everything alive, not only this window's).
 - ``torch_max_reserved_bytes`` (GPU): ``torch.cuda.max_memory_reserved``: what the caching allocator held from the
-  driver at its peak (allocated plus cached free blocks and fragmentation), absolute.
+  driver at its peak (allocated plus cached free blocks and fragmentation), absolute; across a split, likewise.
 - ``nvml_used_bytes`` (GPU): NVML ``nvmlDeviceGetMemoryInfo().used`` at ``end_window``: device memory used by all
   processes, including every CUDA context (about 0.5 GB each). Not a peak: the caching allocator keeps its blocks.
 - ``rss_begin_bytes`` / ``rss_peak_bytes`` (CPU): resident set size at ``begin_window`` and the high-water mark
-  (``VmHWM``) at ``end_window``. The mark is reset at ``begin_window`` by writing ``5`` to ``/proc/self/clear_refs``
+  (``VmHWM``) over the window (across a split, the larger half's). The mark is reset at ``begin_window`` by writing ``5`` to ``/proc/self/clear_refs``
   (Linux); where that is not allowed the mark is process-wide, and a window that does not raise it gets
   ``peak_memory_bytes=None`` (``memory_method="rss_hwm_noreset"``), never a guess.
 - ``build_peak_memory_bytes`` / ``step_peak_memory_bytes``: the two halves of ``peak_memory_bytes`` when the
   window was split by ``Monitor.end_build`` (the collector splits it once the model is built, cast and on its
   device and the inputs are made): the peak before the split, and the peak from the first step on, both minus the
   level at ``begin_window``. ``peak_memory_bytes`` is the larger. None where the window was not split, or where the
-  CPU's high-water mark cannot be reset (schema 1 rows never carry them).
+  CPU's high-water mark cannot be reset (schema 1 rows never carry them). On CPU the split first returns freed
+  pages to the OS (``malloc_trim``, as ``begin_window`` does), so pages the build freed do not count as the step's.
 - ``energy_j``: joules per call: the energy of the timed window divided by its runs. ``energy_method`` says how:
   ``"nvml_counter"`` (``nvmlDeviceGetTotalEnergyConsumption`` differenced over >= 1 s), ``"nvml_counter_aligned"``
   (the same, with the window starting and ending on the counter's update steps), ``"power_sampling"``

@@ -24,7 +24,8 @@ the error shrinks to about one run at each end, which mostly cancel.
 Peak memory is the peak over the whole window (warm-up included) minus the level at ``begin_window``; see
 :mod:`perfpredict.profiling.measurement` for the exact definition of every field. NB: on CPU the RSS high-water
 mark is one per process, so opening a window resets it for every window already open; nest CPU windows only when
-the inner one's memory figure is the one you need.
+the inner one's memory figure is the one you need. ``end_build`` resets the same process-wide mark (and on GPU the
+device-wide peak statistics), so it too disturbs any other open window.
 """
 
 from __future__ import annotations
@@ -197,6 +198,7 @@ class Monitor:
             torch.cuda.reset_peak_memory_stats(self.device)
         elif w.hwm_reset:
             hwm = cpu_probe.peak_rss_bytes()
+            cpu_probe.trim_allocator()  # as begin_window does: pages the build freed are not the step's
             if cpu_probe.reset_peak_rss():
                 w.build_marks = {"rss": hwm}
                 w.build_peak = max(0, hwm - (w.rss_begin if w.rss_begin is not None else w.hwm_begin or 0))
