@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A dataset collection that outlives one device call. The device tool caps a command at 10 minutes but keeps a
+# process started with setsid running while the machine stays held, so one lease can collect for ~25 minutes
+# without restarting Python or re-sending rows:
+#
+#   bash benchmarks/gpu_detached.sh start 21   # copy the repo to $WORK, start the collector for 21 minutes
+#   bash benchmarks/gpu_detached.sh wait 560   # wait up to 560 s (or until it ends), snapshot into $OUT
+#
+# Each `wait` packs data/<gpu-slug>/ and the log into $OUT/snapshot.tgz, so a machine lost between calls costs
+# only the rows since the last snapshot. The collector runs in a copy ($WORK) because each call re-syncs the
+# working tree over the repository and would overwrite the rows files under it.
+set -u
+WORK=${WORK:-/tmp/pp_detached}
+COLLECT_ARGS=${COLLECT_ARGS:-"--dtypes float32,bfloat16 --batches 1,8,32,128 --arch-block 2 --max-latency-ms 400"}
+cmd=${1:?start MINUTES | wait SECONDS}
+case "$cmd" in
+  start)
+    rm -rf "$WORK"; mkdir -p "$WORK"
+    cp -r perfpredict benchmarks data pyproject.toml "$WORK"/
+    cd "$WORK" || exit 1
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv \
+      >"$WORK/env.csv" 2>&1
+    # shellcheck disable=SC2086 - COLLECT_ARGS is a word list on purpose
+    PYTHONPATH="$WORK" PYTHONUNBUFFERED=1 setsid nohup python3 -m perfpredict collect --device cuda \
+      --graph-features deferred --budget-minutes "${2:?minutes}" $COLLECT_ARGS >"$WORK/collect.log" 2>&1 </dev/null &
+    echo $! >"$WORK/collect.pid"
+    echo "started collector pid $(cat "$WORK/collect.pid") for $2 minutes"
+    ;;
+  wait)
+    t_end=$(( $(date +%s) + ${2:?seconds} ))
+    while kill -0 "$(cat "$WORK/collect.pid")" 2>/dev/null && (( $(date +%s) < t_end )); do sleep 5; done
+    kill -0 "$(cat "$WORK/collect.pid")" 2>/dev/null && echo "collector still running" || echo "collector ended"
+    tail -n 4 "$WORK/collect.log"
+    if [[ -n "${OUT:-}" ]]; then
+      tar czf "$OUT/snapshot.tgz" -C "$WORK" $(cd "$WORK" && ls -d data/nvidia-* collect.log env.csv 2>/dev/null)
+    fi
+    ;;
+  *) echo "usage: $0 start MINUTES | wait SECONDS" >&2; exit 2 ;;
+esac
