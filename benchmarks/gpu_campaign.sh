@@ -3,7 +3,7 @@
 # dataset collector until the time is up. Every stage has its own time limit, so one failing stage costs only
 # itself. Run from the repository root on the GPU host (python3 there must have torch with CUDA):
 #
-#   STAGES="env nvml roofline pva gputest collect" TOTAL_S=560 bash benchmarks/gpu_campaign.sh
+#   STAGES="env nvml roofline pva memhist gputest collect" TOTAL_S=560 bash benchmarks/gpu_campaign.sh
 #
 # Results land where the repository keeps them (benchmarks/results/, data/<gpu-slug>/); with $OUT set (the device
 # tool), they are also packed into $OUT/campaign.tgz, and the log into $OUT/campaign.log.
@@ -48,6 +48,8 @@ has nvml && stage nvml 30 $PY benchmarks/nvml_resolution.py --seconds 3 --out "$
 has roofline && stage roofline 240 $PY benchmarks/roofline.py --device cuda --name h100-sxm
 has pva && stage pva 200 $PY benchmarks/predicted_vs_actual.py measure --device cuda \
   --out "$STAGE_DIR/pva_measured.json"
+has memhist && stage memhist 150 $PY benchmarks/memory_history.py \
+  --split benchmarks/results/memory_split_nvidia-h100-80gb-hbm3.json --out "$STAGE_DIR/memory_history.json"
 has gputest && stage gputest 90 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_offline_gpu.py
 if has collect; then
   budget_s=$(( $(left) - 80 ))  # room for the config in flight, compaction and packing

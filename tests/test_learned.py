@@ -139,6 +139,30 @@ def test_rows_from_a_busy_host_are_left_out_unless_asked_for(tmp_path):
         load_training_set([folder], cache=cache)
 
 
+def test_a_failed_trace_is_remembered_not_retried(tmp_path, monkeypatch):
+    # Every row of a batch sweep shares one anchor trace: an untraceable architecture (DeBERTa's relative positions
+    # call nonzero, which the meta device cannot run) must fail once per load, not once per row.
+    from perfpredict.predictors import training_data
+    from perfpredict.profiling import zoo
+
+    calls = []
+
+    def broken(spec):
+        calls.append(spec.to_key())
+        raise NotImplementedError("nonzero on meta")
+
+    monkeypatch.setattr(training_data, "_trace", broken)
+    cache = GraphCache(tmp_path / "graphs")
+    spec = zoo.ModelSpec("mlp", {"in_dim": 8, "width": 16, "layers": 1, "activation": "relu", "layernorm": False})
+    for _ in range(3):
+        with pytest.raises(NotImplementedError, match="nonzero on meta"):
+            cache.graph(spec)
+    assert len(calls) == 1
+    with pytest.raises(NotImplementedError):  # remembered in memory only: a new cache (a later torch) tries again
+        GraphCache(tmp_path / "graphs").graph(spec)
+    assert len(calls) == 2
+
+
 def test_gpu_memory_is_learned_as_tensors_and_reported_with_the_runtime_overhead(rows, fitted, tmp_path, monkeypatch):
     # The collector measures torch's allocator peak, which holds no CUDA context: the physics feature leaves the
     # device's runtime overhead out, and the report adds it back to the learned figure.

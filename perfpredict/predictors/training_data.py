@@ -48,11 +48,14 @@ def cache_dir() -> Path:
 
 
 class GraphCache:
-    """Traced OpGraphs per spec key, in memory and on disk (gzipped JSON)."""
+    """Traced OpGraphs per spec key, in memory and on disk (gzipped JSON). A trace that failed is remembered in
+    memory only (a later torch may trace it), so the other rows of its batch sweep fail at once instead of
+    re-tracing for seconds each."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or cache_dir()
         self.memory: dict[str, OpGraph] = {}
+        self.failed: dict[str, Exception] = {}
 
     def _path(self, key: str, phase: str) -> Path:
         digest = hashlib.sha256(f"{CACHE_VERSIONS[phase]}|{key}".encode()).hexdigest()[:24]
@@ -70,7 +73,13 @@ class GraphCache:
                 return graph
             except (OSError, ValueError, KeyError, TypeError):
                 logger.warning("perfpredict: ignoring a damaged graph cache file %s", path)
-        graph = _trace(spec)
+        if key in self.failed:
+            raise self.failed[key]
+        try:
+            graph = _trace(spec)
+        except Exception as err:  # noqa: BLE001 - remembered: every row of a batch sweep shares one anchor trace
+            self.failed[key] = err
+            raise
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(gzip.compress(json.dumps(graph_to_dict(graph)).encode(), compresslevel=3))
