@@ -33,7 +33,7 @@ from perfpredict.predictors.evaluation import (AnalyticalBaseline, FlopsLinearBa
 from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.train import dataset_folder, learner_class
 from perfpredict.predictors.training_data import CACHE_VERSIONS, TARGETS, load_training_set
-from perfpredict.profiling.dataset import batch_sweep_inversions, trusted_label
+from perfpredict.profiling.dataset import batch_sweep_inversions, neighbour_oracle_mape, trusted_label
 
 BASELINES = {"analytical": AnalyticalBaseline, "flops_linear": FlopsLinearBaseline}
 DEFAULT = ("analytical", "flops_linear", "xgboost_static", "xgboost", "graphsage", "gae_gnn")
@@ -163,7 +163,14 @@ def write(path: Path, args, data, store: Path, results, metas, skipped) -> None:
              f"- measurement noise floor: median coefficient of variation of the timed runs "
              f"{fmt(noise_floor(data))}%; {len(trusted)} trusted rows (quiet host, CV < 10%); "
              "{} of {} batch sweeps have a larger batch measured over 10% faster than a smaller one (label "
-             "noise: see data/README.md)".format(*batch_sweep_inversions(data.rows)), ""]
+             "noise: see data/README.md)".format(*batch_sweep_inversions(data.rows)),
+             "- neighbour oracle: each interior row of a batch sweep predicted from the same sweep's measured rows "
+             "either side (linear in the batch) is {:.1f}% off (MAPE, {} rows). It knows more than any split "
+             "below allows; its error is the labels' roughness along the batch, plus the curvature a straight line "
+             "misses "
+             "(`benchmarks/results/sweep_recheck-cpu.md` re-measures the CPU's roughest sweeps: their bumps did not "
+             "come back; data/README.md, 'Noise between timed windows')".format(
+                 *neighbour_oracle_mape(data.rows)), ""]
     lines += [f"- skipped stored runs on other data or features: {', '.join(skipped)}", ""] if skipped else []
     lines += ["Out-of-fold predictions only: every number is on rows the model did not train on. `random_5fold` "
               "keeps all rows of one architecture in one fold (our headline: the architecture is new). "

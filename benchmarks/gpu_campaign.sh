@@ -3,7 +3,7 @@
 # dataset collector until the time is up. Every stage has its own time limit, so one failing stage costs only
 # itself. Run from the repository root on the GPU host (python3 there must have torch with CUDA):
 #
-#   STAGES="env nvml roofline pva memhist gputest collect" TOTAL_S=560 bash benchmarks/gpu_campaign.sh
+#   STAGES="env nvml roofline pva memhist batchorder gputest collect" TOTAL_S=560 bash benchmarks/gpu_campaign.sh
 #
 # Results land where the repository keeps them (benchmarks/results/, data/<gpu-slug>/); with $OUT set (the device
 # tool), they are also packed into $OUT/campaign.tgz, and the log into $OUT/campaign.log.
@@ -11,7 +11,7 @@ set -u
 T0=$(date +%s)
 TOTAL_S=${TOTAL_S:-560}
 STAGES=${STAGES:-"env nvml roofline pva collect"}
-COLLECT_ARGS=${COLLECT_ARGS:-"--dtypes float32,bfloat16 --batches 1,8,32,128 --arch-block 2 --max-latency-ms 400"}
+COLLECT_ARGS=${COLLECT_ARGS:-"--dtypes float32,bfloat16 --batches 1,8,32,128 --arch-block 2 --max-latency-ms 400 --sentinel"}
 PY=${PY:-python3}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 STAGE_DIR=${STAGE_DIR:-/tmp/campaign}
@@ -50,6 +50,8 @@ has pva && stage pva 200 $PY benchmarks/predicted_vs_actual.py measure --device 
   --out "$STAGE_DIR/pva_measured.json"
 has memhist && stage memhist 150 $PY benchmarks/memory_history.py \
   --split benchmarks/results/memory_split_nvidia-h100-80gb-hbm3.json --out "$STAGE_DIR/memory_history.json"
+has batchorder && stage batchorder 240 $PY benchmarks/batch_order.py --dataset data/nvidia-h100-80gb-hbm3 \
+  --out "$STAGE_DIR/batch_order.json"
 has gputest && stage gputest 90 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_offline_gpu.py
 if has collect; then
   budget_s=$(( $(left) - 80 ))  # room for the config in flight, compaction and packing

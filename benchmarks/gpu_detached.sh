@@ -11,7 +11,7 @@
 # working tree over the repository and would overwrite the rows files under it.
 set -u
 WORK=${WORK:-/tmp/pp_detached}
-COLLECT_ARGS=${COLLECT_ARGS:-"--dtypes float32,bfloat16 --batches 1,8,32,128 --arch-block 2 --max-latency-ms 400"}
+COLLECT_ARGS=${COLLECT_ARGS:-"--dtypes float32,bfloat16 --batches 1,8,32,128 --arch-block 2 --max-latency-ms 400 --sentinel"}
 cmd=${1:?start MINUTES | wait SECONDS}
 case "$cmd" in
   start)

@@ -73,6 +73,9 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
                    help="GPU power-sampling thread period, the energy counter's cross-check (default 0.1; 0 = off)")
     p.add_argument("--graph-features", choices=("inline", "deferred", "none"), default="inline",
                    help="OpGraph features per row now, later (`perfpredict zoo features`), or never")
+    p.add_argument("--sentinel", action="store_true",
+                   help="time a fixed reference workload right before each row (env_sentinel_* fields), so labels "
+                        "can be checked against the host's speed; about 0.3 s per row")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     p.add_argument("--no-compact", action="store_true", help="leave rows in rows.jsonl (no Parquet)")
 
@@ -130,6 +133,7 @@ def run_collect(args: argparse.Namespace) -> int:
         if bad:
             raise InvalidInputError(f"phase(s) {bad!r} are not inference or training")
     cfg = CollectConfig(out=out, device=device, progress=not args.no_progress, compact=not args.no_compact,
+                        sentinel=args.sentinel,
                         **{k: v for k, v in kwargs.items() if v is not None})
     summary = collect(cfg)
     print(f"collect: {summary.measured} rows measured ({summary.oom} oom, {summary.errors} failed) in "

@@ -226,3 +226,21 @@ def test_trusted_label_needs_a_quiet_host_and_agreeing_runs():
     summary = ds.summarize([{**quiet, "status": "ok", "latency_ms": 1.0},
                             {**quiet, "status": "ok", "latency_ms": 2.0, "env_load_avg_1m_before": 5.0}])
     assert summary["quiet_rows"] == 1
+
+
+def test_sentinel_reading_travels_with_each_row_only_when_asked(tmp_path, monkeypatch):
+    from perfpredict.profiling.sentinel import Sentinel
+
+    refreshes = []
+    real = Sentinel.refresh
+    monkeypatch.setattr(Sentinel, "refresh", lambda self: refreshes.append(1) or real(self))
+    col.collect(_cfg(tmp_path / "with", max_rows=2, sentinel=True))
+    assert len(refreshes) == 2  # a fresh reading for each row, not one per run
+    col.collect(_cfg(tmp_path / "without", max_rows=2))
+    assert len(refreshes) == 2
+    with_rows = ds.load_dataset(tmp_path / "with").rows
+    assert len(with_rows) == 2
+    for r in with_rows:
+        assert all(r[f"env_sentinel_{p}_ms"] > 0 for p in ("matmul", "stream", "dispatch"))
+        assert r["env_sentinel_age_s"] < 1.0
+    assert not any(k.startswith("env_sentinel") for r in ds.load_dataset(tmp_path / "without").rows for k in r)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from perfpredict.predictors.evaluation import family_folds, metrics, random_folds, random_row_folds
-from perfpredict.profiling.dataset import batch_sweep_inversions
+from perfpredict.profiling.dataset import batch_sweep_inversions, neighbour_oracle_mape, sweep_bumps
 
 
 @pytest.fixture
@@ -75,3 +75,21 @@ def test_batch_sweep_inversions_count_a_larger_batch_that_ran_faster():
             {**_row("d", 1, 1.0), "status": "oom"}, _row("d", 2, 0.5)]       # failures are not measurements
     assert batch_sweep_inversions(rows) == (1, 3)
     assert batch_sweep_inversions(rows, drop=0.01) == (2, 3)
+
+
+def test_sweep_bumps_are_one_on_an_affine_sweep_and_name_the_bumped_batch():
+    assert sweep_bumps({1: 3.0, 2: 5.0, 4: 9.0, 8: 17.0}) == pytest.approx({2: 1.0, 4: 1.0})  # 1 ms + 2 ms/sample
+    bumps = sweep_bumps({1: 3.0, 2: 5.0, 4: 13.5, 8: 17.0})  # batch 4 measured 1.5x slow
+    assert bumps[4] == pytest.approx(13.5 / 9.0)
+    assert bumps[2] == pytest.approx(5.0 / (3.0 + (13.5 - 3.0) / 3))  # its neighbour's prediction moves too
+    assert sweep_bumps({1: 3.0, 2: 5.0}) == {}  # no interior point
+
+
+def test_neighbour_oracle_scores_only_interior_rows_of_ok_sweeps():
+    rows = [_row("a", 1, 3.0), _row("a", 2, 5.0), _row("a", 4, 9.0),       # affine: 0% error
+            _row("b", 1, 10.0), _row("b", 2, 22.0), _row("b", 4, 30.0),    # predicted 16.67 for 22: 24.2% off
+            _row("c", 1, 1.0), _row("c", 2, 2.0),                           # no interior row
+            {**_row("a", 8, 1.0), "status": "oom"}]                         # failures are not measurements
+    mape, n = neighbour_oracle_mape(rows)
+    assert n == 2
+    assert mape == pytest.approx(100 * (0 + abs(50 / 3 / 22 - 1)) / 2)

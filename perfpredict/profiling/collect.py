@@ -37,6 +37,7 @@ from typing import Any
 from perfpredict.errors import InvalidInputError
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import zoo
+from perfpredict.profiling.sentinel import Sentinel
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
@@ -88,6 +89,7 @@ class CollectConfig:
     too_slow_factor: float = 10.0
     power_sample_interval_s: float | None = 0.1
     graph_features: str = "inline"
+    sentinel: bool = False  # time the host-speed sentinel right before each row (profiling/sentinel.py)
     progress: bool = True
     compact: bool = True
     device_label: str | None = None
@@ -466,8 +468,11 @@ def collect(cfg: CollectConfig) -> CollectSummary:
     t0 = time.monotonic()
     meta = {"device": label, "torch_device": cfg.device, "cpu_model": monitor._static_env["cpu_model"],
             "device_name": monitor._static_env["device_name"], "torch_version": torch.__version__,
-            "protocol": cfg.protocol(), "profile": cfg.profile, "seed": cfg.seed, "started_at": _now()}
+            "protocol": cfg.protocol(), "profile": cfg.profile, "seed": cfg.seed, "sentinel": cfg.sentinel,
+            "started_at": _now()}
     (cfg.out / "collector.json").write_text(json.dumps(meta, indent=2) + "\n")
+    # every_s=0: a reading next to each row; slow spells of a shared host last seconds (sentinel.py)
+    sentinel = Sentinel(cfg.device, every_s=0.0) if cfg.sentinel else None
     try:
         with ds.JsonlAppender(cfg.out / ds.ROWS_JSONL) as rows_out, \
                 ds.JsonlAppender(cfg.out / ds.ATTEMPTS_JSONL) as attempts_out:
@@ -495,7 +500,9 @@ def collect(cfg: CollectConfig) -> CollectSummary:
                 else:
                     attempts_out.append({"key": key, "device": label, "at": _now()})
                     attempts[key] = attempts.get(key, 0) + 1
+                    reading = sentinel.reading() if sentinel is not None else {}
                     row = measure_spec(spec, monitor, cfg, label, features)
+                    row.update(reading)
                 rows_out.append(row)
                 done.add(key)
                 skips.note(row)

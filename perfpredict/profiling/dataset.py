@@ -285,24 +285,52 @@ def trusted_label(row: dict[str, Any], max_cv: float = QUIET_MAX_LATENCY_CV) -> 
     return quiet_host(row) and cv is not None and cv < max_cv
 
 
+def batch_sweeps(rows: list[dict[str, Any]], latency_key: str = "latency_ms") -> list[dict[int, float]]:
+    """The dataset's batch sweeps: one architecture, phase, dtype and sequence length at several batch sizes, as
+    {batch: latency} for its ok rows."""
+    sweeps: dict[tuple[Any, ...], dict[int, float]] = {}
+    for r in rows:
+        if r.get("status") == "ok" and all(isinstance(r.get(k), (int, float)) for k in (latency_key, "batch_size")):
+            key = (r.get("device"), r.get("arch_key"), r.get("phase"), r.get("seq_len"), r.get("dtype"))
+            sweeps.setdefault(key, {})[int(r["batch_size"])] = float(r[latency_key])
+    return list(sweeps.values())
+
+
 def batch_sweep_inversions(rows: list[dict[str, Any]], drop: float = 0.10,
                            latency_key: str = "latency_ms") -> tuple[int, int]:
     """(batch sweeps with an inversion, batch sweeps of two or more ok rows).
 
-    A sweep is one architecture, phase, dtype and sequence length at several batch sizes; an inversion is a larger
-    batch measured more than ``drop`` faster than a smaller one. More work does not take much less time, so an
-    inversion is label noise that no predictor can learn: a dataset-level check the row's own CV can miss, since a
-    whole timed window can be slowed evenly."""
-    sweeps: dict[tuple[Any, ...], list[tuple[int, float]]] = {}
-    for r in rows:
-        if r.get("status") == "ok" and all(isinstance(r.get(k), (int, float)) for k in (latency_key, "batch_size")):
-            key = (r.get("device"), r.get("arch_key"), r.get("phase"), r.get("seq_len"), r.get("dtype"))
-            sweeps.setdefault(key, []).append((int(r["batch_size"]), float(r[latency_key])))
+    An inversion is a larger batch measured more than ``drop`` faster than a smaller one. More work does not take
+    much less time, so an inversion is label noise that no predictor can learn: a dataset-level check the row's own
+    CV can miss, since a whole timed window can be slowed evenly."""
+    sweeps = batch_sweeps(rows, latency_key)
     inverted = 0
-    for points in sweeps.values():
-        times = [t for _, t in sorted(points)]
+    for curve in sweeps:
+        times = [curve[b] for b in sorted(curve)]
         inverted += any(later < earlier * (1 - drop) for i, earlier in enumerate(times) for later in times[i + 1:])
-    return inverted, sum(len(points) > 1 for points in sweeps.values())
+    return inverted, sum(len(curve) > 1 for curve in sweeps)
+
+
+def sweep_bumps(curve: dict[int, float]) -> dict[int, float]:
+    """{batch: measured / predicted} for each interior point of one sweep, predicted linearly in the batch from its
+    two measured neighbours. 1.0 on a sweep that is affine in the batch (a fixed cost plus a per-sample cost)."""
+    batches = sorted(curve)
+    out = {}
+    for lo, b, hi in zip(batches, batches[1:], batches[2:]):
+        predicted = curve[lo] + (curve[hi] - curve[lo]) * (b - lo) / (hi - lo)
+        if predicted > 0 and curve[b] > 0:
+            out[b] = curve[b] / predicted
+    return out
+
+
+def neighbour_oracle_mape(rows: list[dict[str, Any]], latency_key: str = "latency_ms") -> tuple[float, int]:
+    """(MAPE % of the neighbour oracle, interior rows it scored): every interior row of every batch sweep predicted
+    from its two measured neighbours, which no split lets a learner see. A yardstick, not a bound: its error holds
+    the row's noise, half its neighbours' (through the line) and the curvature the line misses, so independent
+    noise of s per label shows as about 1.2 s. ``benchmarks/sweep_recheck.py`` measures whether the bumps are
+    real."""
+    errors = [abs(1 / bump - 1) for curve in batch_sweeps(rows, latency_key) for bump in sweep_bumps(curve).values()]
+    return (100 * sum(errors) / len(errors) if errors else float("nan")), len(errors)
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -331,6 +359,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "batch_sweeps_inverted_over_10pct": "{} of {}".format(*batch_sweep_inversions(ok)),
         "batch_sweeps_inverted_over_10pct_quiet_host": "{} of {}".format(
             *batch_sweep_inversions([r for r in ok if quiet_host(r)])),
+        "neighbour_oracle_latency_mape_pct_quiet_host": round(
+            neighbour_oracle_mape([r for r in ok if quiet_host(r)])[0], 1),
     }
 
 
