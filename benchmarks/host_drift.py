@@ -47,9 +47,10 @@ def spread(values: list[float]) -> float:
 
 
 def corr(a: list[float], b: list[float]) -> float:
-    ma, mb = statistics.fmean(a), statistics.fmean(b)
-    den = math.sqrt(sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b))
-    return sum((x - ma) * (y - mb) for x, y in zip(a, b)) / den if den else float("nan")
+    try:
+        return statistics.correlation(a, b)
+    except statistics.StatisticsError:  # a constant column
+        return float("nan")
 
 
 def run(keys: list[str], rounds: int, min_seconds: float, device: str,

@@ -31,7 +31,7 @@ from typing import Any
 
 from perfpredict.profiling import zoo
 from perfpredict.profiling.collect import CollectConfig, measure_spec
-from perfpredict.profiling.dataset import load_dataset, quiet_host, sweep_bumps
+from perfpredict.profiling.dataset import curves_oracle_mape, load_dataset, quiet_host, sweep_bumps
 from perfpredict.profiling.monitor import Monitor
 
 
@@ -63,8 +63,7 @@ def remeasure(sweep: dict[int, dict], monitor: Monitor, cfg: CollectConfig, desc
 
 
 def neighbour_mape(curves: list[dict[int, float]]) -> float:
-    errors = [abs(1 / b - 1) for c in curves for b in sweep_bumps(c).values()]
-    return 100 * statistics.fmean(errors) if errors else float("nan")
+    return curves_oracle_mape(curves)[0]
 
 
 def compare(entries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -82,12 +81,10 @@ def compare(entries: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _corr(a: list[float], b: list[float]) -> float:
-    if len(a) < 3:
+    try:
+        return statistics.correlation(a, b)
+    except statistics.StatisticsError:  # fewer than two points, or a constant column
         return float("nan")
-    ma, mb = statistics.fmean(a), statistics.fmean(b)
-    num = sum((x - ma) * (y - mb) for x, y in zip(a, b))
-    den = math.sqrt(sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b))
-    return num / den if den else float("nan")
 
 
 def run_group(name: str, sweeps: list[dict[int, dict]], monitor, cfg) -> tuple[list[dict], list[dict[int, float]]]:

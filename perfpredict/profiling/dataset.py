@@ -329,7 +329,12 @@ def neighbour_oracle_mape(rows: list[dict[str, Any]], latency_key: str = "latenc
     the row's noise, half its neighbours' (through the line) and the curvature the line misses, so independent
     noise of s per label shows as about 1.2 s. ``benchmarks/sweep_recheck.py`` measures whether the bumps are
     real."""
-    errors = [abs(1 / bump - 1) for curve in batch_sweeps(rows, latency_key) for bump in sweep_bumps(curve).values()]
+    return curves_oracle_mape(batch_sweeps(rows, latency_key))
+
+
+def curves_oracle_mape(curves: list[dict[int, float]]) -> tuple[float, int]:
+    """:func:`neighbour_oracle_mape` over sweeps already given as {batch: latency}."""
+    errors = [abs(1 / bump - 1) for curve in curves for bump in sweep_bumps(curve).values()]
     return (100 * sum(errors) / len(errors) if errors else float("nan")), len(errors)
 
 
