@@ -28,9 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from perfpredict.devices import get_device
 from perfpredict.predictors.evaluation import (AnalyticalBaseline, FlopsLinearBaseline, cross_validate,
                                                family_folds, metrics, random_folds, random_row_folds, report)
 from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
+from perfpredict.predictors.memory_model import GPU_MEMORY_MODEL_VERSION
 from perfpredict.predictors.train import dataset_folder, learner_class
 from perfpredict.predictors.training_data import CACHE_VERSIONS, TARGETS, load_training_set
 from perfpredict.profiling.dataset import batch_sweep_inversions, neighbour_oracle_mape, trusted_label
@@ -68,15 +70,18 @@ def evaluate(names, data, seed: int, store: Path, wanted=SPLITS) -> None:
             print(f"{name:15s} {split:22s} latency MAPE {fmt(mape):>8s}%  ({seconds:.0f} s)", file=sys.stderr)
 
 
-def features_id() -> str:
-    """What every predictor's inputs depend on: the feature schema and the training-graph capture. A stored run
-    made with other features or graphs is stale, and the report leaves it out."""
-    return f"{schema_hash(TABULAR_FEATURES)}/training-capture-{CACHE_VERSIONS['training']}"
+def features_id(data=None) -> str:
+    """What every predictor's inputs depend on: the feature schema, the training-graph capture and, for a GPU's
+    rows (``data``), the GPU memory model behind their physics features. A stored run made with other features or
+    graphs is stale, and the report leaves it out."""
+    base = f"{schema_hash(TABULAR_FEATURES)}/training-capture-{CACHE_VERSIONS['training']}"
+    gpu = data is not None and get_device(data.devices[0]).kind == "gpu"
+    return f"{base}/gpu-memory-{GPU_MEMORY_MODEL_VERSION}" if gpu else base
 
 
 def save_oof(path: Path, data, oof: dict[str, np.ndarray], seconds: float, seed: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"data_hash": data.data_hash, "features": features_id(), "rows": len(data.keys),
+    meta = {"data_hash": data.data_hash, "features": features_id(data), "rows": len(data.keys),
             "seconds": round(seconds, 1), "seed": seed,
             "created": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC"}
     kept = {t: v.astype(np.float32) for t, v in oof.items() if np.isfinite(v).any()}
@@ -95,7 +100,7 @@ def load_oof(store: Path, data) -> tuple[dict, dict, list[str]]:
             if meta["data_hash"] != data.data_hash:
                 skipped.append(f"{path.name} (data hash {meta['data_hash']})")
                 continue
-            if meta.get("features") != features_id():
+            if meta.get("features") != features_id(data):
                 skipped.append(f"{path.name} (features {meta.get('features', 'before feature schema 2')})")
                 continue
             oof = {t: np.full(len(data.keys), np.nan) for t in TARGETS}

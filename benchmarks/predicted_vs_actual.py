@@ -54,7 +54,7 @@ def _value(pred) -> float | None:
     return None if pred is None else float(pred.value)
 
 
-def predict_all(device_name: str, models: list[str]) -> dict:
+def predict_all(device_name: str, models: list[str], predictor: str = "auto") -> dict:
     import torch
 
     from perfpredict.api import featurize, report_for_graph
@@ -66,7 +66,9 @@ def predict_all(device_name: str, models: list[str]) -> dict:
             t0 = time.perf_counter()
             model, inputs, _ = model_from_hf(model_id, batch_size=batch, dtype=dtype)
             graph = featurize(model, inputs, dtype=dtype, name=model_id)
-            rep = report_for_graph(graph, device=device_name, phase="inference", predictor="auto")
+            # `measure` builds each model straight in its dtype (from_config(dtype=...)): no float32 load to predict
+            rep = report_for_graph(graph, device=device_name, phase="inference", predictor=predictor,
+                                   weights_built_in=None)
             rows.append({"model": model_id, "dtype": dtype, "batch": batch, "seq_len": rep.seq_len,
                          "predictor": rep.predictor, "latency_ms": _value(rep.latency_ms),
                          "latency_low_ms": rep.latency_ms.low, "latency_high_ms": rep.latency_ms.high,
@@ -161,7 +163,8 @@ def report(predictions: dict, measured: dict, command: str) -> str:
     meas = {(r["model"], r["dtype"], r["batch"]): r for r in measured["rows"]}
     lines = [f"# Predicted vs measured: {predictions['device_name']} (inference)", "",
              f"Predictions: {predictions['created']}, commit {predictions['commit']}, torch "
-             f"{predictions['torch_version']}, taken without the GPU. Measured: {measured['created']} on "
+             f"{predictions['torch_version']}, taken without the GPU{_after(predictions, measured)}. Measured: "
+             f"{measured['created']} on "
              f"{measured['device_name']}, torch {measured['torch_version']}, CUDA {measured.get('cuda')}; eager "
              "PyTorch, random weights and inputs, `no_grad`, the collector's protocol (median of timed runs, "
              "CUDA events; NVML energy over at least 1 s).", "",
@@ -194,6 +197,14 @@ def report(predictions: dict, measured: dict, command: str) -> str:
     return "\n".join(lines)
 
 
+def _after(predictions: dict, measured: dict) -> str:
+    """Predictions re-taken after the measurement (a model change checked against it) must say so."""
+    if dt.datetime.fromisoformat(predictions["created"]) <= dt.datetime.fromisoformat(measured["created"]):
+        return ""
+    return (" **after the measurement** (a later model checked against the same measurements: a post-hoc check, "
+            "not a forecast)")
+
+
 def _fmt(value: float | None, scale: float) -> str:
     return "-" if value is None else f"{value / scale:.3f}"
 
@@ -204,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("predict")
     a.add_argument("--device-name", default="H100-SXM")
     a.add_argument("--models", default=",".join(MODELS))
+    a.add_argument("--predictor", default="auto", help="auto (the device's default), analytical, xgboost, ...")
     b = sub.add_parser("measure")
     b.add_argument("--device", default="cuda")
     b.add_argument("--device-name", default="H100-SXM", help="which predictions file to measure")
@@ -211,12 +223,16 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("report")
     c.add_argument("--device-name", default="H100-SXM")
     c.add_argument("--measured", required=True)
+    for parser in (a, b, c):
+        parser.add_argument("--tag", default="", help="a second predictions file beside the first, e.g. one re-taken "
+                            "after a model change: predictions_<device>-<tag>.json, predicted_vs_actual_<device>-<tag>.md")
     args = p.parse_args(argv)
-    slug = args.device_name.lower()
+    slug = args.device_name.lower() + (f"-{args.tag}" if args.tag else "")
     pred_path = PRED_DIR / f"predictions_{slug}.json"
     if args.command == "predict":
         PRED_DIR.mkdir(parents=True, exist_ok=True)
-        pred_path.write_text(json.dumps(predict_all(args.device_name, args.models.split(",")), indent=1) + "\n")
+        predictions = predict_all(args.device_name, args.models.split(","), args.predictor)
+        pred_path.write_text(json.dumps(predictions, indent=1) + "\n")
         print(f"wrote {pred_path}", file=sys.stderr)
     elif args.command == "measure":
         device = "cuda:0" if args.device == "cuda" else args.device

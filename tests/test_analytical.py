@@ -196,3 +196,67 @@ def test_predict_many_and_the_report_carry_the_load():
     assert report.peak_memory_bytes.value - direct.peak_memory_bytes.value == report.memory.load_transient_bytes
     assert any("weights_built_in=None" in note for note in report.notes)
     assert not any("weights_built_in" in note for note in direct.notes)
+
+
+def _conv_net(phase: str = "inference", backward: bool = False) -> OpGraph:
+    """image (1000 B) -> conv (800 B out, 100 B of weights) -> relu (800 B) -> pool (10 B), all uint8."""
+    u8 = "uint8"
+    conv = OpNode("conv", ops.CONV, "conv2d", (TensorMeta((1000,), u8),), (TensorMeta((800,), u8),),
+                  bytes_read=1100, bytes_written=800, params=100, attrs={"backward": backward})
+    relu = OpNode("relu", ops.ELEMENTWISE, "relu", (TensorMeta((800,), u8),), (TensorMeta((800,), u8),),
+                  bytes_read=800, bytes_written=800)
+    pool = OpNode("pool", ops.POOLING, "avg_pool", (TensorMeta((800,), u8),), (TensorMeta((10,), u8),),
+                  bytes_read=800, bytes_written=10)
+    return OpGraph((conv, relu, pool), ((0, 1), (1, 2)), phase=phase, dtype=u8, input_bytes=1000,
+                   param_count=100, param_bytes=100, keep_alive=frozenset({2}))
+
+
+def test_a_gpu_conv_holds_a_copy_of_its_input_and_output_while_it_runs():
+    from perfpredict.predictors.cost_arrays import CostArrays
+    from perfpredict.predictors.memory_model import gpu_conv_workspace_bytes
+
+    graph = _conv_net()
+    arrays = CostArrays.from_graph(graph)
+    _, moved, out_bytes, _ = arrays.at(np.array([1.0]))
+    # moved 1900 = 1000 in + 100 weights + 800 out: the scratch is in + out, weights left out
+    assert gpu_conv_workspace_bytes(graph, moved, out_bytes)[:, 0].tolist() == [1800.0, 0.0, 0.0]
+    assert gpu_conv_workspace_bytes(_conv_net(backward=True), moved, out_bytes).sum() == 0
+
+    def activations(device: str) -> float:
+        return float(AnalyticalPredictor().evaluate(arrays, get_device(device), RunConfig(), np.array([1.0]))
+                     .activations_bytes[0])
+
+    # liveness alone: conv out + relu out = 1600 at the relu, plus the 1000 B image (a graph input)
+    assert activations("cpu") == 1600 + 1000
+    # a GPU adds the 1800 B scratch at the conv step, where 800 B are live: 2600, plus the image
+    assert activations("H100-SXM") == 2600 + 1000
+
+
+def test_transient_bytes_count_only_at_their_own_step():
+    graph = _chain([10, 100, 1000, 1])
+    sizes = np.array([[10.0], [100.0], [1000.0], [1.0]])
+    # 500 B of scratch at n1 (live 110 there) stays under the 1100 peak at n2; 2000 at n0 (live 10) sets it
+    assert activation_peak(sizes, free_steps(graph), np.array([[0.0], [500.0], [0.0], [0.0]]))[0] == 1100
+    assert activation_peak(sizes, free_steps(graph), np.array([[2000.0], [0.0], [0.0], [0.0]]))[0] == 2010
+
+
+def test_a_training_step_that_keeps_only_the_loss_frees_the_logits_before_the_backward():
+    # n0 logits (1000 B, a graph output) -> n1 loss (1 B, a graph output) -> n2 backward (500 B grad, a parameter
+    # gradient output) -> n3 backward (1200 B)
+    u8 = "uint8"
+    nodes = (
+        OpNode("logits", ops.MATMUL, "mm", outputs=(TensorMeta((1000,), u8),)),
+        OpNode("loss", ops.LOSS, "nll_loss", outputs=(TensorMeta((1,), u8),)),
+        OpNode("grad_w", ops.MATMUL, "mm", outputs=(TensorMeta((500,), u8),), attrs={"backward": True}),
+        OpNode("grad_x", ops.ELEMENTWISE, "mul", outputs=(TensorMeta((1200,), u8),), attrs={"backward": True}),
+    )
+    graph = OpGraph(nodes, ((0, 1), (1, 2), (2, 3)), phase="training", keep_alive=frozenset({0, 1, 2}),
+                    grad_outputs=frozenset({2}))
+    sizes = np.array([[1000.0], [1.0], [500.0], [1200.0]])
+    kept, dropped = free_steps(graph), free_steps(graph, forward_outputs_kept=False)
+    assert kept.tolist() == [4, 4, 4, 3]
+    assert dropped.tolist() == [1, 2, 4, 3]  # logits die after the loss, the loss after its backward
+    # the backward's peak: 1000 + 1 + 500 + 1200 with the logits kept, 500 + 1200 without
+    assert activation_peak(sizes, kept)[0] == 2701 and activation_peak(sizes, dropped)[0] == 1700
+    inference = dataclasses.replace(graph, phase="inference")  # an inference graph's outputs are the result
+    assert free_steps(inference, forward_outputs_kept=False).tolist() == kept.tolist()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -98,6 +99,8 @@ def test_rows_carry_features_noise_and_environment(tmp_path):
     for column in ("latency_ms", "latency_min_ms", "latency_cv", "peak_memory_bytes", "param_count", "torch_flops",
                    "graph_flops", "graph_nodes", "env_cpu_model", "env_torch_version", "protocol_min_runs"):
         assert r[column] is not None, column
+    # the zoo's HF families run transformers' model code: which release ran is part of what was measured
+    assert r["env_transformers_version"] == importlib.metadata.version("transformers")
     assert r["graph_features_method"] == "exact" and r["schema_version"] == ds.DATASET_SCHEMA_VERSION
     assert r["measurement_schema_version"] == 2
     if r["memory_method"] == "rss_hwm":  # the window is split once the model is built: the step's own peak apart

@@ -219,3 +219,16 @@ def test_learned_memory_of_a_model_loaded_in_its_run_dtype_drops_the_float32_loa
                    graph.param_bytes + h100.runtime_overhead_bytes)
     assert loaded.peak_memory_bytes.value == pytest.approx(expected)
     assert loaded.latency_ms.value == pytest.approx(built.latency_ms.value)  # only the load differs
+
+
+def test_rows_measured_under_another_transformers_are_named_in_the_problems():
+    from importlib import metadata
+
+    from perfpredict.predictors.training_data import _library_mismatches
+
+    local = metadata.version("transformers")
+    rows = [{"env_transformers_version": "5.17.0"}] * 3 + [{"env_transformers_version": local}, {}]
+    problems = _library_mismatches(rows)
+    assert len(problems) == 1 and problems[0].startswith("3 rows were measured with transformers 5.17.0")
+    assert local in problems[0]
+    assert _library_mismatches(rows[3:]) == []  # the same release, or not recorded: nothing to say

@@ -18,6 +18,7 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,6 +177,22 @@ def device_for_rows(rows: Sequence[Mapping[str, Any]]) -> Any:
     return get_device(str(names.pop()))
 
 
+def _library_mismatches(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Rows measured under another transformers than the one tracing their graphs here. The model code decides
+    what a GPU runs: transformers 5.17 handed SDPA T5's position bias as a strided view, which CUDA's fused
+    kernels refuse, so T5 ran the math path; later releases pass it contiguous (data/README.md)."""
+    from importlib import metadata
+
+    try:
+        local = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return []
+    other = Counter(r["env_transformers_version"] for r in rows
+                    if r.get("env_transformers_version") not in (None, local))
+    return [f"{n} rows were measured with transformers {v} and are traced here with {local}: where the two differ in "
+            f"how a model calls its kernels, the graph is not what ran" for v, n in sorted(other.items())]
+
+
 def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Sequence[str] | None = None,
                       max_rows: int | None = None, cache: GraphCache | None = None,
                       progress: bool = False, latency_stat: str = "median", device: Any = None,
@@ -212,6 +229,7 @@ def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Se
         raise InvalidInputError(f"no measured rows with status 'ok' in {list(map(str, folders))!r}; "
                                 "run `perfpredict collect` first")
     device = device or device_for_rows(rows)
+    problems += _library_mismatches(rows)
     cache = cache or GraphCache()
     feats, arrays, kept, t0 = [], [], [], time.monotonic()
     for i, row in enumerate(rows):

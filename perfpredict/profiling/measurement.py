@@ -65,6 +65,7 @@ class Environment:
     python_version: str
     driver_version: str | None = None
     cuda_version: str | None = None
+    transformers_version: str | None = None  # the zoo's HF models' code: it decides what the GPU runs (T5's mask)
     gpu_index: int | None = None
     sm_clock_mhz_before: float | None = None
     sm_clock_mhz_after: float | None = None
