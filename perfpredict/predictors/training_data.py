@@ -181,11 +181,10 @@ def _library_mismatches(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Rows measured under another transformers than the one tracing their graphs here. The model code decides
     what a GPU runs: transformers 5.17 handed SDPA T5's position bias as a strided view, which CUDA's fused
     kernels refuse, so T5 ran the math path; later releases pass it contiguous (data/README.md)."""
-    from importlib import metadata
+    from perfpredict.profiling.monitor import installed_version
 
-    try:
-        local = metadata.version("transformers")
-    except metadata.PackageNotFoundError:
+    local = installed_version("transformers")
+    if local is None:
         return []
     other = Counter(r["env_transformers_version"] for r in rows
                     if r.get("env_transformers_version") not in (None, local))

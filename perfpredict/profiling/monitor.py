@@ -120,7 +120,7 @@ class Monitor:
             "device_kind": "cuda" if self.is_cuda else "cpu", "cpu_model": cpu_probe.cpu_model(),
             "cpu_count": cpu_probe.cpu_count(), "torch_threads": torch.get_num_threads(),
             "torch_version": torch.__version__, "python_version": platform.python_version(),
-            "gpu_index": self.gpu_index, "transformers_version": _installed_version("transformers"),
+            "gpu_index": self.gpu_index, "transformers_version": installed_version("transformers"),
         }
         if self.is_cuda:
             from perfpredict.profiling import nvml
@@ -452,7 +452,7 @@ def measure_compiled(fn: Callable[..., Any], args: Any, device: Any = None, *, g
     return Monitor(device).measure(call, **kwargs)
 
 
-def _installed_version(package: str) -> str | None:
+def installed_version(package: str) -> str | None:
     """A package's installed version, read from its metadata (importing transformers costs seconds)."""
     from importlib import metadata
 
