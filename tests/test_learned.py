@@ -72,6 +72,44 @@ def test_artifact_round_trip_and_schema_mismatch(rows, fitted, tmp_path):
         artifacts.load_files(folder, XGBoostLearner.schema)
 
 
+def test_a_gpu_artifact_trained_under_older_physics_is_refused_and_auto_skips_it(rows, fitted, tmp_path,
+                                                                                  monkeypatch):
+    # GPU memory model 2 changed the H100 rows' physics features without changing the feature schema: an artifact
+    # trained before it would feed its trees inputs they never saw, so it must not load, and auto must not pick it.
+    from perfpredict.predictors.memory_model import GPU_MEMORY_MODEL_VERSION
+    from perfpredict.predictors.xgboost_model import XGBoostLearner
+
+    manifest = artifacts.Manifest("xgboost", "1", "H100-SXM", XGBoostLearner.schema, rows.data_hash, fitted.targets,
+                                  metrics={"random_5fold": {"latency_ms": {"mape": 12.0}}},
+                                  extra={"dataset": "nvidia-h100-80gb-hbm3"})
+    folder = artifacts.save_artifact(tmp_path / "xgboost-h100-sxm", manifest, fitted.to_files())
+    assert artifacts.read_manifest(folder).physics == {"gpu_memory_model": GPU_MEMORY_MODEL_VERSION}
+    artifacts.load_files(folder, XGBoostLearner.schema)  # today's physics: loads
+    cpu = artifacts.save_artifact(tmp_path / "xgboost-cpu", artifacts.Manifest(
+        "xgboost", "1", "cpu", XGBoostLearner.schema, rows.data_hash, fitted.targets), fitted.to_files())
+    assert artifacts.read_manifest(cpu).physics == {}  # a CPU's features do not depend on the GPU memory model
+
+    old = json.loads((folder / artifacts.MANIFEST).read_text())
+    del old["physics"]  # written before perfpredict recorded the physics: GPU memory model 1
+    (folder / artifacts.MANIFEST).write_text(json.dumps(old))
+    with pytest.raises(ArtifactError, match=f"gpu_memory_model 1 \\(now {GPU_MEMORY_MODEL_VERSION}\\).*"
+                                            "perfpredict train --device nvidia-h100-80gb-hbm3 --predictor xgboost"):
+        artifacts.load_files(folder, XGBoostLearner.schema)
+    # The stale user artifact shadows no current one: auto names it and what to do, and predicts analytically.
+    monkeypatch.setattr(artifacts, "SHIPPED_DIR", tmp_path / "nothing-shipped")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "no-user-artifacts"))
+    monkeypatch.setenv(artifacts.ENV_ARTIFACTS, str(tmp_path))
+    assert artifacts.best_predictor("H100-SXM") is None
+    name, note = registry.resolve_predictor("auto", "H100-SXM")
+    assert name == "analytical" and "retrain it" in note and "xgboost" in note
+    # A current artifact further down the search path is found past the stale one.
+    fresh_root = tmp_path / "fresh"
+    artifacts.save_artifact(fresh_root / "xgboost-h100-sxm", manifest, fitted.to_files())
+    monkeypatch.setenv(artifacts.ENV_ARTIFACTS, f"{tmp_path}:{fresh_root}")
+    assert artifacts.find_artifact("xgboost", "H100-SXM") == fresh_root / "xgboost-h100-sxm"
+    assert artifacts.best_predictor("H100-SXM") == "xgboost"
+
+
 def test_search_keeps_the_scaled_physics_when_trees_only_add_noise(rows, tmp_path):
     # A target that is the analytical prediction times 1.3, with independent noise: no feature explains the noise,
     # so the trees can only fit it on the training rows, and the scaled physics (one constant) wins out of fold.

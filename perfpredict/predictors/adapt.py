@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from perfpredict.errors import ArtifactError, InvalidInputError
-from perfpredict.predictors.artifacts import (Manifest, artifact_path, list_manifests, load_files, save_artifact,
-                                              user_dir)
+from perfpredict.predictors.artifacts import (Manifest, artifact_path, list_manifests, load_files, physics_change,
+                                              save_artifact, user_dir)
 from perfpredict.predictors.training_data import TrainingSet
 
 ADAPTABLE = ("gnn_llm", "graphsage", "gae_gnn")
@@ -66,6 +66,7 @@ def source_learner(predictor: str, from_device: str | None, kind: str) -> tuple[
              and (from_device is None or m.device == from_device)]
     if from_device is None:
         found.sort(key=lambda fm: get_device(fm[1].device).kind != kind)  # same kind (gpu/cpu) first
+    found.sort(key=lambda fm: bool(physics_change(fm[1])))  # current physics first: loading refuses the rest
     if not found:
         raise ArtifactError(f"no {predictor!r} artifact{f' for {from_device!r}' if from_device else ''} to adapt "
                             f"from; train one first: perfpredict train --device <dataset> --predictor {predictor}")

@@ -2,8 +2,9 @@
 
 An artifact is a folder ``<predictor>-<device-slug>/`` holding model files (XGBoost UBJ, torch safetensors,
 numpy arrays as safetensors; never pickle) and ``manifest.json``: predictor, version, device, feature-schema hash,
-training-data hash, targets, metrics and each file's sha256. Loading checks the schema hash and the file hashes
-and refuses a mismatch with an :class:`ArtifactError` that says how to retrain. Shipped artifacts live in
+the physics versions behind the device's features (the GPU memory model), training-data hash, targets, metrics and
+each file's sha256. Loading checks the schema hash, the physics versions and the file hashes and refuses a mismatch
+with an :class:`ArtifactError` that says how to retrain. Shipped artifacts live in
 ``perfpredict/predictors/artifacts/``; ``$PERFPREDICT_ARTIFACTS`` adds a folder of the user's own, searched first.
 """
 
@@ -19,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import ArtifactError
+from perfpredict.errors import ArtifactError, PerfPredictError
 
 SHIPPED_DIR = Path(__file__).parent / "artifacts"
 ENV_ARTIFACTS = "PERFPREDICT_ARTIFACTS"
@@ -40,10 +41,19 @@ class Manifest:
     created: str = ""
     perfpredict_version: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    physics: dict[str, int] = field(default_factory=dict)  # memory_model.physics_versions of the device's kind
 
 
 def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def device_physics(device: str) -> dict[str, int]:
+    """The physics versions a prediction for ``device`` computes its features with today."""
+    from perfpredict.devices import get_device
+    from perfpredict.predictors.memory_model import physics_versions
+
+    return physics_versions(get_device(device).kind)
 
 
 def user_dir() -> Path:
@@ -74,6 +84,7 @@ def save_artifact(folder: Path, manifest: Manifest, files: Mapping[str, bytes]) 
     for name, data in sorted(files.items()):
         (folder / name).write_bytes(data)
         manifest.files[name] = hashlib.sha256(data).hexdigest()
+    manifest.physics = device_physics(manifest.device)
     manifest.created = manifest.created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     manifest.perfpredict_version = __version__
     (folder / MANIFEST).write_text(json.dumps(asdict(manifest), indent=1, sort_keys=True) + "\n")
@@ -97,6 +108,7 @@ def load_files(folder: Path, expected_schema: str) -> tuple[Manifest, dict[str, 
             f"artifact {str(folder)!r} was trained on feature schema {manifest.feature_schema_hash!r}, but this "
             f"perfpredict computes {expected_schema!r}; retrain it with `perfpredict train --device "
             f"{manifest.extra.get('dataset', manifest.device)} --predictor {manifest.predictor}`")
+    _check_physics(folder, manifest)
     files = {}
     for name, digest in manifest.files.items():
         try:
@@ -110,13 +122,38 @@ def load_files(folder: Path, expected_schema: str) -> tuple[Manifest, dict[str, 
     return manifest, files
 
 
+def physics_change(manifest: Manifest) -> str:
+    """How the physics ``manifest`` was trained under differ from today's ("" when they match). A manifest written
+    before the physics were recorded counts as version 1 of each."""
+    try:
+        want = device_physics(manifest.device)
+    except PerfPredictError:  # a device this perfpredict does not know: nothing to compare
+        return ""
+    have = {name: manifest.physics.get(name, 1) for name in want}
+    return ", ".join(f"{name} {have[name]} (now {v})" for name, v in want.items() if have[name] != v)
+
+
+def _check_physics(folder: Path, manifest: Manifest) -> None:
+    changed = physics_change(manifest)
+    if changed:
+        raise ArtifactError(
+            f"artifact {str(folder)!r} was trained under {changed}: its features for {manifest.device!r} are "
+            f"computed differently now; retrain it with `perfpredict train --device "
+            f"{manifest.extra.get('dataset', manifest.device)} --predictor {manifest.predictor}`")
+
+
 def find_artifact(predictor: str, device: str) -> Path | None:
-    """The first folder (user folders first, then shipped) holding ``predictor`` trained for ``device``."""
-    for root in search_dirs():
-        folder = artifact_path(predictor, device, root)
-        if (folder / MANIFEST).exists():
-            return folder
-    return None
+    """The first folder (user folders first, then shipped) holding ``predictor`` trained for ``device`` under
+    today's physics; failing that the first one at all, so that loading it says what to retrain."""
+    found = [artifact_path(predictor, device, root) for root in search_dirs()]
+    found = [folder for folder in found if (folder / MANIFEST).exists()]
+    for folder in found:
+        try:
+            if not physics_change(read_manifest(folder)):
+                return folder
+        except ArtifactError:
+            continue
+    return found[0] if found else None
 
 
 def list_manifests() -> list[tuple[Path, Manifest]]:
@@ -133,13 +170,16 @@ def list_manifests() -> list[tuple[Path, Manifest]]:
 
 
 def best_predictor(device: str, metric: str = "random_5fold.latency_ms.mape",
-                   usable: Callable[[str], bool] | None = None) -> str | None:
+                   usable: Callable[[str], bool] | None = None, current_only: bool = True) -> str | None:
     """The evaluated predictor with the lowest ``metric`` for ``device``; an artifact without that metric (an
     adapted one, say) counts only when nothing evaluated exists. None: no artifact for the device.
-    ``usable(name)`` filters out predictors that cannot run here (a missing optional dependency)."""
+    ``usable(name)`` filters out predictors that cannot run here (a missing optional dependency); ``current_only``
+    leaves out artifacts trained under other physics, which loading would refuse."""
     best: tuple[float, str] | None = None
     for _, manifest in list_manifests():
         if manifest.device != device or (usable is not None and not usable(manifest.predictor)):
+            continue
+        if current_only and physics_change(manifest):
             continue
         value: Any = manifest.metrics
         for part in metric.split("."):

@@ -25,6 +25,13 @@ from perfpredict.report import MemoryBreakdown
 # The accuracy benchmark treats a GPU run made under another version as stale.
 GPU_MEMORY_MODEL_VERSION = 2
 
+
+def physics_versions(device_kind: str) -> dict[str, int]:
+    """The versions of the physics behind a device kind's features, beyond the feature schema. An artifact records
+    them at training; loading one trained under other physics is refused, since its trees learned other inputs."""
+    return {"gpu_memory_model": GPU_MEMORY_MODEL_VERSION} if device_kind == "gpu" else {}
+
+
 if TYPE_CHECKING:
     from perfpredict.devices import Device
     from perfpredict.graph import OpGraph

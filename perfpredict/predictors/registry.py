@@ -79,6 +79,11 @@ def resolve_predictor(name: str, device: str) -> tuple[str, str | None]:
 
     best = best_predictor(device, usable=can_run)
     if best is None:
+        stale = best_predictor(device, usable=can_run, current_only=False)
+        if stale is not None:
+            return "analytical", (f"the {stale} model for {device} was trained before this perfpredict changed how "
+                                  f"its features are computed: the analytical predictor is used; retrain it with "
+                                  f"`perfpredict train --device <dataset> --predictor {stale}`")
         idle = best_predictor(device)  # trained for this device, but its packages are missing here
         if idle is not None:
             return "analytical", (f"a trained {idle} model exists for {device}, but {', '.join(_REQUIRES[idle])} "
