@@ -48,12 +48,16 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def device_physics(device: str) -> dict[str, int]:
-    """The physics versions a prediction for ``device`` computes its features with today."""
+def device_physics(device: str) -> dict[str, int] | None:
+    """The physics versions a prediction for ``device`` computes its features with today (None: a device this
+    perfpredict does not know, so there is nothing to record or compare)."""
     from perfpredict.devices import get_device
     from perfpredict.predictors.memory_model import physics_versions
 
-    return physics_versions(get_device(device).kind)
+    try:
+        return physics_versions(get_device(device).kind)
+    except PerfPredictError:
+        return None
 
 
 def user_dir() -> Path:
@@ -84,7 +88,7 @@ def save_artifact(folder: Path, manifest: Manifest, files: Mapping[str, bytes]) 
     for name, data in sorted(files.items()):
         (folder / name).write_bytes(data)
         manifest.files[name] = hashlib.sha256(data).hexdigest()
-    manifest.physics = device_physics(manifest.device)
+    manifest.physics = device_physics(manifest.device) or {}
     manifest.created = manifest.created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     manifest.perfpredict_version = __version__
     (folder / MANIFEST).write_text(json.dumps(asdict(manifest), indent=1, sort_keys=True) + "\n")
@@ -125,9 +129,8 @@ def load_files(folder: Path, expected_schema: str) -> tuple[Manifest, dict[str, 
 def physics_change(manifest: Manifest) -> str:
     """How the physics ``manifest`` was trained under differ from today's ("" when they match). A manifest written
     before the physics were recorded counts as version 1 of each."""
-    try:
-        want = device_physics(manifest.device)
-    except PerfPredictError:  # a device this perfpredict does not know: nothing to compare
+    want = device_physics(manifest.device)
+    if want is None:
         return ""
     have = {name: manifest.physics.get(name, 1) for name in want}
     return ", ".join(f"{name} {have[name]} (now {v})" for name, v in want.items() if have[name] != v)
