@@ -32,7 +32,7 @@ from perfpredict.devices import get_device
 from perfpredict.predictors.evaluation import (AnalyticalBaseline, FlopsLinearBaseline, cross_validate,
                                                family_folds, metrics, random_folds, random_row_folds, report)
 from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
-from perfpredict.predictors.memory_model import GPU_MEMORY_MODEL_VERSION
+from perfpredict.predictors.memory_model import physics_versions
 from perfpredict.predictors.train import dataset_folder, learner_class
 from perfpredict.predictors.training_data import CACHE_VERSIONS, TARGETS, load_training_set
 from perfpredict.profiling.dataset import batch_sweep_inversions, neighbour_oracle_mape, trusted_label
@@ -75,8 +75,9 @@ def features_id(data=None) -> str:
     rows (``data``), the GPU memory model behind their physics features. A stored run made with other features or
     graphs is stale, and the report leaves it out."""
     base = f"{schema_hash(TABULAR_FEATURES)}/training-capture-{CACHE_VERSIONS['training']}"
-    gpu = data is not None and get_device(data.devices[0]).kind == "gpu"
-    return f"{base}/gpu-memory-{GPU_MEMORY_MODEL_VERSION}" if gpu else base
+    physics = physics_versions(get_device(data.devices[0]).kind) if data is not None else {}
+    # "gpu_memory_model" -> "/gpu-memory-2": the spelling of the runs stored before the manifests recorded physics
+    return base + "".join(f"/{name.removesuffix('_model').replace('_', '-')}-{v}" for name, v in physics.items())
 
 
 def save_oof(path: Path, data, oof: dict[str, np.ndarray], seconds: float, seed: int) -> None:
