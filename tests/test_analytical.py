@@ -260,3 +260,25 @@ def test_a_training_step_that_keeps_only_the_loss_frees_the_logits_before_the_ba
     assert activation_peak(sizes, kept)[0] == 2701 and activation_peak(sizes, dropped)[0] == 1700
     inference = dataclasses.replace(graph, phase="inference")  # an inference graph's outputs are the result
     assert free_steps(inference, forward_outputs_kept=False).tolist() == kept.tolist()
+
+
+def test_the_analytical_model_frees_the_logits_on_a_gpu_keeps_them_on_a_cpu_and_takes_an_override():
+    from perfpredict.predictors.cost_arrays import CostArrays
+
+    u8 = "uint8"
+    nodes = (
+        OpNode("logits", ops.MATMUL, "mm", outputs=(TensorMeta((1000,), u8),)),
+        OpNode("loss", ops.LOSS, "nll_loss", outputs=(TensorMeta((1,), u8),)),
+        OpNode("grad_x", ops.ELEMENTWISE, "mul", outputs=(TensorMeta((1200,), u8),), attrs={"backward": True}),
+    )
+    graph = OpGraph(nodes, ((0, 1), (1, 2)), phase="training", dtype=u8, keep_alive=frozenset({0, 1}))
+    arrays = CostArrays.from_graph(graph)
+
+    def activations(device: str, kept: bool | None = None) -> float:
+        ev = AnalyticalPredictor().evaluate(arrays, get_device(device), RunConfig(phase="training"),
+                                            np.array([1.0]), forward_outputs_kept=kept)
+        return float(ev.activations_bytes[0])
+
+    # kept: 1000 + 1 + 1200 live at the backward; freed: the logits die after the loss, the loss after the backward
+    assert activations("cpu") == activations("H100-SXM", kept=True) == 2201
+    assert activations("H100-SXM") == activations("cpu", kept=False) == 1201

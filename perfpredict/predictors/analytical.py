@@ -94,7 +94,10 @@ class AnalyticalPredictor:
     name = NAME
     version = VERSION
 
-    def evaluate(self, arrays: CostArrays, device: Device, config: RunConfig, batches: np.ndarray) -> Evaluation:
+    def evaluate(self, arrays: CostArrays, device: Device, config: RunConfig, batches: np.ndarray,
+                 forward_outputs_kept: bool | None = None) -> Evaluation:
+        """``forward_outputs_kept`` overrides the device's liveness rule for a training step's forward outputs
+        (:func:`free_steps`; None: kept on a CPU, freed on a GPU), to compare the two rules on measured rows."""
         graph = arrays.graph
         flops, moved, out_bytes, input_bytes = arrays.at(batches)
         views = np.array([n.is_view for n in graph.nodes], dtype=bool)[:, None]
@@ -114,7 +117,8 @@ class AnalyticalPredictor:
         picked = picked_elements(graph)  # one walk, shared by the byte split and the liveness
         gpu = device.kind == "gpu"  # GPU memory model 2 (memory_model.GPU_MEMORY_MODEL_VERSION)
         workspace = gpu_conv_workspace_bytes(graph, moved, out_bytes) if gpu else None
-        frees = free_steps(graph, picked, forward_outputs_kept=not gpu)
+        kept = not gpu if forward_outputs_kept is None else forward_outputs_kept
+        frees = free_steps(graph, picked, forward_outputs_kept=kept)
         activations = activation_peak(element_bytes(graph, out_bytes, picked), frees, workspace) + input_bytes
         busy = np.maximum(compute, MEMORY_POWER_WEIGHT * memory).sum(axis=0) + MEMORY_POWER_WEIGHT * optimizer_s
         utilisation = np.clip(busy / np.maximum(latency, 1e-30), 0.0, 1.0)
