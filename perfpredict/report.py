@@ -54,6 +54,9 @@ class MemoryBreakdown:
 
     ``load_transient_bytes`` is how far the weights' load rises above the step's own peak: a model built in
     float32 and cast to half precision holds its float32 weights for a moment (RunConfig.weights_built_in).
+    ``activations_peak_bytes`` is what the step's peak adds to the other terms. On a GPU training step the
+    gradients are born during the backward and the optimizer's scratch joins them at the end
+    (memory_model.backward_born_peak), so there it can be less than the activations alive at the peak.
     """
 
     params_bytes: int

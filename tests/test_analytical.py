@@ -282,3 +282,37 @@ def test_the_analytical_model_frees_the_logits_on_a_gpu_keeps_them_on_a_cpu_and_
     # kept: 1000 + 1 + 1200 live at the backward; freed: the logits die after the loss, the loss after the backward
     assert activations("cpu") == activations("H100-SXM", kept=True) == 2201
     assert activations("H100-SXM") == activations("cpu", kept=False) == 1201
+
+
+def test_a_gpu_training_step_s_gradients_are_born_in_its_backward_and_meet_the_optimizer_scratch_at_its_end():
+    from perfpredict.predictors.cost_arrays import CostArrays
+    from perfpredict.predictors.memory_model import backward_born_peak, fixed_tensor_bytes
+
+    # n0 activation (1000 B) -> n1 loss (1 B) -> n2 backward mm (500 B) -> n3 its transpose, a parameter gradient.
+    # 800 B of parameters train: the walk carries 500 B of their gradients, the other 300 B join at the end.
+    u8 = "uint8"
+    nodes = (
+        OpNode("act", ops.MATMUL, "mm", outputs=(TensorMeta((1000,), u8),)),
+        OpNode("loss", ops.LOSS, "nll_loss", outputs=(TensorMeta((1,), u8),)),
+        OpNode("grad_mm", ops.MATMUL, "mm", outputs=(TensorMeta((500,), u8),), attrs={"backward": True}),
+        OpNode("grad_w", ops.VIEW, "t", outputs=(TensorMeta((500,), u8),), attrs={"backward": True}),
+    )
+    graph = OpGraph(nodes, ((0, 1), (0, 2), (1, 2), (2, 3)), phase="training", dtype=u8, param_bytes=800,
+                    trainable_param_bytes=800, keep_alive=frozenset({1, 3}), grad_outputs=frozenset({3}))
+    walk = np.array([[1000.0], [1.0], [500.0], [0.0]])
+    frees = free_steps(graph, {}, forward_outputs_kept=False)
+    # live: 1000, 1001, 1501 at the backward mm (no gradient resident before it), then 500 kept to the end
+    assert backward_born_peak(graph, walk, frees, None, (), 800.0, 0.0)[0] == 1501 - 800
+    # the optimizer step: 500 carried + 300 joining + 800 of AdamW scratch = 1600 tops the backward's 1501
+    assert backward_born_peak(graph, walk, frees, None, (), 800.0, 800.0)[0] == 1600 - 800
+
+    arrays = CostArrays.from_graph(graph)
+    for optimizer, peak in (("sgd", 1501), ("adamw", 1600)):
+        config = RunConfig(phase="training", optimizer=optimizer)
+        ev = AnalyticalPredictor().evaluate(arrays, get_device("H100-SXM"), config, np.array([1.0]))
+        # the breakdown's resident terms (weights, gradients, optimizer state) plus its activations: the peak
+        resident = fixed_tensor_bytes(graph, config)
+        assert resident + ev.activations_bytes[0] == 800 + 800 * config.optimizer_states + peak
+    # a CPU keeps memory model 1's accounting: every gradient resident, the walk on top
+    cpu = AnalyticalPredictor().evaluate(arrays, get_device("cpu"), RunConfig(phase="training"), np.array([1.0]))
+    assert cpu.activations_bytes[0] == 1501

@@ -16,8 +16,8 @@ import numpy as np
 from perfpredict import ops
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
-from perfpredict.predictors.memory_model import (activation_peak, cpu_math_attention_bytes, element_bytes,
-                                                 free_steps, gpu_conv_workspace_bytes, memory_terms,
+from perfpredict.predictors.memory_model import (activation_peak, backward_born_peak, cpu_math_attention_bytes,
+                                                 element_bytes, free_steps, gpu_conv_workspace_bytes, memory_terms,
                                                  picked_elements)
 from perfpredict.predictors.registry import register_predictor
 from perfpredict.report import OpContribution, Prediction
@@ -115,11 +115,19 @@ class AnalyticalPredictor:
         if device.kind == "cpu" and config.phase == "training":
             out_bytes = out_bytes + cpu_math_attention_bytes(graph, out_bytes)
         picked = picked_elements(graph)  # one walk, shared by the byte split and the liveness
-        gpu = device.kind == "gpu"  # GPU memory model 2 (memory_model.GPU_MEMORY_MODEL_VERSION)
+        gpu = device.kind == "gpu"  # GPU memory model 3 (memory_model.GPU_MEMORY_MODEL_VERSION)
         workspace = gpu_conv_workspace_bytes(graph, moved, out_bytes) if gpu else None
         kept = not gpu if forward_outputs_kept is None else forward_outputs_kept
         frees = free_steps(graph, picked, forward_outputs_kept=kept)
-        activations = activation_peak(element_bytes(graph, out_bytes, picked), frees, workspace) + input_bytes
+        born = gpu and config.phase == "training"  # gradients born in the backward
+        walk = element_bytes(graph, out_bytes, picked, gradients_walk=born)
+        if born:
+            trainable = float(graph.trainable_param_bytes)
+            peak = backward_born_peak(graph, walk, frees, workspace, set(picked), trainable,
+                                      trainable * config.optimizer_scratch)
+        else:
+            peak = activation_peak(walk, frees, workspace)
+        activations = peak + input_bytes
         busy = np.maximum(compute, MEMORY_POWER_WEIGHT * memory).sum(axis=0) + MEMORY_POWER_WEIGHT * optimizer_s
         utilisation = np.clip(busy / np.maximum(latency, 1e-30), 0.0, 1.0)
         power = device.idle_power_w + (device.tdp_w - device.idle_power_w) * utilisation

@@ -15,6 +15,10 @@ if TYPE_CHECKING:
 
 # Optimizer states per trainable parameter, each the parameter's size (torch keeps them in the param's dtype).
 OPTIMIZER_STATES = {"adamw": 2, "adam": 2, "sgd": 0, "sgd_momentum": 1, "rmsprop": 1, "adagrad": 1, "none": 0}
+# Scratch of one step of torch's multi-tensor (foreach) optimizer, the CUDA default, in trainable-parameter sizes:
+# Adam/AdamW take sqrt(exp_avg_sq) into a new tensor list, RMSprop and Adagrad the sqrt of their running sum; SGD
+# updates its momentum in place. Held alongside every gradient at the end of the step (memory_model).
+OPTIMIZER_SCRATCH = {"adamw": 1, "adam": 1, "sgd": 0, "sgd_momentum": 0, "rmsprop": 1, "adagrad": 1, "none": 0}
 # The collector builds every model in float32 and then casts it (profiling/zoo.py, ModelSpec.build): the learned
 # predictors are trained on peaks that include that load, so they always see it in their features.
 MEASURED_BUILD_DTYPE = "float32"
@@ -50,6 +54,10 @@ class RunConfig:
     @property
     def optimizer_states(self) -> int:
         return OPTIMIZER_STATES[self.optimizer] if self.phase == "training" else 0
+
+    @property
+    def optimizer_scratch(self) -> int:
+        return OPTIMIZER_SCRATCH[self.optimizer] if self.phase == "training" else 0
 
 
 @dataclass(frozen=True)
