@@ -51,8 +51,12 @@ def oof_dir(device: str, latency_stat: str) -> Path:
     return RESULTS / "accuracy_oof" / (device if latency_stat == "median" else f"{device}_{latency_stat}")
 
 
-def evaluate(names, data, seed: int, store: Path, wanted=SPLITS) -> None:
-    """Cross-validate each predictor on each split and store its out-of-fold predictions in ``store``."""
+def evaluate(names, data, seed: int, store: Path, wanted=SPLITS, shard: tuple[int, int] | None = None) -> None:
+    """Cross-validate each predictor on each split and store its out-of-fold predictions in ``store``.
+
+    ``shard`` = (k, n) runs only the folds whose index is k modulo n, so one split's folds can run in n processes
+    (gae_gnn's leave-one-family-out is hours on one core); the report merges the n stored shards once all are in.
+    """
     splits = {"random_5fold": random_folds(data, 5, seed), "random_rows_5fold": random_row_folds(data, 5, seed),
               "leave_one_family_out": [m for _, m in family_folds(data)]}
     for name in names:
@@ -62,12 +66,25 @@ def evaluate(names, data, seed: int, store: Path, wanted=SPLITS) -> None:
             print(f"skip {name}: {err}", file=sys.stderr)
             continue
         for split in (s for s in SPLITS if s in wanted):
+            folds = splits[split] if shard is None else splits[split][shard[0]::shard[1]]
             t0 = time.perf_counter()
-            oof = cross_validate(cls, data, TARGETS, splits[split], seed)
+            oof = cross_validate(cls, data, TARGETS, folds, seed)
             seconds = time.perf_counter() - t0
-            save_oof(store / f"{name}__{split}.npz", data, oof, seconds, seed)
+            save_oof(store / f"{name}__{split}{shard_suffix(shard)}.npz", data, oof, seconds, seed)
             mape = report(data, oof, ("latency_ms",)).get("latency_ms", {}).get("overall", {}).get("mape")
-            print(f"{name:15s} {split:22s} latency MAPE {fmt(mape):>8s}%  ({seconds:.0f} s)", file=sys.stderr)
+            print(f"{name:15s} {split:22s}{shard_suffix(shard)} latency MAPE {fmt(mape):>8s}%  ({seconds:.0f} s)",
+                  file=sys.stderr)
+
+
+def shard_suffix(shard: tuple[int, int] | None) -> str:
+    return "" if shard is None else f"@{shard[0]}of{shard[1]}"
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
+        raise argparse.ArgumentTypeError(f"--shard takes K/N with 0 <= K < N (for example 0/2), not {text!r}")
+    return int(k), int(n)
 
 
 def features_id(data=None) -> str:
@@ -92,28 +109,65 @@ def save_oof(path: Path, data, oof: dict[str, np.ndarray], seconds: float, seed:
 def load_oof(store: Path, data) -> tuple[dict, dict, list[str]]:
     """Every stored run on this data: (name, split) -> report, (name, split) -> meta, and what was skipped."""
     results, metas, skipped = {}, {}, []
-    index = {k: i for i, k in enumerate(data.keys)}
     trusted = trusted_rows(data)
+    runs: dict[tuple[str, str], list[tuple[Path, dict, dict]]] = {}
     for path in sorted(store.glob("*__*.npz")):
         name, split = path.stem.split("__", 1)
-        with np.load(path) as f:
-            meta = json.loads(str(f["meta"]))
-            if meta["data_hash"] != data.data_hash:
-                skipped.append(f"{path.name} (data hash {meta['data_hash']})")
-                continue
-            if meta.get("features") != features_id(data):
-                skipped.append(f"{path.name} (features {meta.get('features', 'before feature schema 2')})")
-                continue
-            oof = {t: np.full(len(data.keys), np.nan) for t in TARGETS}
+        meta, oof = _read_oof(path, data)
+        if meta["data_hash"] != data.data_hash:
+            skipped.append(f"{path.name} (data hash {meta['data_hash']})")
+        elif meta.get("features") != features_id(data):
+            skipped.append(f"{path.name} (features {meta.get('features', 'before feature schema 2')})")
+        else:
+            runs.setdefault((name, split.partition("@")[0]), []).append((path, meta, oof))
+    for key, parts in runs.items():
+        merged = _merge_shards(parts, skipped)
+        if merged is None:
+            continue
+        meta, oof = merged
+        results[key] = {"all": {**report(data, oof, TARGETS), THROUGHPUT: throughput(data, oof)},
+                        "trusted": report(data.subset(trusted), {t: v[trusted] for t, v in oof.items()}, TARGETS)}
+        metas[key] = meta
+    return results, metas, skipped
+
+
+def _read_oof(path: Path, data) -> tuple[dict, dict[str, np.ndarray]]:
+    index = {k: i for i, k in enumerate(data.keys)}
+    with np.load(path) as f:
+        meta = json.loads(str(f["meta"]))
+        oof = {t: np.full(len(data.keys), np.nan) for t in TARGETS}
+        if meta["data_hash"] == data.data_hash:
             rows = np.array([index[k] for k in f["keys"].tolist()])
             for t in TARGETS:
                 if t in f.files:
                     oof[t][rows] = f[t]
-        results[(name, split)] = {"all": {**report(data, oof, TARGETS), THROUGHPUT: throughput(data, oof)},
-                                  "trusted": report(data.subset(trusted), {t: v[trusted] for t, v in oof.items()},
-                                                    TARGETS)}
-        metas[(name, split)] = meta
-    return results, metas, skipped
+    return meta, oof
+
+
+def _merge_shards(parts: list[tuple[Path, dict, dict]], skipped: list[str]) -> tuple[dict, dict] | None:
+    """One run from a whole run, or from a complete set of K-of-N shards; None (noted in ``skipped``) otherwise.
+
+    A whole run wins over shards of the same split. Shards are merged only when all N are stored and came from the
+    same seed: their folds then partition the rows exactly as one whole run's would.
+    """
+    whole = [p for p in parts if "@" not in p[0].stem]
+    if whole:
+        return whole[0][1], whole[0][2]
+    by_n: dict[int, dict[int, tuple[Path, dict, dict]]] = {}
+    for part in parts:
+        k, n = parse_shard(part[0].stem.rpartition("@")[2].replace("of", "/"))
+        by_n.setdefault(n, {})[k] = part
+    for n, shards in sorted(by_n.items()):
+        if len(shards) == n and len({s[1]["seed"] for s in shards.values()}) == 1:
+            oof = {t: np.full(len(next(iter(shards.values()))[2][t]), np.nan) for t in TARGETS}
+            for _, _, part in shards.values():
+                for t in TARGETS:
+                    oof[t] = np.where(np.isfinite(part[t]), part[t], oof[t])
+            meta = {**shards[0][1], "seconds": round(sum(s[1]["seconds"] for s in shards.values()), 1),
+                    "created": max(s[1]["created"] for s in shards.values()), "shards": n}
+            return meta, oof
+    skipped += [f"{p[0].name} (shard of an incomplete set)" for p in parts]
+    return None
 
 
 THROUGHPUT = "throughput_per_s"
@@ -218,6 +272,9 @@ def main() -> int:
     ap.add_argument("--latency-stat", choices=("median", "min"), default="median")
     ap.add_argument("--splits", default=",".join(SPLITS))
     ap.add_argument("--report-only", action="store_true", help="rebuild the report from the stored runs")
+    ap.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
+                    help="run only folds K, K+N, K+2N, ... of each split (N processes share a split; the report "
+                         "merges the shards once all N are stored)")
     args = ap.parse_args()
     data = load_training_set([dataset_folder(args.device)], max_rows=args.max_rows, progress=True,
                              latency_stat=args.latency_stat)
@@ -226,7 +283,7 @@ def main() -> int:
         store = store.with_name(f"{store.name}_max{args.max_rows}")
     if not args.report_only:
         evaluate([n.strip() for n in args.predictors.split(",") if n.strip()], data, args.seed, store,
-                 tuple(args.splits.split(",")))
+                 tuple(args.splits.split(",")), args.shard)
     results, metas, skipped = load_oof(store, data)
     suffix = ("" if args.latency_stat == "median" else f"_{args.latency_stat}") + \
         (f"_max{args.max_rows}" if args.max_rows else "")
