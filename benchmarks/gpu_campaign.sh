@@ -48,7 +48,7 @@ has nvml && stage nvml 30 $PY benchmarks/nvml_resolution.py --seconds 3 --out "$
 has roofline && stage roofline 240 $PY benchmarks/roofline.py --device cuda --name h100-sxm
 has pva && stage pva 200 $PY benchmarks/predicted_vs_actual.py measure --device cuda \
   --out "$STAGE_DIR/pva_measured.json"
-has memhist && stage memhist 150 $PY benchmarks/memory_history.py \
+has memhist && stage memhist 200 $PY benchmarks/memory_history.py \
   --split benchmarks/results/memory_split_nvidia-h100-80gb-hbm3.json --out "$STAGE_DIR/memory_history.json"
 has batchorder && stage batchorder 240 $PY benchmarks/batch_order.py --dataset data/nvidia-h100-80gb-hbm3 \
   --out "$STAGE_DIR/batch_order.json"

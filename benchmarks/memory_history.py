@@ -3,12 +3,13 @@
     python benchmarks/memory_history.py --split benchmarks/results/memory_split_nvidia-h100-80gb-hbm3.json \\
         --families distilbert,roberta,vgg,resnet --per-family 2 --out $OUT/memory_history.json
 
-For the inference rows that benchmarks/memory_split.py found furthest under their measured step peak, this builds
-each model as the collector does (float32, cast, moved; inputs made), runs one warm-up step, and records the
-allocator's history over one more (``torch.cuda.memory._record_memory_history``). It writes, per row, the step's
-peak, the predicted and measured step peaks from the split file, and the allocations alive at the peak that the
-step itself made, largest first, each with the Python frames that allocated it. Needs a CUDA GPU; the trace
-arithmetic (:func:`live_at_peak`) is plain Python and tested on any host.
+For the rows that benchmarks/memory_split.py found furthest under their measured step peak (inference rows, or
+training ones for a ``family:training`` entry), this builds each model as the collector does (float32, cast,
+moved; inputs made), runs one warm-up step, and records the allocator's history over one more
+(``torch.cuda.memory._record_memory_history``). It writes, per row, the step's peak, the predicted and measured
+step peaks from the split file, and the allocations alive at the peak that the step itself made, largest first,
+each with the Python frames that allocated it. Needs a CUDA GPU; the trace arithmetic (:func:`live_at_peak`) is
+plain Python and tested on any host.
 """
 
 from __future__ import annotations
@@ -51,10 +52,12 @@ def where(frames: list[Mapping[str, Any]], depth: int = 4) -> list[str]:
 
 
 def pick_rows(split: Mapping[str, Any], families: list[str], per_family: int) -> list[Mapping[str, Any]]:
-    """The inference rows of each family whose measured step peak is furthest above the predicted one."""
+    """The rows of each ``family[:phase]`` entry (inference when no phase is named) whose measured step peak is
+    furthest above the predicted one."""
     chosen = []
-    for family in families:
-        rows = [r for r in split["rows"] if r["family"] == family and r["phase"] == "inference"]
+    for entry in families:
+        family, _, phase = entry.partition(":")
+        rows = [r for r in split["rows"] if r["family"] == family and r["phase"] == (phase or "inference")]
         rows.sort(key=lambda r: r["predicted"]["step"] / r["measured"]["step"])
         chosen += rows[:per_family]
     return chosen
@@ -94,7 +97,8 @@ def trace_row(row: Mapping[str, Any], top: int) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--split", type=Path, required=True, help="a memory_split_<device>.json")
-    ap.add_argument("--families", default="distilbert,roberta,bert,vgg,resnet,mobilenet_v2")
+    ap.add_argument("--families", default="distilbert,roberta,bert,vgg,resnet,mobilenet_v2,gpt2:training,vgg:training",
+                    help="family or family:phase entries (phase inference when not named)")
     ap.add_argument("--per-family", type=int, default=2)
     ap.add_argument("--top", type=int, default=12, help="allocations kept per row")
     ap.add_argument("--out", type=Path, required=True)

@@ -76,7 +76,7 @@ def test_where_names_the_model_code_not_torch_internals():
     assert memory_history.where(frames[:1]) == ["functional.py:5 scaled_dot_product"]  # only torch: keep it
 
 
-def test_pick_rows_takes_the_most_under_predicted_inference_rows():
+def test_pick_rows_takes_the_most_under_predicted_rows_of_each_family_and_phase():
     def row(family, phase, predicted, measured):
         return {"family": family, "phase": phase, "predicted": {"step": predicted}, "measured": {"step": measured}}
 
@@ -84,3 +84,4 @@ def test_pick_rows_takes_the_most_under_predicted_inference_rows():
                       row("bert", "inference", 10, 10)]}
     picked = memory_history.pick_rows(split, ["vgg"], 1)
     assert picked == [split["rows"][1]]
+    assert memory_history.pick_rows(split, ["vgg:training", "bert"], 1) == [split["rows"][2], split["rows"][3]]
