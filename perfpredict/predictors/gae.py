@@ -14,8 +14,11 @@ intervals and OOD are shared with ``graphsage`` (:mod:`perfpredict.predictors.gn
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import random
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
@@ -126,10 +129,7 @@ class GAEGNNLearner(GNNEnsembleLearner):
 
     def pretrain(self, keys: list[tuple[Any, float, str]], seed: int) -> None:
         import torch
-        from torch import nn
         from torch_geometric.data import Data
-        from torch_geometric.loader import DataLoader
-        from torch_geometric.utils import batched_negative_sampling
 
         assert self.node_std is not None
         t0 = time.monotonic()
@@ -137,6 +137,16 @@ class GAEGNNLearner(GNNEnsembleLearner):
         data = [Data(x=torch.from_numpy(self.node_std(GRAPHS.node_matrix(a, b, k))), edge_index=GRAPHS.edge_index(a))
                 for a, b, k in graphs]
         torch.manual_seed(seed * 1000 + 7)
+        with _python_random_seeded(seed * 1000 + 13):
+            self.encoder, losses = self._fit_encoder(data, seed)
+        self.fit_info_gae = {"losses": losses, "seconds": time.monotonic() - t0, **self.corpus_info}
+
+    def _fit_encoder(self, data: list[Any], seed: int) -> tuple[nn.Module, list[float]]:
+        import torch
+        from torch import nn
+        from torch_geometric.loader import DataLoader
+        from torch_geometric.utils import batched_negative_sampling
+
         enc = self._new_encoder()
         opt = torch.optim.AdamW(enc.parameters(), lr=self.hp["gae_lr"], weight_decay=1e-5)
         losses = []
@@ -161,8 +171,7 @@ class GAEGNNLearner(GNNEnsembleLearner):
         enc.eval()
         for p in enc.parameters():
             p.requires_grad_(False)
-        self.encoder = enc
-        self.fit_info_gae = {"losses": losses, "seconds": time.monotonic() - t0, **self.corpus_info}
+        return enc, losses
 
     def fit(self, train: Any, targets: Any, seed: int = 0) -> None:
         super().fit(train, targets, seed)
@@ -199,5 +208,20 @@ class GAEGNNLearner(GNNEnsembleLearner):
 
 
 @register_predictor("gae_gnn")
+@contextlib.contextmanager
+def _python_random_seeded(seed: int) -> Iterator[None]:
+    """Seed Python's ``random`` for the block, then give the caller its own stream back.
+
+    Why: torch_geometric's negative sampling draws from Python's ``random`` (``utils._negative_sampling.sample``),
+    which torch's seed does not reach; unseeded, two runs of ``perfpredict train`` pretrained different encoders.
+    """
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)
+
+
 def _make() -> LearnedPredictor:
     return LearnedPredictor(GAEGNNLearner)
