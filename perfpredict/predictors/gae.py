@@ -207,7 +207,6 @@ class GAEGNNLearner(GNNEnsembleLearner):
         return {"gae_corpus": self.corpus_info}
 
 
-@register_predictor("gae_gnn")
 @contextlib.contextmanager
 def _python_random_seeded(seed: int) -> Iterator[None]:
     """Seed Python's ``random`` for the block, then give the caller its own stream back.
@@ -223,5 +222,6 @@ def _python_random_seeded(seed: int) -> Iterator[None]:
         random.setstate(state)
 
 
+@register_predictor("gae_gnn")
 def _make() -> LearnedPredictor:
     return LearnedPredictor(GAEGNNLearner)
