@@ -231,7 +231,8 @@ def write(path: Path, args, data, store: Path, results, metas, skipped) -> None:
              "(`benchmarks/results/sweep_recheck-cpu.md` re-measures the CPU's roughest sweeps: their bumps did not "
              "come back; data/README.md, 'Noise between timed windows')".format(
                  *neighbour_oracle_mape(data.rows)), ""]
-    lines += [f"- skipped stored runs on other data or features: {', '.join(skipped)}", ""] if skipped else []
+    lines += [f"- skipped stored runs (other data or features, or shards of an incomplete set): "
+              f"{', '.join(skipped)}", ""] if skipped else []
     lines += ["Out-of-fold predictions only: every number is on rows the model did not train on. `random_5fold` "
               "keeps all rows of one architecture in one fold (our headline: the architecture is new). "
               "`random_rows_5fold` is the research's protocol: rows are shuffled, so the model may have seen the "
