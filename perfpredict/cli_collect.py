@@ -76,6 +76,20 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sentinel", action="store_true",
                    help="time a fixed reference workload right before each row (env_sentinel_* fields), so labels "
                         "can be checked against the host's speed; about 0.3 s per row")
+    p.add_argument("--protocol", dest="protocol_version", type=int, choices=(2, 3), default=3,
+                   help="3 (default): rounds interleaved across rows, device_ms/eager_ms/host_dispatch_ms apart; "
+                        "2: one window per row, synced after every step (the older rows)")
+    p.add_argument("--min-rounds", type=_positive(int), default=3, help="rounds per row at least (protocol 3; 3)")
+    p.add_argument("--max-rounds", type=_positive(int), default=5,
+                   help="rounds per row at most, while the round spread exceeds --max-spread (5)")
+    p.add_argument("--max-spread", type=_positive(float), default=0.03,
+                   help="re-measure a row whose round medians spread more than this fraction (0.03)")
+    p.add_argument("--round-block", type=_positive(int), default=12,
+                   help="rows whose rounds are interleaved (default 12): larger puts rounds further apart")
+    p.add_argument("--ops", action="store_true",
+                   help="collect single-op rows instead of model rows (into OUT/ops; see data/README.md)")
+    p.add_argument("--ops-variants", type=int, default=2,
+                   help="with --ops: sampled shape variants around each zoo op (default 2)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     p.add_argument("--no-compact", action="store_true", help="leave rows in rows.jsonl (no Parquet)")
 
@@ -126,7 +140,8 @@ def run_collect(args: argparse.Namespace) -> int:
                                             "archs_per_family", "arch_block", "dtypes", "batches", "warmup_min",
                                             "min_runs", "min_seconds", "floor_runs", "warmup_max_s",
                                             "max_latency_ms", "too_slow_factor", "power_sample_interval_s",
-                                            "graph_features")}
+                                            "graph_features", "protocol_version", "min_rounds",
+                                            "max_rounds", "max_spread", "round_block")}
     if args.phases:
         kwargs["phases"] = args.phases
         bad = [p for p in args.phases if p not in ("inference", "training")]
@@ -135,7 +150,18 @@ def run_collect(args: argparse.Namespace) -> int:
     cfg = CollectConfig(out=out, device=device, progress=not args.no_progress, compact=not args.no_compact,
                         sentinel=args.sentinel,
                         **{k: v for k, v in kwargs.items() if v is not None})
-    summary = collect(cfg)
+    if getattr(args, "ops", False):
+        from perfpredict.profiling.collect_ops import collect_ops
+
+        summary = collect_ops(cfg, variants=args.ops_variants)
+    elif cfg.protocol_version == 3:
+        from perfpredict.profiling.collect_v3 import collect_rounds
+        from perfpredict.profiling.rounds import RoundPolicy
+
+        policy = RoundPolicy(cfg.min_rounds, cfg.max_rounds, cfg.max_spread)
+        summary = collect_rounds(cfg, policy, cfg.round_block)
+    else:
+        summary = collect(cfg)
     print(f"collect: {summary.measured} rows measured ({summary.oom} oom, {summary.errors} failed) in "
           f"{summary.seconds:.0f} s ({summary.rows_per_minute:.1f} rows/min); {summary.rows_total} rows in {out}; "
           f"stopped by {summary.stopped_by}", file=sys.stderr)

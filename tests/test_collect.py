@@ -20,6 +20,7 @@ from perfpredict.errors import InvalidInputError
 from perfpredict.profiling import collect as col
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import zoo
+from perfpredict.profiling.measurement import MEASUREMENT_SCHEMA_VERSION
 
 FAST = ["--families", "mlp", "--archs-per-family", "2", "--batches", "1,2,4", "--warmup-min", "1",
         "--min-runs", "3", "--floor-runs", "3", "--graph-features", "none", "--no-progress", "--no-compact"]
@@ -35,7 +36,8 @@ def _cfg(out: Path, **kw) -> col.CollectConfig:
 
 def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "perfpredict.profiling.collect", "--out", str(out), "--min-seconds", "0.25", *FAST]
+    cmd = [sys.executable, "-m", "perfpredict.profiling.collect", "--out", str(out), "--min-seconds", "0.25",
+           "--protocol", "2", *FAST]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     log = out / ds.ROWS_JSONL
@@ -102,7 +104,7 @@ def test_rows_carry_features_noise_and_environment(tmp_path):
     # the zoo's HF families run transformers' model code: which release ran is part of what was measured
     assert r["env_transformers_version"] == importlib.metadata.version("transformers")
     assert r["graph_features_method"] == "exact" and r["schema_version"] == ds.DATASET_SCHEMA_VERSION
-    assert r["measurement_schema_version"] == 2
+    assert r["measurement_schema_version"] == MEASUREMENT_SCHEMA_VERSION and r["protocol_version"] == 2
     if r["memory_method"] == "rss_hwm":  # the window is split once the model is built: the step's own peak apart
         assert r["build_peak_memory_bytes"] > 0 and r["step_peak_memory_bytes"] > 0
         assert r["peak_memory_bytes"] == max(r["build_peak_memory_bytes"], r["step_peak_memory_bytes"])
@@ -211,11 +213,11 @@ def test_arch_block_sweeps_whole_batch_ranges_for_fewer_architectures(tmp_path):
 
 def test_too_slow_guard_allows_one_outlier():
     calls = iter([0.0, 0.03, 0.0, 0.03])
-    guarded = col._guarded(lambda: time.sleep(next(calls)), limit_ms=20)
+    guarded = col.guarded(lambda: time.sleep(next(calls)), limit_ms=20)
     guarded()
     guarded()  # one slow call is an outlier
     guarded()
-    with pytest.raises(col._TooSlow, match="2 calls slower than 20 ms"):
+    with pytest.raises(col.TooSlow, match="2 calls slower than 20 ms"):
         guarded()
 
 

@@ -153,7 +153,7 @@ def _counter_with_steps(nv, reads_per_step: int, step_mj: int = 1000) -> None:
 def test_measure_starts_and_ends_the_energy_window_on_counter_steps(mocker, fake_cuda):
     nv = _mock_pynvml(mocker)
     _counter_with_steps(nv, reads_per_step=4)
-    mocker.patch.object(Monitor, "_timed_call", lambda self, fn: (fn(), 1.0)[1])
+    mocker.patch.object(Monitor, "timed_call", lambda self, fn: (fn(), 1.0)[1])
     mon = Monitor("cuda", energy_min_window_s=0.0, power_sample_interval_s=None)
     mon.counter_poll_s = 0.0  # read the counter after every run, so the count below is exact
     m = mon.measure(lambda: None, warmup_min=1, min_runs=3, min_seconds=60, floor_runs=1)
@@ -168,7 +168,7 @@ def test_measure_starts_and_ends_the_energy_window_on_counter_steps(mocker, fake
 def test_measure_without_counter_steps_keeps_the_plain_window(mocker, fake_cuda):
     nv = _mock_pynvml(mocker)
     nv.nvmlDeviceGetTotalEnergyConsumption.return_value = 5000  # a counter that never moves
-    mocker.patch.object(Monitor, "_timed_call", lambda self, fn: (fn(), 1.0)[1])
+    mocker.patch.object(Monitor, "timed_call", lambda self, fn: (fn(), 1.0)[1])
     mon = Monitor("cuda", energy_min_window_s=0.0, power_sample_interval_s=None)
     m = mon.measure(lambda: None, warmup_min=1, min_runs=3, min_seconds=60, floor_runs=1)
     assert m.energy_method == "nvml_counter" and m.runs == 3 and m.energy_j == 0.0

@@ -93,6 +93,11 @@ class CollectConfig:
     progress: bool = True
     compact: bool = True
     device_label: str | None = None
+    protocol_version: int = 3  # 3: rounds, device and host apart (collect_v3.py); 2: one synced window per row
+    min_rounds: int = 3
+    max_rounds: int = 5
+    max_spread: float = 0.03
+    round_block: int = 12
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -113,6 +118,8 @@ class CollectConfig:
             raise InvalidInputError(f"dtype(s) {bad!r} are not measured on {self.device}; choose from "
                                     f"{', '.join(zoo.DEVICE_DTYPES['cpu' if self.device == 'cpu' else 'cuda'])}")
         self.dtypes = tuple(dtypes)
+        if self.protocol_version not in (2, 3):
+            raise InvalidInputError(f"protocol {self.protocol_version!r} is not 2 or 3")
         for b in self.batches or ():
             if not zoo.BATCH_RANGE[0] <= b <= zoo.BATCH_RANGE[1]:
                 raise InvalidInputError(f"batch {b} is outside {zoo.BATCH_RANGE}")
@@ -252,25 +259,25 @@ def torch_flops(step: Any) -> int | None:
         return None
 
 
-class _TooSlow(Exception):
+class TooSlow(Exception):
     """A config whose first call already blows the time cap: recorded as status="too_slow", larger batches skipped."""
 
 
-def _guarded(step: Any, limit_ms: float, strikes: int = 2) -> Any:
-    """``step`` that raises _TooSlow on its ``strikes``-th call slower than ``limit_ms`` (one outlier is allowed)."""
+def guarded(step: Any, limit_ms: float, strikes: int = 2) -> Any:
+    """``step`` that raises TooSlow on its ``strikes``-th call slower than ``limit_ms`` (one outlier is allowed)."""
     slow = [0]
 
-    def guarded() -> Any:
+    def call() -> Any:
         t0 = time.perf_counter()
         out = step()
         ms = (time.perf_counter() - t0) * 1e3
         if ms > limit_ms:
             slow[0] += 1
             if slow[0] >= strikes:
-                raise _TooSlow(f"{slow[0]} calls slower than {limit_ms:.0f} ms (the last took {ms:.0f} ms)")
+                raise TooSlow(f"{slow[0]} calls slower than {limit_ms:.0f} ms (the last took {ms:.0f} ms)")
         return out
 
-    return guarded
+    return call
 
 
 # -- one row ------------------------------------------------------------------------------------------------
@@ -292,6 +299,7 @@ def measure_spec(spec: zoo.ModelSpec, monitor: Any, cfg: CollectConfig, device_l
 
     row = base_row(spec, device_label, cfg.device)
     row["zoo_profile"] = cfg.profile
+    row["protocol_version"] = 2
     t0 = time.perf_counter()
     name = "collect"
     model = step = x = labels = None
@@ -314,9 +322,9 @@ def measure_spec(spec: zoo.ModelSpec, monitor: Any, cfg: CollectConfig, device_l
             probe_ms = (time.perf_counter() - t_probe) * 1e3
             row["probe_latency_ms"] = probe_ms
         if limit_ms is not None and probe_ms > limit_ms:
-            raise _TooSlow(f"one cold call took {probe_ms:.0f} ms, over {cfg.too_slow_factor:g} x max_latency_ms")
+            raise TooSlow(f"one cold call took {probe_ms:.0f} ms, over {cfg.too_slow_factor:g} x max_latency_ms")
         if limit_ms is not None:
-            step = _guarded(step, limit_ms)
+            step = guarded(step, limit_ms)
         m = monitor.measure(step, name=name, begin=False, batch_size=spec.batch, **cfg.protocol())
         mrow = m.to_row()
         mrow["torch_device"] = mrow.pop("device")
@@ -327,7 +335,7 @@ def measure_spec(spec: zoo.ModelSpec, monitor: Any, cfg: CollectConfig, device_l
         row["error"] = None
     except Exception as err:  # noqa: BLE001 - failures are data: every config ends as a row
         monitor.abort_window(name)
-        row["status"] = "too_slow" if isinstance(err, _TooSlow) else "oom" if is_oom(err) else "error"
+        row["status"] = "too_slow" if isinstance(err, TooSlow) else "oom" if is_oom(err) else "error"
         row["error"] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
     finally:
         del model, step, x, labels
@@ -344,7 +352,7 @@ def measure_spec(spec: zoo.ModelSpec, monitor: Any, cfg: CollectConfig, device_l
 
 
 # -- the run ------------------------------------------------------------------------------------------------
-class _Skips:
+class Skips:
     """Which larger batches to skip, per group, after an OOM or a too-slow row (rebuilt from rows on resume)."""
 
     def __init__(self, max_latency_ms: float | None) -> None:
@@ -370,7 +378,7 @@ class _Skips:
 PAUSE_FILE = "PAUSE"
 
 
-def _wait_while_paused(folder: Path) -> float:
+def wait_while_paused(folder: Path) -> float:
     """While ``<out>/PAUSE`` exists, wait between rows (so other work on the host cannot disturb a measurement).
 
     Writes ``<out>/PAUSED`` while waiting, so whoever paused it knows no row is in flight. Paused time does not
@@ -389,7 +397,7 @@ def _wait_while_paused(folder: Path) -> float:
     return time.monotonic() - t0
 
 
-def _attempt_counts(folder: Path) -> dict[str, int]:
+def attempt_counts(folder: Path) -> dict[str, int]:
     rows, _, _ = ds.read_jsonl(folder / ds.ATTEMPTS_JSONL, required=("key",))
     counts: dict[str, int] = {}
     for r in rows:
@@ -397,7 +405,7 @@ def _attempt_counts(folder: Path) -> dict[str, int]:
     return counts
 
 
-class _Progress:
+class Progress:
     """A rich progress bar with ETA on a terminal; a plain line every 25 rows otherwise (logs, nohup)."""
 
     def __init__(self, enabled: bool, total: int, budget_s: float | None) -> None:
@@ -454,17 +462,17 @@ def collect(cfg: CollectConfig) -> CollectSummary:
     if loaded.lost or loaded.problems:
         print(f"collect: existing data in {cfg.out}: {loaded.summary()}", file=sys.stderr)
     done = {r["key"] for r in loaded.rows if r.get("device") == label}
-    skips = _Skips(cfg.max_latency_ms)
+    skips = Skips(cfg.max_latency_ms)
     for r in loaded.rows:
         if r.get("device") == label:
             skips.note(r)
-    attempts = _attempt_counts(cfg.out)
+    attempts = attempt_counts(cfg.out)
     plan = cfg.plan()
     rows_total = len(done)
     monitor = Monitor(cfg.device, power_sample_interval_s=cfg.power_sample_interval_s or None)
     features = GraphFeatureCache() if cfg.graph_features == "inline" else None
     budget_s = None if cfg.budget_minutes is None else 60.0 * cfg.budget_minutes
-    bar = _Progress(cfg.progress, len(plan), budget_s)
+    bar = Progress(cfg.progress, len(plan), budget_s)
     t0 = time.monotonic()
     meta = {"device": label, "torch_device": cfg.device, "cpu_model": monitor._static_env["cpu_model"],
             "device_name": monitor._static_env["device_name"], "torch_version": torch.__version__,
@@ -478,7 +486,7 @@ def collect(cfg: CollectConfig) -> CollectSummary:
                 ds.JsonlAppender(cfg.out / ds.ATTEMPTS_JSONL) as attempts_out:
             paused_s = 0.0
             for spec in plan:
-                paused_s += _wait_while_paused(cfg.out)
+                paused_s += wait_while_paused(cfg.out)
                 if budget_s is not None and time.monotonic() - t0 - paused_s >= budget_s:
                     summary.stopped_by = "budget"
                     break

@@ -29,7 +29,9 @@ from perfpredict.errors import MissingDependencyError
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
-DATASET_SCHEMA_VERSION = 1
+DATASET_SCHEMA_VERSION = 2  # 2: protocol v3 rows (protocol_version, device_ms, eager_ms, rounds); op rows
+#: rows written before protocol v3 carry no protocol_version: they were measured with protocol v2 (one synced window)
+LEGACY_PROTOCOL_VERSION = 2
 ROWS_JSONL = "rows.jsonl"
 ROWS_PARQUET = "rows.parquet"
 ATTEMPTS_JSONL = "attempts.jsonl"
@@ -200,6 +202,8 @@ def load_dataset(folder: str | os.PathLike[str], *, join_features: bool = True) 
     rows: list[dict[str, Any]] = []
     dup = 0
     for row in rows_pq + rows_js:
+        if row.get("protocol_version") is None:
+            row["protocol_version"] = LEGACY_PROTOCOL_VERSION
         rid = row_id(row)
         if rid in seen:
             dup += 1

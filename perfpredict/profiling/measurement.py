@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-MEASUREMENT_SCHEMA_VERSION = 2  # 2: build_peak_memory_bytes / step_peak_memory_bytes
+MEASUREMENT_SCHEMA_VERSION = 3  # 2: build_peak_memory_bytes / step_peak_memory_bytes; 3: protocol v3 timings
 LATENCY_TARGET = "latency_ms"  # the median; predictors learn it, and accuracy is quoted against its noise
 
 
@@ -119,6 +119,22 @@ class Measurement:
     samples_ms: tuple[float, ...] = ()
     warnings: tuple[str, ...] = ()
     schema_version: int = field(default=MEASUREMENT_SCHEMA_VERSION)
+    # protocol v3 (profiling/protocol_v3.py); None on windows measured otherwise
+    device_ms: float | None = None  # the GPU's own time per step (CPU: the blocked wall time)
+    device_method: str | None = None  # "cuda_graph", "profiler" (summed kernel durations) or "wall" (CPU)
+    eager_ms: float | None = None  # back-to-back eager steps, no sync between them, per step
+    eager_sync_ms: float | None = None  # one step timed alone, synced after each (protocol v2's latency)
+    host_dispatch_ms: float | None = None  # host time to enqueue one step on an idle GPU; None on a CPU
+    kernel_count: int | None = None
+    aten_op_count: int | None = None
+    device_busy_ms: float | None = None  # profiler: first kernel start to last kernel end, per step
+    kernel_sum_ms: float | None = None  # profiler: summed kernel durations per step
+    graph_replays: int | None = None  # CUDA-graph replays per timed event pair
+    eager_block_steps: int | None = None  # steps per blocked-timing sample
+    capture_error: str | None = None  # why CUDA-graph capture failed, when it did
+    device_samples_ms: tuple[float, ...] = ()
+    eager_samples_ms: tuple[float, ...] = ()
+    host_samples_ms: tuple[float, ...] = ()
 
     @property
     def energy_per_sample_j(self) -> float | None:
@@ -126,12 +142,13 @@ class Measurement:
 
     def to_row(self, with_samples: bool = False) -> dict[str, Any]:
         """A flat dict (environment fields prefixed ``env_``), the form a dataset row stores."""
-        row = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("env", "samples_ms")}
+        row = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+               if f.name != "env" and f.name not in SAMPLE_FIELDS}
         row["warnings"] = list(self.warnings)
         for k, v in dataclasses.asdict(self.env).items():
             row[f"env_{k}"] = v
         if with_samples:
-            row["samples_ms"] = list(self.samples_ms)
+            row.update({name: list(getattr(self, name)) for name in SAMPLE_FIELDS})
         return row
 
     @classmethod
@@ -141,8 +158,12 @@ class Measurement:
         names = {f.name for f in dataclasses.fields(cls)} - {"env"}
         kwargs = {k: v for k, v in row.items() if k in names}
         kwargs["warnings"] = tuple(kwargs.get("warnings") or ())
-        kwargs["samples_ms"] = tuple(kwargs.get("samples_ms") or ())
+        for name in SAMPLE_FIELDS:
+            kwargs[name] = tuple(kwargs.get(name) or ())
         return cls(env=env, **kwargs)
+
+
+SAMPLE_FIELDS = ("samples_ms", "device_samples_ms", "eager_samples_ms", "host_samples_ms")
 
 
 @dataclass(frozen=True)

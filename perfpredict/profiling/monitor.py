@@ -335,7 +335,7 @@ class Monitor:
             return False
         t0 = last_poll = time.perf_counter()
         while time.perf_counter() - t0 < max_s:
-            ms = self._timed_call(fn)
+            ms = self.timed_call(fn)
             if samples is not None:
                 samples.append(ms)
             if time.perf_counter() - last_poll >= self.counter_poll_s:
@@ -344,8 +344,8 @@ class Monitor:
                 last_poll = time.perf_counter()
         return False
 
-    def _timed_call(self, fn: Callable[[], Any]) -> float:
-        """Run ``fn`` once; its duration in milliseconds (CUDA events on GPU)."""
+    def timed_call(self, fn: Callable[[], Any]) -> float:
+        """Run ``fn`` once, synced; its duration in milliseconds (CUDA events on GPU)."""
         if self.is_cuda:
             import torch
 
@@ -380,7 +380,7 @@ class Monitor:
             t_warm = time.perf_counter()
             stable = warmup_min == 0
             while warmup_min > 0:
-                warm.append(self._timed_call(fn))
+                warm.append(self.timed_call(fn))
                 if len(warm) >= warmup_min:
                     recent = warm[-max(warmup_min, 3):]
                     med = statistics.median(recent[:-1]) if len(recent) > 1 else recent[-1]
@@ -396,7 +396,7 @@ class Monitor:
             t0 = time.perf_counter()
             need_energy_s = self.energy_min_window_s if self.energy_readable else 0.0
             while True:
-                samples.append(self._timed_call(fn))
+                samples.append(self.timed_call(fn))
                 elapsed = time.perf_counter() - t0
                 enough = (len(samples) >= min_runs or elapsed >= min_seconds) and len(samples) >= floor_runs
                 if enough and elapsed >= need_energy_s:

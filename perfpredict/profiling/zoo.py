@@ -222,10 +222,13 @@ class ModelSpec:
                 torch.zeros((b,), dtype=torch.long, device="meta"))
 
 
-def make_step(model: Any, x: Any, labels: Any, phase: str, *, lr: float = 1e-4) -> Callable[[], Any]:
+def make_step(model: Any, x: Any, labels: Any, phase: str, *, lr: float = 1e-4,
+              capturable: bool = False) -> Callable[[], Any]:
     """One call of the measured work: a forward (inference) or forward + backward + AdamW step (training).
 
     The AdamW state is created by the first call (warm-up), so it counts in the peak memory like in training.
+    ``capturable=True`` builds AdamW so that the step can be captured in a CUDA graph (its step counter stays on
+    the GPU), as protocol v3 does on CUDA; the update is the same.
     """
     import torch
 
@@ -238,7 +241,7 @@ def make_step(model: Any, x: Any, labels: Any, phase: str, *, lr: float = 1e-4) 
 
         return infer
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, **({"capturable": True} if capturable else {}))
 
     def train() -> Any:
         opt.zero_grad(set_to_none=True)

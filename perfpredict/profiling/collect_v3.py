@@ -1,0 +1,239 @@
+"""The model-row collector under protocol v3: rounds interleaved across a block of rows, device and host apart.
+
+    perfpredict collect --device cpu --out data/v3/cpu-amd-epyc-2c --budget-minutes 20
+
+Per block of ``round_block`` specs, every spec gets one round (:func:`protocol_v3.measure_round`: built afresh,
+warmed up, timed), then the next round, and so on: a row's rounds are as far apart as the block takes to go round,
+and a slow spell of the host lands on one round of many rows, not on all rounds of one. Each round is appended to
+``rounds.jsonl`` (fsynced, raw samples kept) before the next starts; after ``min_rounds`` a row whose round spread on
+``device_ms`` is above ``max_spread`` gets another round, up to ``max_rounds``; then its row (the median of the round
+medians per timing, and each timing's spread) goes to ``rows.jsonl``. A killed collector resumes from the rounds it
+stored. Everything else (resume, OOM and too-slow skips, pause, crash accounting) is protocol v2's
+(:mod:`perfpredict.profiling.collect`).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+from perfpredict.profiling import collect as v2
+from perfpredict.profiling import dataset as ds
+from perfpredict.profiling import protocol_v3, rounds, zoo
+from perfpredict.profiling.measurement import MEASUREMENT_SCHEMA_VERSION
+
+ROUNDS_JSONL = "rounds.jsonl"
+TIMINGS = ("device_ms", "eager_ms", "eager_sync_ms", "host_dispatch_ms")
+
+
+def round_settings(cfg: v2.CollectConfig) -> protocol_v3.RoundSettings:
+    """The round's windows from the collector's options: ``min_seconds`` is one round's timed time, a third synced
+    steps and two thirds blocked (three samples)."""
+    return protocol_v3.RoundSettings(warmup_min=cfg.warmup_min, warmup_max_s=cfg.warmup_max_s,
+                                     sync_seconds=cfg.min_seconds / 3, sync_floor_runs=cfg.floor_runs,
+                                     blocked_window_s=2 * cfg.min_seconds / 9)
+
+
+def load_rounds(folder: Any, device_label: str) -> dict[str, list[dict[str, Any]]]:
+    """The stored rounds of ``device_label``, per key, in order (a torn last line is dropped by read_jsonl)."""
+    recs, _, _ = ds.read_jsonl(folder / ROUNDS_JSONL, required=("key", "device", "round"))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted((r for r in recs if r["device"] == device_label), key=lambda r: r["round"]):
+        out.setdefault(r["key"], []).append(r)
+    return out
+
+
+def measure_one_round(spec: zoo.ModelSpec, index: int, records: list[dict[str, Any]], monitor: Any,
+                      energy_monitor: Any, cfg: v2.CollectConfig, policy: rounds.RoundPolicy,
+                      label: str) -> dict[str, Any]:
+    """Build ``spec`` and take round ``index``; the round's record whatever happens (ok, oom, too_slow, error)."""
+    import torch
+
+    rec: dict[str, Any] = {"key": spec.to_key(), "device": label, "round": index, "at": time.time(),
+                           "status": "ok"}
+    model = step = x = labels = None
+    monitor.begin_window("collect")
+    try:
+        model = spec.build(cfg.device)
+        x, labels = spec.inputs(cfg.device)
+        monitor.end_build("collect")
+        step = zoo.make_step(model, x, labels, spec.phase, capturable=cfg.device != "cpu")
+        if index == 0 or not any(r.get("param_count") for r in records):
+            rec["param_count"] = sum(p.numel() for p in model.parameters())
+            rec["param_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
+            t0 = time.perf_counter()
+            rec["torch_flops"] = v2.torch_flops(step)  # also the first (cold) call
+            rec["probe_latency_ms"] = (time.perf_counter() - t0) * 1e3
+        limit_ms = None if cfg.max_latency_ms is None else cfg.too_slow_factor * cfg.max_latency_ms
+        if limit_ms is not None:
+            step = v2.guarded(step, limit_ms)
+        m, replay = protocol_v3.measure_round(monitor, step, name="collect", batch_size=spec.batch,
+                                              settings=round_settings(cfg), profile=index == 0)
+        mrow = m.to_row(with_samples=True)
+        mrow["torch_device"] = mrow.pop("device")
+        mrow["measurement_schema_version"] = mrow.pop("schema_version")
+        mrow.pop("name", None)
+        rec.update(mrow)
+        if energy_monitor is not None and not policy.wants_more([*records, rec]):
+            rec.update(protocol_v3.energy_window(energy_monitor, replay.replay if replay else step,
+                                                 batch_size=spec.batch, min_s=protocol_v3.RoundSettings.energy_min_s))
+    except Exception as err:  # noqa: BLE001 - failures are data
+        monitor.abort_window("collect")
+        rec["status"] = ("too_slow" if isinstance(err, v2.TooSlow) else "oom" if v2.is_oom(err) else "error")
+        rec["error"] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+    finally:
+        del model, step, x, labels
+        gc.collect()
+        if cfg.device != "cpu":
+            torch.cuda.empty_cache()
+    return rec
+
+
+def row_from_rounds(spec: zoo.ModelSpec, records: list[dict[str, Any]], cfg: v2.CollectConfig, label: str,
+                    policy: rounds.RoundPolicy) -> dict[str, Any]:
+    """The dataset row of a spec: labels are the medians of the round medians; spreads and round medians kept."""
+    row = v2.base_row(spec, label, cfg.device)
+    row.update(zoo_profile=cfg.profile, protocol_version=protocol_v3.PROTOCOL_VERSION,
+               measurement_schema_version=MEASUREMENT_SCHEMA_VERSION, rounds=len(records))
+    row.update({f"protocol_{k}": v for k, v in cfg.protocol().items()})
+    row.update(protocol_min_rounds=policy.min_rounds, protocol_max_rounds=policy.max_rounds,
+               protocol_max_spread=policy.max_spread)
+    ok = [r for r in records if r.get("status") == "ok"]
+    if not ok or len(ok) < len(records):
+        last = next(r for r in reversed(records) if r.get("status") != "ok") if len(ok) < len(records) else records[-1]
+        row.update(status=last.get("status", "error"), error=last.get("error"))
+        return row
+    first, last = ok[0], ok[-1]
+    for k in ("param_count", "param_bytes", "torch_flops", "probe_latency_ms"):
+        row[k] = next((r[k] for r in ok if r.get(k) is not None), None)
+    for metric in TIMINGS:
+        values = [r[metric] for r in ok if r.get(metric) is not None]
+        if values:
+            lab = rounds.label(values)
+            row.update({metric: lab.value, f"{metric}_round_spread": lab.spread, f"{metric}_rounds": list(values)})
+    eager_all = [v for r in ok for v in r.get("eager_samples_ms") or ()]
+    medians = row["eager_ms_rounds"]
+    row.update(latency_ms=row["eager_ms"], latency_min_ms=min(eager_all), latency_max_ms=max(eager_all),
+               latency_mean_ms=statistics.fmean(eager_all), latency_std_ms=statistics.pstdev(eager_all),
+               latency_cv=(statistics.pstdev(medians) / statistics.fmean(medians)) if len(medians) > 1 else None,
+               throughput_per_s=spec.batch / (row["eager_ms"] / 1e3))
+    methods = {r.get("device_method") for r in ok}
+    row["device_method"] = methods.pop() if len(methods) == 1 else "mixed"
+    for k in ("kernel_count", "aten_op_count", "kernel_sum_ms", "device_busy_ms", "capture_error"):
+        row[k] = next((r[k] for r in ok if r.get(k) is not None), None)
+    peaks = [r["peak_memory_bytes"] for r in ok if r.get("peak_memory_bytes") is not None]
+    row["peak_memory_bytes"] = int(statistics.median(peaks)) if peaks else None
+    for k in ("memory_method", "build_peak_memory_bytes", "step_peak_memory_bytes", "torch_max_allocated_bytes",
+              "torch_max_reserved_bytes", "nvml_used_bytes", "rss_begin_bytes", "rss_peak_bytes", "runs",
+              "warmup_runs", "warmup_stable", "timer", "window_s", "torch_device", "warnings"):
+        row[k] = first.get(k)
+    for k in ("energy_j", "avg_power_w", "energy_method", "energy_window_s", "sampled_avg_power_w",
+              "power_samples", "energy_runs"):
+        row[k] = last.get(k)
+    row.update({k: v for k, v in last.items() if k.startswith("env_")})
+    gaps = [b["at"] - a["at"] for a, b in zip(ok, ok[1:])]
+    row["round_gap_s"] = round(statistics.median(gaps), 1) if gaps else None
+    row["remeasured"] = len(ok) > policy.min_rounds
+    row.update(status="ok", error=None)
+    return row
+
+
+def collect_rounds(cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int) -> v2.CollectSummary:
+    """Run one protocol-v3 collection (see the module docstring); returns what it did."""
+    from perfpredict.profiling.monitor import Monitor
+    from perfpredict.profiling.sentinel import Sentinel
+
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    label = cfg.device_label or v2.device_slug(cfg.device)
+    summary = v2.CollectSummary(out=cfg.out, device=label)
+    loaded = ds.load_dataset(cfg.out, join_features=False)
+    summary.load_problems = loaded.problems
+    done = {r["key"] for r in loaded.rows if r.get("device") == label}
+    skips = v2.Skips(cfg.max_latency_ms)
+    for r in loaded.rows:
+        if r.get("device") == label:
+            skips.note(r)
+    stored = load_rounds(cfg.out, label)
+    attempts = v2.attempt_counts(cfg.out)
+    specs = {s.to_key(): s for s in cfg.plan()}
+    keys = [k for k in specs if k not in done]
+    summary.skipped_existing = len(specs) - len(keys)
+    if cfg.max_rows is not None:  # rows finish a block at a time: plan only as many as are still wanted
+        keys = keys[:max(0, cfg.max_rows - len(done))]
+    monitor = Monitor(cfg.device, power_sample_interval_s=None)  # no sampling thread while latency is timed
+    energy_monitor = Monitor(cfg.device, power_sample_interval_s=cfg.power_sample_interval_s or None)
+    energy_monitor = energy_monitor if energy_monitor.energy_readable else None
+    features = v2.GraphFeatureCache() if cfg.graph_features == "inline" else None
+    sentinel = Sentinel(cfg.device, every_s=0.0)  # protocol v3 always reads the host sentinel beside each round
+    meta = {"device": label, "torch_device": cfg.device, "protocol_version": protocol_v3.PROTOCOL_VERSION,
+            "cpu_model": monitor._static_env["cpu_model"], "device_name": monitor._static_env["device_name"],
+            "protocol": cfg.protocol(), "rounds": {"min": policy.min_rounds, "max": policy.max_rounds,
+                                                   "max_spread": policy.max_spread, "block": block},
+            "profile": cfg.profile, "seed": cfg.seed, "sentinel": True, "started_at": v2._now()}
+    (cfg.out / "collector.json").write_text(json.dumps(meta, indent=2) + "\n")
+    budget_s = None if cfg.budget_minutes is None else 60.0 * cfg.budget_minutes
+    t0 = time.monotonic()
+    paused = [0.0]
+
+    def stop() -> bool:
+        paused[0] += v2.wait_while_paused(cfg.out)
+        if budget_s is not None and time.monotonic() - t0 - paused[0] >= budget_s:
+            summary.stopped_by = "budget"
+            return True
+        return False
+
+    with ds.JsonlAppender(cfg.out / ds.ROWS_JSONL) as rows_out, \
+            ds.JsonlAppender(cfg.out / ROUNDS_JSONL) as rounds_out, \
+            ds.JsonlAppender(cfg.out / ds.ATTEMPTS_JSONL) as attempts_out:
+
+        def measure(key: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+            spec, index = specs[key], len(records)
+            if skips.skip(spec):
+                return {"key": key, "device": label, "round": index, "status": "skipped"}
+            if attempts.get(key, 0) - index >= 2:
+                rec = {"status": "crashed", "error": f"the process died {attempts[key] - index} times in a round"}
+            else:
+                attempts_out.append({"key": key, "device": label, "round": index, "at": v2._now()})
+                attempts[key] = attempts.get(key, 0) + 1
+                reading = sentinel.reading()
+                rec = {**measure_one_round(spec, index, records, monitor, energy_monitor, cfg, policy, label),
+                       **reading}
+            rec.update(key=key, device=label, round=index)
+            rounds_out.append(rec)
+            return rec
+
+        def finish(key: str, records: list[dict[str, Any]]) -> None:
+            if records and records[-1].get("status") == "skipped":
+                summary.skipped_larger += 1
+                return
+            row = row_from_rounds(specs[key], records, cfg, label, policy)
+            if features is not None and row["status"] == "ok":
+                row.update(features.features(specs[key]))
+            elif cfg.graph_features == "deferred":
+                row["graph_features_method"] = "deferred"
+            rows_out.append(row)
+            done.add(key)
+            skips.note(row)
+            summary.measured += 1
+            summary.oom += row["status"] == "oom"
+            summary.errors += row["status"] in ("error", "crashed")
+            if cfg.progress and summary.measured % 10 == 0:
+                rate = 60 * summary.measured / max(time.monotonic() - t0, 1e-9)
+                print(f"collect v3: {summary.measured} rows, {rate:.1f} rows/min", file=sys.stderr,
+                      flush=True)
+
+        rounds.interleave(keys, stored, measure, finish, policy, block=block, stop=stop)
+    if cfg.max_rows is not None and len(done) >= cfg.max_rows and summary.stopped_by == "plan done":
+        summary.stopped_by = "max_rows"
+    summary.seconds = time.monotonic() - t0
+    summary.rows_total = len(done)
+    if cfg.compact:
+        try:
+            ds.compact(cfg.out)
+        except Exception as err:  # noqa: BLE001 - the JSONL log is complete; compaction can run again later
+            print(f"collect: rows kept in {ds.ROWS_JSONL}; compaction skipped ({err})", file=sys.stderr)
+    return summary
