@@ -31,20 +31,22 @@ def predict(model: Any, example_inputs: Any = (), *, device: str = DEFAULT_DEVIC
             min_throughput_per_s: float | None = None, grid_g_per_kwh: float | None = None,
             workload_calls: int | None = None, top_ops: int = 25,
             example_kwargs: Mapping[str, Any] | None = None,
-            weights_built_in: str | None = MEASURED_BUILD_DTYPE) -> PerfReport:
+            weights_built_in: str | None = MEASURED_BUILD_DTYPE, mode: str = "eager") -> PerfReport:
     """Predict ``model`` called as ``model(*example_inputs, **example_kwargs)`` on ``device``.
 
     ``phase="training"`` predicts one step: forward, backward and an ``optimizer`` step. ``dtype`` casts a copy
     of the model and its floating inputs first. The batch size is the leading dimension of the first input.
     ``weights_built_in`` is the dtype the weights exist in before their cast to the run dtype ("float32", as
     ``Model(config).to(torch.bfloat16)`` builds them); ``None`` for weights loaded straight in the run dtype.
+    ``mode`` is how the step runs: "eager", "cuda_graph", "compiled" or "compiled_cuda_graph" (the two-timeline
+    predictor, ``predictor="two_timeline"``, reads it).
     """
     graph = featurize(model, example_inputs, phase=phase, dtype=dtype, example_kwargs=example_kwargs,
                       name=model_name or type(model).__name__)
     return report_for_graph(graph, device=device, phase=phase, predictor=predictor, optimizer=optimizer,
                             tf32=tf32, max_latency_ms=max_latency_ms, min_throughput_per_s=min_throughput_per_s,
                             grid_g_per_kwh=grid_g_per_kwh, workload_calls=workload_calls, top_ops=top_ops,
-                            model_name=model_name, weights_built_in=weights_built_in)
+                            model_name=model_name, weights_built_in=weights_built_in, mode=mode)
 
 
 def report_for_graph(graph: OpGraph, *, device: Any = DEFAULT_DEVICE, phase: str | None = None,
@@ -52,7 +54,7 @@ def report_for_graph(graph: OpGraph, *, device: Any = DEFAULT_DEVICE, phase: str
                      max_latency_ms: float | None = None, min_throughput_per_s: float | None = None,
                      grid_g_per_kwh: float | None = None, workload_calls: int | None = None, top_ops: int = 25,
                      model_name: str | None = None,
-                     weights_built_in: str | None = MEASURED_BUILD_DTYPE) -> PerfReport:
+                     weights_built_in: str | None = MEASURED_BUILD_DTYPE, mode: str = "eager") -> PerfReport:
     """A PerfReport for an OpGraph any frontend produced (FX, AOT, Relax, ONNX)."""
     from perfpredict.assemble import build_report
     from perfpredict.devices import Device, get_device
@@ -60,7 +62,7 @@ def report_for_graph(graph: OpGraph, *, device: Any = DEFAULT_DEVICE, phase: str
 
     dev = device if isinstance(device, Device) else get_device(device)
     config = RunConfig(phase=phase or graph.phase, optimizer=optimizer, tf32=tf32, top_ops=top_ops,
-                       weights_built_in=weights_built_in)
+                       weights_built_in=weights_built_in, mode=mode)
     return build_report(graph, dev, config, predictor, model_name=model_name or graph.name,
                         max_latency_ms=max_latency_ms, min_throughput_per_s=min_throughput_per_s,
                         grid_g_per_kwh=grid_g_per_kwh, workload_calls=workload_calls)

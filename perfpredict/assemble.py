@@ -60,7 +60,7 @@ def build_report(graph: OpGraph, device: Device, config: RunConfig, predictor: s
         mig=advice, warnings=_warnings(graph, device, fits, out.peak_memory_bytes.value) + out.warnings,
         notes=(_notes(graph, device, predictor, price) + _load_note(graph, config, out)
                + ((choice_note,) if choice_note else ())),
-        device_source=device.source,
+        device_source=device.source, timeline=out.timeline,
     )
 
 

@@ -79,7 +79,10 @@ def _add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None
                         "Model(config).to(dtype) does; 'none': loaded straight in --dtype)")
     p.add_argument("--predictor", default="auto",
                    help="auto (default: the best predictor trained for the device, else analytical), analytical, "
-                        "xgboost, graphsage or gae_gnn")
+                        "xgboost, graphsage, gae_gnn or two_timeline")
+    p.add_argument("--mode", choices=("eager", "cuda_graph", "compiled", "compiled_cuda_graph"), default="eager",
+                   help="how the step runs, for the two-timeline predictor: eager (default), cuda_graph, compiled "
+                        "(torch.compile), compiled_cuda_graph (torch.compile mode='reduce-overhead')")
     p.add_argument("--max-latency-ms", type=_positive_float, default=None, help="latency target for MIG advice")
     p.add_argument("--min-throughput", type=_positive_float, default=None,
                    help="throughput target (samples/s) for MIG advice")
@@ -114,9 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", parents=[common], help="BERT-base and ResNet-50 on H100 and A100")
     p.set_defaults(func=cmd_demo)
-    from perfpredict import cli_adapt, cli_collect, cli_roofline, cli_train
+    from perfpredict import cli_adapt, cli_collect, cli_host, cli_roofline, cli_train
 
     cli_roofline.register(sub, parents=[common])
+    cli_host.register(sub, parents=[common])
     cli_collect.register(sub, parents=[common])
     cli_train.register(sub, parents=[common])
     cli_adapt.register(sub, parents=[common])
@@ -155,7 +159,7 @@ def _predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[An
     graph, name = _graph_from_args(args, phase)
     report = report_for_graph(graph, device=device, phase=phase, predictor=args.predictor, model_name=name,
                               max_latency_ms=args.max_latency_ms, min_throughput_per_s=args.min_throughput,
-                              top_ops=keep_ops,
+                              top_ops=keep_ops, mode=args.mode,
                               weights_built_in=None if args.weights_built_in == "none" else args.weights_built_in)
     return report, graph
 
@@ -343,7 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if args.command is None:
-            raise UsageError(f"choose a command: predict, explain, devices, models, demo, roofline, collect, zoo, train (`{PROG} --help`)")
+            raise UsageError(f"choose a command: predict, explain, devices, models, demo, roofline, collect, zoo, train, "
+                             f"calibrate-host (`{PROG} --help`)")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             code = args.func(args)

@@ -46,7 +46,8 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--families", type=_csv(str, "--families"), default=None,
                    help="comma-separated zoo families (default: all; see `perfpredict zoo families`)")
     p.add_argument("--budget-minutes", type=_positive(float), default=None, help="stop starting configs after this")
-    p.add_argument("--out", default=None, help="dataset folder (default data/<device-slug>/)")
+    p.add_argument("--out", default=None,
+                   help="dataset folder (default data/v3/<device-slug>/; data/<device-slug>/ with --protocol 2)")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     p.add_argument("--max-rows", type=_positive(int), default=None, help="stop when the folder holds this many rows")
     p.add_argument("--profile", choices=("tiny", "cpu", "gpu"), default=None,
@@ -135,7 +136,8 @@ def run_collect(args: argparse.Namespace) -> int:
     from perfpredict.profiling.collect import CollectConfig, collect, device_slug, fill_graph_features
 
     device = "cuda:0" if args.device == "cuda" else args.device
-    out = Path(args.out) if args.out else Path("data") / device_slug(device)
+    default_root = Path("data") / "v3" if args.protocol_version == 3 else Path("data")  # v3 labels kept apart
+    out = Path(args.out) if args.out else default_root / device_slug(device)
     kwargs = {k: getattr(args, k) for k in ("families", "budget_minutes", "max_rows", "seed", "profile",
                                             "archs_per_family", "arch_block", "dtypes", "batches", "warmup_min",
                                             "min_runs", "min_seconds", "floor_runs", "warmup_max_s",

@@ -248,6 +248,8 @@ def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
                 + f"\ndevice: {pairs['device']}")
     label = Text(estimate_label(report), style="italic yellow")
     parts: list[Any] = [title, info, label, _summary_table(report)]
+    if report.timeline is not None:
+        parts.append(Text(timeline_line(report)))
     if report.per_op and top_ops != 0:
         parts.append(_ops_table(report, top_ops))
     if report.mig is not None:
@@ -258,6 +260,18 @@ def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
     parts += [Text(f"warning: {w}", style="yellow") for w in report.warnings]
     parts += [Text(f"note: {n}", style="dim") for n in report.notes]
     return parts
+
+
+def timeline_line(report: PerfReport) -> str:
+    """Device, host and wall time of the step, and, when the device idles, what CUDA graphs or torch.compile give."""
+    t = report.timeline
+    text = (f"timelines ({t.mode}): device {fmt_time_ms(t.device_ms)}, host {fmt_time_ms(t.host_ms)}, "
+            f"wall {fmt_time_ms(t.wall_ms)}; host profile: {t.host_profile}")
+    if t.launch_bound and t.other_modes_ms:
+        best = min(t.other_modes_ms, key=t.other_modes_ms.get)
+        text += (f"\nlaunch-bound: the GPU idles {t.device_idle_share:.0%} of the step; {best.replace('_', ' ')} "
+                 f"would take it from {fmt_time_ms(t.wall_ms)} to {fmt_time_ms(t.other_modes_ms[best])}")
+    return text
 
 
 def _plain(text: str):

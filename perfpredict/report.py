@@ -116,6 +116,26 @@ class MeasuredVsPredicted:
 
 
 @dataclass(frozen=True)
+class TimelineSummary:
+    """The two timelines of one step (``predictors/two_timeline.py``): the device's busy time, the host's dispatch
+    time, the wall time in ``mode``, the share of it the device idles waiting for the host, and the wall time the
+    other modes would give (a GPU only)."""
+
+    mode: str
+    device_ms: float
+    host_ms: float
+    wall_ms: float
+    device_idle_share: float
+    other_modes_ms: dict[str, float] = field(default_factory=dict)
+    host_profile: str = ""
+
+    @property
+    def launch_bound(self) -> bool:
+        """The device idles more than a third of the step: the host, not the GPU, sets the pace."""
+        return self.device_idle_share > 1 / 3
+
+
+@dataclass(frozen=True)
 class GraphSummary:
     nodes: int
     edges: int
@@ -163,6 +183,7 @@ class PerfReport:
     notes: tuple[str, ...] = ()
     device_source: str = "datasheet"
     measured: MeasuredVsPredicted | None = None
+    timeline: TimelineSummary | None = None
     schema_version: int = field(default=REPORT_SCHEMA_VERSION)
 
     @property
@@ -191,6 +212,8 @@ class PerfReport:
             d["mig"] = MigAdvice(**mig)
         if d.get("measured"):
             d["measured"] = MeasuredVsPredicted(**d["measured"])
+        if d.get("timeline"):
+            d["timeline"] = TimelineSummary(**d["timeline"])
         d["warnings"] = tuple(d.get("warnings", ()))
         d["notes"] = tuple(d.get("notes", ()))
         return cls(**d)

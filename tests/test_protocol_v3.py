@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import types
 
 import pytest
@@ -212,6 +213,8 @@ def test_cpu_round_reports_wall_time_as_device_time():
     assert m.device_ms == m.eager_ms > 0 and m.device_samples_ms == m.eager_samples_ms
     assert m.eager_sync_ms == m.latency_ms and m.runs == 3
     assert m.host_dispatch_ms is None and m.aten_op_count == 1 and m.kernel_count is None
+    per_op = json.loads(m.op_times_json)  # per ATen op: calls, host self ms, device self ms per step
+    assert per_op["aten::mm"][0] == 1 and per_op["aten::mm"][1] > 0
     row = m.to_row(with_samples=True)
     assert len(row["eager_samples_ms"]) == 3 and row["schema_version"] == 3
 

@@ -66,6 +66,11 @@ def _attainable(device: Device, key: str, kind: str) -> float:
     return peak if is_measured else peak * fraction
 
 
+def attainable_bandwidth(device: Device) -> float:
+    """Bytes per second an op can stream on ``device``: measured, else datasheet x the achieved fraction."""
+    return _attainable(device, "memory", "memory")
+
+
 def _node_rates(graph: OpGraph, device: Device, config: RunConfig, ideal: bool) -> np.ndarray:
     """FLOP/s each node can attain: its dtype's tensor-core or vector rate (datasheet peak when ``ideal``)."""
     rates = np.empty(len(graph.nodes))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from perfpredict.errors import InvalidInputError
 from perfpredict.ops import FLOAT_DTYPES
-from perfpredict.report import MemoryBreakdown, OpContribution, Prediction
+from perfpredict.report import MemoryBreakdown, OpContribution, Prediction, TimelineSummary
 
 if TYPE_CHECKING:
     from perfpredict.devices import Device
@@ -22,6 +22,8 @@ OPTIMIZER_SCRATCH = {"adamw": 1, "adam": 1, "sgd": 0, "sgd_momentum": 0, "rmspro
 # The collector builds every model in float32 and then casts it (profiling/zoo.py, ModelSpec.build): the learned
 # predictors are trained on peaks that include that load, so they always see it in their features.
 MEASURED_BUILD_DTYPE = "float32"
+#: how the step runs: eager PyTorch, a CUDA-graph replay, torch.compile (inductor), or both ("reduce-overhead")
+RUN_MODES = ("eager", "cuda_graph", "compiled", "compiled_cuda_graph")
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,11 @@ class RunConfig:
     tf32: bool = False
     top_ops: int = 25
     weights_built_in: str | None = MEASURED_BUILD_DTYPE
+    mode: str = "eager"  # eager, cuda_graph, compiled, compiled_cuda_graph (the two-timeline predictor reads it)
 
     def __post_init__(self) -> None:
+        if self.mode not in RUN_MODES:
+            raise InvalidInputError(f"mode {self.mode!r} is not one of {', '.join(RUN_MODES)}")
         if self.phase not in ("inference", "training"):
             raise InvalidInputError(f"phase {self.phase!r} is not one of 'inference', 'training'")
         if self.optimizer not in OPTIMIZER_STATES:
@@ -71,6 +76,7 @@ class PredictorOutput:
     avg_power_w: Prediction
     per_op: tuple[OpContribution, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    timeline: TimelineSummary | None = None  # device, host and wall time (the two-timeline predictor)
 
 
 class Predictor(Protocol):

@@ -18,7 +18,8 @@ _FACTORIES: dict[str, Callable[[], Predictor]] = {}
 _INSTANCES: dict[str, Predictor] = {}
 _FAILED: set[str] = set()
 # Modules that register built-in predictors when imported.
-_BUILTIN_MODULES = ("perfpredict.predictors.analytical", "perfpredict.predictors.xgboost_model",
+_BUILTIN_MODULES = ("perfpredict.predictors.analytical", "perfpredict.predictors.two_timeline",
+                    "perfpredict.predictors.xgboost_model",
                     "perfpredict.predictors.graphsage", "perfpredict.predictors.gae",
                     "perfpredict.predictors.gnn_llm")
 

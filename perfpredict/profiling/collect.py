@@ -263,6 +263,21 @@ class TooSlow(Exception):
     """A config whose first call already blows the time cap: recorded as status="too_slow", larger batches skipped."""
 
 
+def failure(err: BaseException) -> dict[str, str]:
+    """A failed config's ``status`` (too_slow, oom or error) and one-line ``error``: failures are data."""
+    status = "too_slow" if isinstance(err, TooSlow) else "oom" if is_oom(err) else "error"
+    return {"status": status, "error": f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"}
+
+
+def release(device: str) -> None:
+    """Give a freed model's memory back before the next config (the CUDA caching allocator's too)."""
+    gc.collect()
+    if device != "cpu":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
 def guarded(step: Any, limit_ms: float, strikes: int = 2) -> Any:
     """``step`` that raises TooSlow on its ``strikes``-th call slower than ``limit_ms`` (one outlier is allowed)."""
     slow = [0]
@@ -295,7 +310,6 @@ def base_row(spec: zoo.ModelSpec, device_label: str, device: str) -> dict[str, A
 def measure_spec(spec: zoo.ModelSpec, monitor: Any, cfg: CollectConfig, device_label: str,
                  features: GraphFeatureCache | None = None) -> dict[str, Any]:
     """Build, warm up and measure one spec; a row dict whatever happens (ok, oom or error)."""
-    import torch
 
     row = base_row(spec, device_label, cfg.device)
     row["zoo_profile"] = cfg.profile
@@ -335,13 +349,10 @@ def measure_spec(spec: zoo.ModelSpec, monitor: Any, cfg: CollectConfig, device_l
         row["error"] = None
     except Exception as err:  # noqa: BLE001 - failures are data: every config ends as a row
         monitor.abort_window(name)
-        row["status"] = "too_slow" if isinstance(err, TooSlow) else "oom" if is_oom(err) else "error"
-        row["error"] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+        row.update(failure(err))
     finally:
         del model, step, x, labels
-        gc.collect()
-        if cfg.device != "cpu":
-            torch.cuda.empty_cache()
+        release(cfg.device)
     row.update({f"protocol_{k}": v for k, v in cfg.protocol().items()})
     if features is not None and row["status"] == "ok":
         row.update(features.features(spec))

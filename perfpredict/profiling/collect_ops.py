@@ -89,8 +89,10 @@ def time_op(call: Any, device: str) -> dict[str, Any]:
             "cache_state": "warm"}
 
 
-def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2) -> v2.CollectSummary:  # noqa: C901 - one loop
-    """Collect op rows into ``cfg.out / "ops"`` (resumable); returns what it did."""
+def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2,
+                ops: list[OpInstance] | None = None) -> v2.CollectSummary:  # noqa: C901 - one loop
+    """Collect op rows into ``cfg.out / "ops"`` (resumable): the ops of the zoo plan, or ``ops`` when given (a
+    re-measurement of chosen rows); returns what it did."""
     import statistics
 
     from perfpredict.profiling.monitor import Monitor
@@ -145,8 +147,7 @@ def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2) -> v2.CollectSummar
                 rec.update(time_op(built[key], cfg.device))
                 rec["device_ms"] = statistics.median(rec["device_samples_ms"])
             except Exception as err:  # noqa: BLE001 - failures are data
-                rec["status"] = "oom" if v2.is_oom(err) else "error"
-                rec["error"] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+                rec.update(v2.failure(err))
             rec["load_avg_1m"] = _load()
             rounds_out.append(rec)
             return rec
@@ -164,7 +165,8 @@ def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2) -> v2.CollectSummar
 
         chunk: list[str] = []
         finished = True
-        for op, source, is_variant in op_plan(cfg, variants, seed=cfg.seed):
+        plan = op_plan(cfg, variants, seed=cfg.seed) if ops is None else ((op, "", False) for op in ops)
+        for op, source, is_variant in plan:
             key = op.to_key()
             if key in done:
                 summary.skipped_existing += 1

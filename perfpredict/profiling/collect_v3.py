@@ -14,7 +14,6 @@ stored. Everything else (resume, OOM and too-slow skips, pause, crash accounting
 
 from __future__ import annotations
 
-import gc
 import json
 import statistics
 import sys
@@ -51,8 +50,6 @@ def measure_one_round(spec: zoo.ModelSpec, index: int, records: list[dict[str, A
                       energy_monitor: Any, cfg: v2.CollectConfig, policy: rounds.RoundPolicy,
                       label: str) -> dict[str, Any]:
     """Build ``spec`` and take round ``index``; the round's record whatever happens (ok, oom, too_slow, error)."""
-    import torch
-
     rec: dict[str, Any] = {"key": spec.to_key(), "device": label, "round": index, "at": time.time(),
                            "status": "ok"}
     model = step = x = labels = None
@@ -83,13 +80,10 @@ def measure_one_round(spec: zoo.ModelSpec, index: int, records: list[dict[str, A
                                                  batch_size=spec.batch, min_s=protocol_v3.RoundSettings.energy_min_s))
     except Exception as err:  # noqa: BLE001 - failures are data
         monitor.abort_window("collect")
-        rec["status"] = ("too_slow" if isinstance(err, v2.TooSlow) else "oom" if v2.is_oom(err) else "error")
-        rec["error"] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+        rec.update(v2.failure(err))
     finally:
         del model, step, x, labels
-        gc.collect()
-        if cfg.device != "cpu":
-            torch.cuda.empty_cache()
+        v2.release(cfg.device)
     return rec
 
 
@@ -112,9 +106,9 @@ def row_from_rounds(spec: zoo.ModelSpec, records: list[dict[str, Any]], cfg: v2.
         row[k] = next((r[k] for r in ok if r.get(k) is not None), None)
     for metric in TIMINGS:
         values = [r[metric] for r in ok if r.get(metric) is not None]
-        if values:
-            lab = rounds.label(values)
-            row.update({metric: lab.value, f"{metric}_round_spread": lab.spread, f"{metric}_rounds": list(values)})
+        lab = rounds.label(values) if values else None  # host_dispatch_ms: None on a CPU, never a guess
+        row.update({metric: lab and lab.value, f"{metric}_round_spread": lab and lab.spread,
+                    f"{metric}_rounds": list(values) if values else None})
     eager_all = [v for r in ok for v in r.get("eager_samples_ms") or ()]
     medians = row["eager_ms_rounds"]
     row.update(latency_ms=row["eager_ms"], latency_min_ms=min(eager_all), latency_max_ms=max(eager_all),
@@ -123,7 +117,7 @@ def row_from_rounds(spec: zoo.ModelSpec, records: list[dict[str, Any]], cfg: v2.
                throughput_per_s=spec.batch / (row["eager_ms"] / 1e3))
     methods = {r.get("device_method") for r in ok}
     row["device_method"] = methods.pop() if len(methods) == 1 else "mixed"
-    for k in ("kernel_count", "aten_op_count", "kernel_sum_ms", "device_busy_ms", "capture_error"):
+    for k in ("kernel_count", "aten_op_count", "kernel_sum_ms", "device_busy_ms", "capture_error", "op_times_json"):
         row[k] = next((r[k] for r in ok if r.get(k) is not None), None)
     peaks = [r["peak_memory_bytes"] for r in ok if r.get("peak_memory_bytes") is not None]
     row["peak_memory_bytes"] = int(statistics.median(peaks)) if peaks else None
@@ -142,8 +136,10 @@ def row_from_rounds(spec: zoo.ModelSpec, records: list[dict[str, Any]], cfg: v2.
     return row
 
 
-def collect_rounds(cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int) -> v2.CollectSummary:
-    """Run one protocol-v3 collection (see the module docstring); returns what it did."""
+def collect_rounds(cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int,
+                   specs: list[zoo.ModelSpec] | None = None) -> v2.CollectSummary:
+    """Run one protocol-v3 collection (see the module docstring) of ``cfg.plan()``, or of ``specs`` when given
+    (a re-measurement of chosen rows); returns what it did."""
     from perfpredict.profiling.monitor import Monitor
     from perfpredict.profiling.sentinel import Sentinel
 
@@ -159,7 +155,7 @@ def collect_rounds(cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int
             skips.note(r)
     stored = load_rounds(cfg.out, label)
     attempts = v2.attempt_counts(cfg.out)
-    specs = {s.to_key(): s for s in cfg.plan()}
+    specs = {s.to_key(): s for s in (cfg.plan() if specs is None else specs)}
     keys = [k for k in specs if k not in done]
     summary.skipped_existing = len(specs) - len(keys)
     if cfg.max_rows is not None:  # rows finish a block at a time: plan only as many as are still wanted
@@ -204,6 +200,7 @@ def collect_rounds(cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int
                        **reading}
             rec.update(key=key, device=label, round=index)
             rounds_out.append(rec)
+            skips.note({**rec, "batch_size": spec.batch})  # at once: larger batches of the block are next
             return rec
 
         def finish(key: str, records: list[dict[str, Any]]) -> None:

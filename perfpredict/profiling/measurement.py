@@ -132,6 +132,7 @@ class Measurement:
     graph_replays: int | None = None  # CUDA-graph replays per timed event pair
     eager_block_steps: int | None = None  # steps per blocked-timing sample
     capture_error: str | None = None  # why CUDA-graph capture failed, when it did
+    op_times_json: str | None = None  # per ATen op per step: {"aten::mm": [calls, host self ms, device self ms]}
     device_samples_ms: tuple[float, ...] = ()
     eager_samples_ms: tuple[float, ...] = ()
     host_samples_ms: tuple[float, ...] = ()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import statistics
 import time
 from collections.abc import Callable
@@ -115,8 +116,10 @@ def measure_round(monitor: Any, fn: Callable[[], Any], *, name: str, batch_size:
 
 
 def _profile_fields(prof: step_profile.StepProfile) -> dict[str, Any]:
+    per_op = {k: [round(v, 6) for v in vals] for k, vals in sorted(prof.per_op.items())}
     return {"kernel_count": prof.kernel_count, "aten_op_count": prof.aten_op_count,
-            "device_busy_ms": prof.busy_ms, "kernel_sum_ms": prof.kernel_sum_ms}
+            "device_busy_ms": prof.busy_ms, "kernel_sum_ms": prof.kernel_sum_ms,
+            "op_times_json": json.dumps(per_op, separators=(",", ":")) if per_op else None}
 
 
 def energy_window(monitor: Any, fn: Callable[[], Any], *, batch_size: int, min_s: float = 1.0) -> dict[str, Any]:

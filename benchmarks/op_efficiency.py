@@ -1,0 +1,110 @@
+"""Per-op device time: the learned efficiency model against the fixed-fraction roofline, out of fold, on op rows.
+
+    python benchmarks/op_efficiency.py data/v3/cpu-amd-epyc-2c/ops --device cpu \
+        --out benchmarks/results/op_efficiency-cpu-amd-epyc-2c.md [--save perfpredict/predictors/artifacts/op-efficiency-cpu]
+
+Splits: random 5-fold over op rows, and leave-one-family-out (every op of the zoo family the op came from held
+out together, variants included). Metric: MAPE of the per-op device time (``device_ms``; on a CPU, less the host
+profile's dispatch cost), median APE and the share within 10%. Baseline: the same bound divided by the analytical
+model's fixed achieved fraction. Rows taken while the host's load average exceeded its core count are left out
+(the host was shared: data/README.md). ``--save`` fits on every row and writes the artifact the two-timeline
+predictor loads for the device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from perfpredict.devices import get_device
+from perfpredict.predictors import op_efficiency as oe
+from perfpredict.predictors.analytical import ACHIEVED_FRACTION
+from perfpredict.predictors.host_model import load_profile
+from perfpredict.profiling.dataset import load_dataset
+
+
+def _scores(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
+    ape = np.abs(pred - true) / true
+    return {"mape": 100 * float(ape.mean()), "median": 100 * float(np.median(ape)),
+            "within10": 100 * float((ape <= 0.10).mean())}
+
+
+def _baseline(shapes: list[oe.OpShape], device) -> np.ndarray:
+    frac = ACHIEVED_FRACTION[device.kind]
+    out = []
+    for s in shapes:
+        b, compute, memory = oe.bound_s(s, device)
+        out.append(max(compute / frac["tensor" if s.kind in oe.ops.TENSOR_CORE_OPS else "vector"],
+                       memory / frac["memory"], 1e-9))
+    return np.array(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("folder")
+    p.add_argument("--device", default="cpu", help="the catalog device whose ceilings the rows ran on")
+    p.add_argument("--out", default=None)
+    p.add_argument("--save", default=None, help="fit on all rows and write the artifact to this folder")
+    p.add_argument("--max-rows", type=int, default=None)
+    args = p.parse_args(argv)
+    device = get_device(args.device)
+    rows = [r for r in load_dataset(args.folder, join_features=False).rows if r.get("status") == "ok"]
+    cores = os.cpu_count() or 1
+    busy = [r for r in rows if (r.get("load_avg_1m") or 0) > cores]
+    rows = [r for r in rows if (r.get("load_avg_1m") or 0) <= cores][: args.max_rows]
+    profile = load_profile() if device.kind == "cpu" else None
+    X, y, seconds, shapes = oe.training_arrays(rows, device, profile.dispatch_us if profile else None)
+    families = np.array([json.loads(r["source_key"])["family"] if r.get("source_key") else "?" for r in rows])
+    rng = np.random.default_rng(0)
+    random_fold = rng.integers(0, 5, len(y))
+    fam_names = sorted(set(families))
+    results = {}
+    for split, fold_of in (("random 5-fold", random_fold),
+                           ("leave-one-family-out", np.array([fam_names.index(f) for f in families]))):
+        pred = np.zeros(len(y))
+        for f in np.unique(fold_of):
+            test = fold_of == f
+            model = oe.EfficiencyModel().fit(X[~test], y[~test])
+            b = np.array([oe.bound_s(s, device)[0] for s, t in zip(shapes, test) if t])
+            pred[test] = b / model.efficiency(X[test])
+        results[split] = _scores(pred, seconds)
+    results["fixed-fraction roofline (analytical)"] = _scores(_baseline(shapes, device), seconds)
+    kinds = sorted({s.kind for s in shapes})
+    lines = [f"# Per-op device time on {rows[0]['device'] if rows else '?'}", "",
+             f"`python benchmarks/op_efficiency.py {args.folder} --device {args.device}`, "
+             f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {len(y)} op rows ({len(busy)} taken on a "
+             f"busy host left out), {len(fam_names)} source families, ceilings of catalog device `{device.name}`"
+             + (f", host profile `{profile.name}` taken off each row" if profile else "") + ".", "",
+             "| model | split | MAPE | median APE | within 10% |", "|---|---|---:|---:|---:|"]
+    for name, s in results.items():
+        model_name, split = ("learned efficiency", name) if "fold" in name or "out" in name else (name, "-")
+        lines.append(f"| {model_name} | {split} | {s['mape']:.1f}% | {s['median']:.1f}% | {s['within10']:.0f}% |")
+    lines += ["", "Op rows per kind: " + ", ".join(f"{k} {sum(s.kind == k for s in shapes)}" for k in kinds) + "."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.save:
+        save(oe.EfficiencyModel().fit(X, y), Path(args.save), rows, device, results)
+    return 0
+
+
+def save(model: oe.EfficiencyModel, folder: Path, rows: list[dict], device, results: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    model.booster.save_model(str(folder / "efficiency.ubj"))
+    manifest = {"kind": "op_efficiency", "version": 1, "device": device.name, "device_kind": device.kind,
+                "rows_device": rows[0]["device"],
+                "rows": len(rows), "features": list(oe.FEATURE_NAMES), "metrics": results,
+                "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    print(f"op_efficiency: saved {folder}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

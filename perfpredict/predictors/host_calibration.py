@@ -1,0 +1,102 @@
+"""``perfpredict calibrate-host``: time this machine's eager dispatch per op kind, on the CPU, in seconds.
+
+Two measurements, both on tiny CPU tensors, so the work inside each op is negligible and what is timed is the
+framework's cost of one call:
+
+1. ``dispatch_us[kind]``: one representative ATen call per canonical op kind, called back to back
+   (:data:`PROBES`); the median of several blocks.
+2. ``module_us``: the Python of ``nn.Module`` forwards around each op. A small stack of ``Linear``/``LayerNorm``/
+   ``GELU`` modules is timed as a module call and as the same ATen calls made directly; the difference per op is the
+   modules' share.
+
+A user predicting for their own server runs it there; the profile lands in :func:`host_model.profile_path` and
+predictions use it from then on. NB: a CUDA build dispatches through more layers (stream, caching allocator) than
+the CPU path timed here; the kernel launch itself is the device's part (``Device.launch_overhead_s``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from perfpredict import ops
+from perfpredict.predictors.host_model import HostProfile
+
+
+def _probes() -> dict[str, Callable[[], Any]]:
+    import torch
+    import torch.nn.functional as F  # noqa: N812 - the usual name
+
+    x, y = torch.randn(1, 8), torch.randn(1, 8)
+    m, img, k = torch.randn(8, 8), torch.randn(1, 1, 4, 4), torch.randn(1, 1, 1, 1)
+    q = torch.randn(1, 1, 2, 8)
+    idx, table, target = torch.zeros(1, 2, dtype=torch.long), torch.randn(4, 8), torch.zeros(1, dtype=torch.long)
+    params, grads = [torch.randn(8)], [torch.randn(8)]
+    return {
+        ops.MATMUL: lambda: torch.mm(x, m), ops.CONV: lambda: F.conv2d(img, k),
+        ops.ATTENTION: lambda: F.scaled_dot_product_attention(q, q, q), ops.NORM: lambda: F.layer_norm(x, (8,)),
+        ops.SOFTMAX: lambda: x.softmax(-1), ops.ELEMENTWISE: lambda: x + y, ops.REDUCTION: lambda: x.sum(),
+        ops.EMBEDDING: lambda: F.embedding(idx, table), ops.POOLING: lambda: F.max_pool2d(img, 2),
+        ops.VIEW: lambda: x.view(-1), ops.COPY: lambda: torch.cat([x, y]), ops.CREATION: lambda: torch.zeros(8),
+        ops.LOSS: lambda: F.cross_entropy(x, target), ops.OPTIMIZER: lambda: torch._foreach_add(params, grads),
+    }
+
+
+def time_call_us(fn: Callable[[], Any], *, calls: int = 400, blocks: int = 5) -> float:
+    """Median over ``blocks`` of the mean microseconds per call of ``calls`` back-to-back calls."""
+    fn()
+    out = []
+    for _ in range(blocks):
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        out.append((time.perf_counter_ns() - t0) / 1e3 / calls)
+    return statistics.median(out)
+
+
+def module_overhead_us(layers: int = 8) -> float:
+    """Microseconds per op that ``nn.Module`` Python adds: a module stack against the same ATen calls made bare."""
+    import torch
+
+    stack = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8),
+                                                      torch.nn.GELU()) for _ in range(layers)]).eval()
+    x = torch.randn(1, 8)
+    mods = list(stack.modules())
+    lin = [m for m in mods if isinstance(m, torch.nn.Linear)]
+    norm = [m for m in mods if isinstance(m, torch.nn.LayerNorm)]
+
+    def bare() -> Any:
+        h = x
+        for a, b in zip(lin, norm):
+            h = torch.nn.functional.gelu(torch.nn.functional.layer_norm(
+                torch.nn.functional.linear(h, a.weight, a.bias), (8,), b.weight, b.bias))
+        return h
+
+    with torch.no_grad():
+        wrapped = time_call_us(lambda: stack(x), calls=100)
+        plain = time_call_us(bare, calls=100)
+    return max(0.0, (wrapped - plain) / (3 * layers))
+
+
+def calibrate(name: str = "this host") -> HostProfile:
+    """Time every probe and the module overhead on one thread (a host dispatches from one thread)."""
+    import torch
+
+    from perfpredict.profiling import cpu as cpu_probe
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            dispatch = {kind: round(time_call_us(fn), 3) for kind, fn in _probes().items()}
+        module = round(module_overhead_us(), 3)
+    finally:
+        torch.set_num_threads(threads)
+    dispatch[ops.UNKNOWN] = dispatch[ops.ELEMENTWISE]
+    return HostProfile(name=name, dispatch_us=dispatch, module_us=module,
+                       source="perfpredict calibrate-host (tiny CPU tensors, one thread)",
+                       cpu_model=cpu_probe.cpu_model(), torch_version=torch.__version__,
+                       created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))

@@ -1,0 +1,172 @@
+"""Per-op device time = roofline bound / efficiency, the efficiency in (0, 1] learned from op rows (NeuSight's idea).
+
+The bound is physics: ``max(FLOPs / peak rate, bytes / bandwidth)`` at the device's ceilings (measured where a
+roofline run exists, else the datasheet), with the rate of the op's dtype and unit (tensor cores for matmul, conv
+and attention in half precision). Nothing is predicted faster than it. The efficiency says how much of that bound
+an op of this kind and shape reaches on this device. It is learned (XGBoost, on ``log(efficiency)``) from the op
+rows of ``perfpredict collect --ops`` (:mod:`perfpredict.profiling.collect_ops`), with the device's ceilings among
+the features, so that a device with no op rows is predicted from its ceilings alone.
+
+Features (:func:`features`): the op kind, the dtype class, FLOPs, bytes, arithmetic intensity and the bound (logs),
+the output's size and its largest dimensions' remainders mod 64 and 128 (tile quantisation), the tiles per SM
+wave of a 128 x 128 tiling, and the device's rate, bandwidth, SM count and L2 size.
+
+On a CPU an op row's time includes the op's own dispatch (there is one timeline): the device part learned here is
+the row's time less the host profile's dispatch cost for its kind (at least a tenth of the row's time).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from perfpredict import ops
+
+KINDS = tuple(sorted(ops.KNOWN_OPS | {ops.UNKNOWN}))
+DTYPE_CLASSES = ("float32", "bfloat16", "float16", "int", "other")
+FEATURE_NAMES = (*(f"kind_{k}" for k in KINDS), *(f"dtype_{d}" for d in DTYPE_CLASSES), "log_flops", "log_bytes",
+                 "log_intensity", "log_bound_s", "compute_bound", "log_out_numel", "mod64", "mod128",
+                 "waves_frac", "log_waves", "log_rate", "log_bandwidth", "sm_count", "log_l2")
+EFFICIENCY_FLOOR = 1e-4
+
+
+@dataclass(frozen=True)
+class OpShape:
+    """What the efficiency model needs of one op, from an op row or an OpNode alike."""
+
+    kind: str
+    dtype: str
+    flops: float
+    bytes: float
+    out_shape: tuple[int, ...]
+
+
+def dtype_class(dtype: str) -> str:
+    if dtype in ("float32", "bfloat16", "float16"):
+        return dtype
+    return "int" if dtype.startswith(("int", "uint", "bool")) else "other"
+
+
+def bound_s(op: OpShape, device: Any, tf32: bool = False) -> tuple[float, float, float]:
+    """(roofline bound, compute time, memory time) in seconds at the device's ceilings."""
+    tensor = op.kind in ops.TENSOR_CORE_OPS and device.kind == "gpu" and (op.dtype != "float32" or tf32)
+    rate, _ = device.peak_flops(op.dtype if op.dtype in ops.FLOAT_DTYPES else "float32", tensor)
+    compute = op.flops / max(rate, 1.0)
+    memory = op.bytes / max(device.memory_bandwidth_bytes_per_s, 1.0)
+    return max(compute, memory, 1e-9), compute, memory
+
+
+def features(op: OpShape, device: Any) -> list[float]:
+    """One feature vector (FEATURE_NAMES order)."""
+    b, compute, memory = bound_s(op, device)
+    rate, _ = device.peak_flops(op.dtype if op.dtype in ops.FLOAT_DTYPES else "float32",
+                                op.kind in ops.TENSOR_CORE_OPS and device.kind == "gpu" and op.dtype != "float32")
+    dims = sorted(op.out_shape, reverse=True)[:2] or [1]
+    out_numel = math.prod(op.out_shape) if op.out_shape else 1
+    rows, cols = (op.out_shape[-2] if len(op.out_shape) > 1 else 1), (op.out_shape[-1] if op.out_shape else 1)
+    tiles = math.ceil(max(rows, 1) / 128) * math.ceil(max(cols, 1) / 128) * (out_numel // max(rows * cols, 1) or 1)
+    sms = max(int(getattr(device, "sm_count", 1) or 1), 1)
+    waves = tiles / sms
+    kind = op.kind if op.kind in KINDS else ops.UNKNOWN
+    return [*(float(kind == k) for k in KINDS), *(float(dtype_class(op.dtype) == d) for d in DTYPE_CLASSES),
+            math.log10(op.flops + 1), math.log10(op.bytes + 1), math.log10((op.flops + 1) / (op.bytes + 1)),
+            math.log10(b), float(compute >= memory), math.log10(out_numel + 1), float(dims[0] % 64),
+            float(dims[0] % 128), waves - math.floor(waves), math.log10(waves + 1e-3), math.log10(rate),
+            math.log10(device.memory_bandwidth_bytes_per_s), float(sms),
+            math.log10(float(getattr(device, "l2_bytes", 0) or 0) + 1)]
+
+
+class EfficiencyModel:
+    """``log(efficiency)`` from :func:`features`, by gradient-boosted trees; predictions clipped to (0, 1]."""
+
+    def __init__(self, booster: Any = None, params: dict[str, Any] | None = None) -> None:
+        self.booster = booster
+        self.params = params or {"n_estimators": 400, "max_depth": 7, "learning_rate": 0.05, "subsample": 0.9,
+                                 "colsample_bytree": 0.9, "min_child_weight": 2, "n_jobs": 2, "random_state": 0}
+
+    def fit(self, X: np.ndarray, log_eff: np.ndarray) -> EfficiencyModel:
+        from xgboost import XGBRegressor
+
+        self.booster = XGBRegressor(**self.params).fit(X, log_eff)
+        return self
+
+    def efficiency(self, X: np.ndarray) -> np.ndarray:
+        return np.clip(np.exp(self.booster.predict(np.asarray(X, dtype=float))), EFFICIENCY_FLOOR, 1.0)
+
+    def device_s(self, ops_: Sequence[OpShape], device: Any) -> np.ndarray:
+        """Predicted device seconds per op: bound / efficiency, never under the bound."""
+        if not ops_:
+            return np.zeros(0)
+        X = np.array([features(o, device) for o in ops_])
+        bounds = np.array([bound_s(o, device)[0] for o in ops_])
+        return bounds / self.efficiency(X)
+
+
+def row_shape(row: dict[str, Any]) -> OpShape:
+    """An op row's OpShape; the output shape comes from running its key on the meta device."""
+    from perfpredict.profiling.op_instances import OpInstance
+
+    op = OpInstance.from_key(row["key"])
+    out = op.build("meta")()
+    first = out[0] if isinstance(out, (list, tuple)) and out else out
+    shape = tuple(int(s) for s in getattr(first, "shape", ()))
+    return OpShape(row["kind"], row["dtype"], float(row.get("flops") or 0),
+                   float((row.get("in_bytes") or 0) + (row.get("out_bytes") or 0)), shape)
+
+
+def node_shape(node: Any) -> OpShape:
+    out = node.outputs[0] if node.outputs else None
+    return OpShape(node.op, out.dtype if out is not None else "float32", float(node.flops),
+                   float(node.bytes_read + node.bytes_written), tuple(out.shape) if out is not None else ())
+
+
+def training_arrays(rows: Sequence[dict[str, Any]], device: Any, dispatch_us: dict[str, float] | None = None,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[OpShape]]:
+    """(X, log efficiency, measured device seconds, shapes) of ok op rows on ``device``. ``dispatch_us`` (a CPU
+    host profile's) is taken off each row's time first."""
+    X, y, measured, shapes = [], [], [], []
+    for r in rows:
+        if r.get("status") != "ok" or not r.get("device_ms"):
+            continue
+        shape = row_shape(r)
+        seconds = r["device_ms"] * 1e-3
+        if dispatch_us is not None:
+            seconds = max(seconds - dispatch_us.get(shape.kind, 0.0) * 1e-6, 0.1 * seconds)
+        b = bound_s(shape, device)[0]
+        X.append(features(shape, device))
+        y.append(math.log(min(max(b / seconds, EFFICIENCY_FLOOR), 1.0)))
+        measured.append(seconds)
+        shapes.append(shape)
+    return np.array(X), np.array(y), np.array(measured), shapes
+
+
+ARTIFACTS = __import__("pathlib").Path(__file__).resolve().parent / "artifacts"
+
+
+def load_model(device: Any) -> EfficiencyModel | None:
+    """The shipped efficiency model for ``device``'s kind (``artifacts/op-efficiency-*``, trained on op rows of a
+    device of the same kind; its ceilings are features, so it transfers), or None: no artifact for this kind, or
+    xgboost is not installed (then the two-timeline model keeps the analytical fixed fractions)."""
+    import json
+
+    for folder in sorted(ARTIFACTS.glob("op-efficiency-*")):
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if manifest.get("device_kind") != device.kind or manifest.get("features") != list(FEATURE_NAMES):
+            continue
+        try:
+            from xgboost import XGBRegressor
+        except ImportError:
+            return None
+        booster = XGBRegressor()
+        booster.load_model(str(folder / "efficiency.ubj"))
+        model = EfficiencyModel(booster)
+        model.source = f"{folder.name} ({manifest.get('rows')} op rows of {manifest.get('rows_device')})"
+        return model
+    return None

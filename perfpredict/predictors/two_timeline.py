@@ -1,0 +1,188 @@
+"""The two-timeline predictor: per-op device time and host time, joined by simulation (``timeline.py``).
+
+- **Device time** d_i: the op's roofline time at the device's attainable ceilings (measured where a roofline run
+  exists, else datasheet x the achieved fractions of ``analytical.ACHIEVED_FRACTION``), never under
+  ``MIN_KERNEL_S`` for an op that launches a kernel. No launch overhead is in it: that is the host's.
+- **Host time** h_i: the host profile's dispatch cost per op kind, the module Python of forward ops, and the
+  device's launch cost per kernel (``host_model.node_host_s``).
+- **Modes** (``RunConfig.mode``): ``eager`` overlaps the two timelines (the wall time is where the device finishes);
+  ``cuda_graph`` replays the device timeline after one launch; ``compiled`` fuses each run of elementwise,
+  reduction, norm and softmax ops into one kernel and launches kernels from generated code (no ATen dispatch, no
+  module Python); ``compiled_cuda_graph`` is both (``torch.compile(mode="reduce-overhead")``).
+
+Memory, power and the per-op table come from the analytical model (the same ops, the same ceilings); only the
+latency changes. Energy is power x wall time. NB: the efficiency is the analytical model's fixed fraction until the
+per-op efficiency model learned from op rows replaces it ("Latency model v2").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfpredict import ops
+from perfpredict.predictors import host_model, op_efficiency, timeline
+from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor, attainable_bandwidth
+from perfpredict.predictors.base import PredictorOutput, RunConfig
+from perfpredict.predictors.cost_arrays import CostArrays
+from perfpredict.predictors.memory_model import memory_terms
+from perfpredict.predictors.registry import register_predictor
+from perfpredict.report import Prediction, TimelineSummary
+
+NAME = "two_timeline"
+VERSION = "1"
+MODES = ("eager", "cuda_graph", "compiled", "compiled_cuda_graph")
+MIN_KERNEL_S = 2e-6  # the shortest a GPU kernel takes, launch to completion on the device (gpus.md)
+GRAPH_LAUNCH_S = 10e-6  # host cost of one cudaGraphLaunch
+GRAPH_NODE_GAP_S = 1e-6  # device-side gap between kernels of a replayed graph
+COMPILED_KERNEL_HOST_US = 3.0  # inductor's generated wrapper per kernel, before the launch itself
+FUSIBLE = frozenset({ops.ELEMENTWISE, ops.REDUCTION, ops.NORM, ops.SOFTMAX, ops.COPY})
+OPTIMIZER_KERNELS = 12  # a multi-tensor (foreach) AdamW step launches about this many kernels per param group
+
+
+def fused_groups(graph) -> list[list[int]]:
+    """Runs of consecutive fusible non-view ops (inductor's pointwise/reduction fusion, approximately); every other
+    op is a group of its own; views belong to no group."""
+    groups: list[list[int]] = []
+    run: list[int] = []
+    for i, node in enumerate(graph.nodes):
+        if node.is_view:
+            continue
+        if node.op in FUSIBLE:
+            run.append(i)
+            continue
+        if run:
+            groups.append(run)
+            run = []
+        groups.append([i])
+    if run:
+        groups.append(run)
+    return groups
+
+
+class TwoTimelinePredictor:
+    name = NAME
+    version = VERSION
+
+    def __init__(self, host_profile: host_model.HostProfile | None = None, learned: bool = True) -> None:
+        self.host_profile = host_profile or host_model.load_profile()
+        self.learned = learned
+        self._efficiency: dict[str, object] = {}
+
+    def efficiency_model(self, device):
+        """The learned per-op efficiency for this kind of device, or None (then the analytical fractions)."""
+        if not self.learned:
+            return None
+        if device.kind not in self._efficiency:
+            self._efficiency[device.kind] = op_efficiency.load_model(device)
+        return self._efficiency[device.kind]
+
+    def device_node_s(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev) -> np.ndarray:
+        """Device seconds per node and config: roofline bound / learned efficiency where a model exists, else the
+        analytical attainable time; zero for views, never under MIN_KERNEL_S for a GPU kernel."""
+        graph = arrays.graph
+        gpu = device.kind == "gpu"
+        views = np.array([n.is_view for n in graph.nodes], dtype=bool)[:, None]
+        model = self.efficiency_model(device)
+        if model is None:
+            work = np.maximum(ev.compute_s, ev.memory_s)
+        else:
+            shapes = [op_efficiency.node_shape(n) for n in graph.nodes]
+            eff = model.efficiency(np.array([op_efficiency.features(s, device) for s in shapes]))
+            rates = np.array([device.peak_flops(s.dtype if s.dtype in ops.FLOAT_DTYPES else "float32",
+                                                s.kind in ops.TENSOR_CORE_OPS and gpu
+                                                and (s.dtype != "float32" or config.tf32))[0] for s in shapes])
+            flops, moved, _, _ = arrays.at(batches)
+            bound = np.maximum(flops / rates[:, None], moved / device.memory_bandwidth_bytes_per_s)
+            work = bound / eff[:, None]
+        return np.where(views, 0.0, np.maximum(work, MIN_KERNEL_S if gpu else 0.0))
+
+    def timelines(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev=None):
+        """(Timeline for ``config.mode``, the analytical Evaluation it used)."""
+        graph = arrays.graph
+        ev = ev if ev is not None else AnalyticalPredictor().evaluate(arrays, device, config, batches)
+        gpu = device.kind == "gpu"
+        d = self.device_node_s(arrays, device, config, batches, ev)
+        h = np.repeat(host_model.node_host_s(graph, self.host_profile, device.launch_overhead_s, gpu=gpu)[:, None],
+                      d.shape[1], axis=1)
+        opt_d, opt_h = self._optimizer(ev, device, gpu, d.shape[1])
+        mode = config.mode
+        if mode in ("compiled", "compiled_cuda_graph") and gpu:
+            d, h = self._fuse(graph, ev, arrays, batches, device)
+        d, h = np.vstack([d, opt_d]), np.vstack([h, opt_h])
+        if not gpu:
+            return timeline.serial(h, d), ev
+        if mode in ("cuda_graph", "compiled_cuda_graph"):
+            kernels = (d > 0).sum(axis=0)
+            return timeline.graph_replay(d, launch_s=GRAPH_LAUNCH_S, node_gap_s=GRAPH_NODE_GAP_S,
+                                         kernels=kernels), ev
+        return timeline.overlapped(h, d), ev
+
+    def _optimizer(self, ev, device, gpu: bool, configs: int) -> tuple[np.ndarray, np.ndarray]:
+        """The optimizer step as one row: its memory-bound device time, and its host dispatch and launches."""
+        if not ev.optimizer_s.any():
+            return np.zeros((1, configs)), np.zeros((1, configs))
+        launches = OPTIMIZER_KERNELS * (device.launch_overhead_s if gpu else 0.0)
+        host = OPTIMIZER_KERNELS * self.host_profile.op_us(ops.OPTIMIZER) * 1e-6 + launches
+        device_s = ev.optimizer_s - 4 * device.launch_overhead_s  # analytical folds 4 launches into its figure
+        return np.maximum(device_s, 0.0)[None, :], np.full((1, configs), host)
+
+    def _fuse(self, graph, ev, arrays: CostArrays, batches: np.ndarray, device) -> tuple[np.ndarray, np.ndarray]:
+        """Device and host time per fused kernel: a group's intermediates stay on chip (each is written and read
+        once less), and each kernel is launched from generated code."""
+        _, moved, out_bytes, _ = arrays.at(batches)
+        bw = attainable_bandwidth(device)
+        groups = fused_groups(graph)
+        d = np.zeros((len(groups), len(batches)))
+        for g, members in enumerate(groups):
+            compute = ev.compute_s[members].sum(axis=0)
+            traffic = moved[members].sum(axis=0) - 2 * out_bytes[members[:-1]].sum(axis=0)
+            memory = np.maximum(traffic, moved[members].max(axis=0)) / bw
+            d[g] = np.maximum(np.maximum(compute, memory), MIN_KERNEL_S)
+        host = COMPILED_KERNEL_HOST_US * 1e-6 + device.launch_overhead_s
+        return d, np.full_like(d, host)
+
+    def predict(self, graph, device, config: RunConfig) -> PredictorOutput:
+        arrays = CostArrays.from_graph(graph)
+        batches = np.array([graph.batch_size])
+        tl, ev = self.timelines(arrays, device, config, batches)
+        wall_s = float(tl.wall_s[0])
+        power_w = float(ev.power_w[0]) * min(1.0, float(tl.device_s[0]) / max(wall_s, 1e-30)) if \
+            device.kind == "gpu" else float(ev.power_w[0])
+        power_w = max(power_w, device.idle_power_w)
+        energy_j = power_w * wall_s
+        memory = memory_terms(graph, device, config, float(ev.activations_bytes[0]))
+        base = AnalyticalPredictor().predict(graph, device, config)
+        summary = self.summary(arrays, device, config, batches, tl, ev)
+        low = float(tl.device_s[0]) * 1e3 if device.kind == "gpu" else wall_s * 1e3 / HIGH_FACTOR
+        return PredictorOutput(
+            latency_ms=Prediction(wall_s * 1e3, "ms", min(low, wall_s * 1e3), wall_s * HIGH_FACTOR * 1e3, NAME,
+                                  VERSION),
+            peak_memory_bytes=base.peak_memory_bytes, memory=memory,
+            energy_j=Prediction(energy_j, "J", energy_j * 0.7, energy_j * HIGH_FACTOR, NAME, VERSION),
+            avg_power_w=Prediction(power_w, "W", power_w * 0.7, max(power_w, min(device.tdp_w, power_w * 1.3)),
+                                   NAME, VERSION),
+            per_op=base.per_op, timeline=summary)
+
+    def summary(self, arrays, device, config, batches, tl, ev) -> TimelineSummary:
+        """The report's view: this mode's device, host and wall time, and what the other modes would give."""
+        others = {}
+        if device.kind == "gpu":
+            for mode in MODES:
+                if mode != config.mode:
+                    other, _ = self.timelines(arrays, device, _with_mode(config, mode), batches, ev)
+                    others[mode] = float(other.wall_s[0]) * 1e3
+        return TimelineSummary(mode=config.mode, device_ms=float(tl.device_s[0]) * 1e3,
+                               host_ms=float(tl.host_s[0]) * 1e3, wall_ms=float(tl.wall_s[0]) * 1e3,
+                               device_idle_share=float(tl.device_idle_share[0]), other_modes_ms=others,
+                               host_profile=self.host_profile.name)
+
+
+def _with_mode(config: RunConfig, mode: str) -> RunConfig:
+    from dataclasses import replace
+
+    return replace(config, mode=mode)
+
+
+@register_predictor(NAME)
+def _make() -> TwoTimelinePredictor:
+    return TwoTimelinePredictor()

@@ -1,0 +1,158 @@
+"""The two-timeline latency model: the simulation, the host profile, modes, and coherence across the catalog."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from perfpredict import ops
+from perfpredict.devices import get_device
+from perfpredict.errors import InvalidInputError
+from perfpredict.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.predictors import host_model, timeline
+from perfpredict.predictors.base import RunConfig
+from perfpredict.predictors.two_timeline import TwoTimelinePredictor, fused_groups
+
+
+# -- the simulation ----------------------------------------------------------------------------------------------
+def test_a_host_bound_step_shows_up_as_device_idle_time():
+    tl = timeline.overlapped(np.array([1.0, 1.0, 1.0]), np.array([0.1, 0.1, 0.1]), sync_s=0.05)
+    # the device starts op i when the host has enqueued it (t = 1, 2, 3) and runs 0.1: it ends at 3.1
+    assert tl.wall_s[0] == pytest.approx(3.1 + 0.05)
+    assert tl.device_s[0] == pytest.approx(0.3) and tl.host_s[0] == pytest.approx(3.0)
+    assert tl.device_idle_share[0] == pytest.approx(1 - 0.3 / 3.15)
+
+
+def test_a_device_bound_step_hides_the_host():
+    tl = timeline.overlapped(np.array([0.1, 0.1, 0.1]), np.array([1.0, 1.0, 1.0]))
+    assert tl.wall_s[0] == pytest.approx(0.1 + 3.0)  # only the first enqueue is exposed
+    # mixed: host 0.5 per op, device 1, 0.1, 1: op 1 waits for op 0, op 2 starts at max(1.5, 1.1) = 1.5
+    tl = timeline.overlapped(np.array([0.5, 0.5, 0.5]), np.array([1.0, 0.1, 1.0]))
+    assert tl.wall_s[0] == pytest.approx(2.5)
+
+
+def test_a_full_launch_queue_blocks_the_host_but_not_the_device():
+    h, d = np.full(6, 0.01), np.full(6, 1.0)
+    assert timeline.overlapped(h, d, queue_depth=2).wall_s[0] == pytest.approx(0.01 + 6.0)
+
+
+def test_columns_are_independent_configs():
+    h = np.array([[1.0, 0.1], [1.0, 0.1]])
+    d = np.array([[0.1, 1.0], [0.1, 1.0]])
+    tl = timeline.overlapped(h, d)
+    assert tl.wall_s == pytest.approx([2.1, 2.1])
+
+
+def test_a_cpu_step_adds_its_times_and_a_graph_replays_without_the_host():
+    assert timeline.serial(np.array([1.0, 2.0]), np.array([3.0, 4.0])).wall_s[0] == 10.0
+    tl = timeline.graph_replay(np.array([1.0, 2.0]), launch_s=0.5, node_gap_s=0.1, kernels=np.array([2]))
+    assert tl.wall_s[0] == pytest.approx(0.5 + 3.0 + 0.2)
+
+
+# -- host profiles -----------------------------------------------------------------------------------------------
+def test_the_reference_profile_loads_and_covers_every_kind():
+    ref = host_model.HostProfile.from_file(host_model.REFERENCE)
+    assert set(ops.ALL_OPS) <= set(ref.dispatch_us)
+    assert all(0 < v < 200 for v in ref.dispatch_us.values()) and ref.module_us >= 0
+
+
+def test_a_calibrated_profile_wins_over_the_reference(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert host_model.load_profile().name == host_model.HostProfile.from_file(host_model.REFERENCE).name
+    mine = host_model.HostProfile("mine", {k: 1.0 for k in ops.ALL_OPS}, 0.5, "test")
+    host_model.profile_path().parent.mkdir(parents=True)
+    host_model.profile_path().write_text(mine.to_json())
+    assert host_model.load_profile().name == "mine"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"name": "x"}))
+    with pytest.raises(InvalidInputError, match="calibrate-host"):
+        host_model.load_profile(bad)
+
+
+def test_calibrate_host_times_every_kind(tmp_path, capsys):
+    from perfpredict.cli import main
+
+    out = tmp_path / "host.json"
+    assert main(["calibrate-host", "--out", str(out), "--name", "ci"]) == 0
+    prof = host_model.HostProfile.from_file(out)
+    assert prof.name == "ci" and set(ops.ALL_OPS) <= set(prof.dispatch_us)
+    assert all(0 < v < 1000 for v in prof.dispatch_us.values())
+    assert prof.dispatch_us[ops.VIEW] < prof.dispatch_us[ops.CONV]  # a view dispatches less than a convolution
+    assert "us" in capsys.readouterr().out
+
+
+def _node(name, kind, *, target=None, flops=0, moved=1024, view=False):
+    t = TensorMeta((8, 8), "float32")
+    return OpNode(name, ops.VIEW if view else kind, target or kind, (t,), (t,), flops=flops, bytes_read=moved // 2,
+                  bytes_written=moved // 2)
+
+
+def _graph(nodes, phase="inference"):
+    return OpGraph(nodes=tuple(nodes), edges=(), phase=phase, batch_size=1, seq_len=None, dtype="float32",
+                   source="fx", name="toy")
+
+
+def test_host_time_per_node_pays_module_python_only_forward():
+    prof = host_model.HostProfile("p", {k: 2.0 for k in ops.ALL_OPS}, 10.0, "test")
+    g = _graph([_node("a", ops.MATMUL), _node("v", ops.VIEW, view=True),
+                _node("b", ops.MATMUL, target="mm_backward"), _node("c", ops.ELEMENTWISE)], phase="training")
+    h = host_model.node_host_s(g, prof, launch_s=5e-6, gpu=True)
+    # forward: 2 + 10 us, plus a 5 us launch; the view launches nothing; backward ops pay no module Python
+    assert h * 1e6 == pytest.approx([17.0, 12.0, 7.0, 7.0])
+
+
+def test_fusion_groups_runs_of_pointwise_ops():
+    g = _graph([_node("m", ops.MATMUL), _node("a", ops.ELEMENTWISE), _node("v", ops.VIEW, view=True),
+                _node("n", ops.NORM), _node("m2", ops.MATMUL), _node("s", ops.SOFTMAX)])
+    assert fused_groups(g) == [[0], [1, 3], [4], [5]]
+
+
+# -- real models ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bert_bf16():
+    from perfpredict.api import featurize
+    from perfpredict.compiler_hooks.hf_frontend import model_from_hf
+
+    model, inputs, _ = model_from_hf("bert-base-uncased", 1, 128, dtype="bfloat16")
+    return featurize(model, inputs)
+
+
+def test_bert_batch_1_is_launch_bound_and_cuda_graphs_help(bert_bf16):
+    p = TwoTimelinePredictor(host_model.HostProfile.from_file(host_model.REFERENCE))
+    out = p.predict(bert_bf16, get_device("H100-SXM"), RunConfig())
+    t = out.timeline
+    assert t.mode == "eager" and t.wall_ms == pytest.approx(out.latency_ms.value)
+    assert t.host_ms > t.device_ms and t.launch_bound and t.device_idle_share > 0.5
+    assert t.other_modes_ms["cuda_graph"] < t.wall_ms / 2
+    assert t.other_modes_ms["compiled_cuda_graph"] <= t.other_modes_ms["cuda_graph"] * 1.05
+    assert t.other_modes_ms["compiled"] < t.wall_ms
+    assert out.latency_ms.low <= out.latency_ms.value <= out.latency_ms.high
+
+
+def test_the_host_is_the_same_for_every_gpu_so_launch_bound_answers_agree(bert_bf16):
+    """Measured launch overhead lives in the host model: the H100's 6.7 us is no longer a penalty other GPUs miss."""
+    p = TwoTimelinePredictor(host_model.HostProfile.from_file(host_model.REFERENCE))
+    h100 = p.predict(bert_bf16, get_device("H100-SXM"), RunConfig()).timeline
+    a100 = p.predict(bert_bf16, get_device("A100-80GB"), RunConfig()).timeline
+    assert h100.device_ms < a100.device_ms
+    assert h100.wall_ms == pytest.approx(a100.wall_ms, rel=0.15)  # host-bound on both: about the same wall time
+
+
+@pytest.mark.slow
+def test_device_time_ranks_gpus_by_their_ceilings_for_llama_7b():
+    from perfpredict.api import featurize
+    from perfpredict.compiler_hooks.hf_frontend import model_from_hf
+
+    model, inputs, _ = model_from_hf("llama-2-7b", 1, 2048, dtype="bfloat16")
+    graph = featurize(model, inputs)
+    p = TwoTimelinePredictor(host_model.HostProfile.from_file(host_model.REFERENCE))
+    dev = {name: p.predict(graph, get_device(name), RunConfig()).timeline.device_ms
+           for name in ("B200", "H200", "H100-SXM", "A100-80GB", "L4")}
+    assert dev["B200"] < dev["H200"] <= dev["H100-SXM"] < dev["A100-80GB"] < dev["L4"], dev
+
+
+def test_unknown_mode_is_refused_with_the_choices():
+    with pytest.raises(InvalidInputError, match="cuda_graph"):
+        RunConfig(mode="turbo")
