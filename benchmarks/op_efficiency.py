@@ -71,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         for f in np.unique(fold_of):
             test = fold_of == f
             model = oe.EfficiencyModel().fit(X[~test], y[~test])
-            b = np.array([oe.bound_s(s, device)[0] for s, t in zip(shapes, test) if t])
-            pred[test] = b / model.efficiency(X[test])
+            held = [s for s, t in zip(shapes, test) if t]
+            b = np.array([oe.bound_s(s, device)[0] for s in held])
+            pred[test] = b / model.efficiency(X[test], np.array([oe.max_efficiency(s, device) for s in held]))
         results[split] = _scores(pred, seconds)
     results["fixed-fraction roofline (analytical)"] = _scores(_baseline(shapes, device), seconds)
     kinds = sorted({s.kind for s in shapes})

@@ -20,15 +20,16 @@ import datetime as dt
 import statistics
 import sys
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from perfpredict.devices import get_device
-from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor
+from perfpredict.predictors.analytical import AnalyticalPredictor
 from perfpredict.predictors.base import RunConfig
 from perfpredict.predictors.training_data import GraphCache, arrays_for
-from perfpredict.predictors.two_timeline import TwoTimelinePredictor
+from perfpredict.predictors.two_timeline import INTERVALS, TwoTimelinePredictor, interval_factor
 from perfpredict.profiling import zoo
 from perfpredict.profiling.dataset import load_dataset, quiet_host
 
@@ -39,31 +40,59 @@ def _tau(a: np.ndarray, b: np.ndarray) -> float:
     return float(kendalltau(a, b).statistic)
 
 
-def predict_rows(rows: list[dict], device, cache: GraphCache) -> dict[str, np.ndarray]:
-    """Predicted seconds per row for each model, one trace per batch sweep (all its batches in one call)."""
-    sweeps: dict[str, list[int]] = defaultdict(list)
+def sweeps_of(rows: list[dict], device, cache: GraphCache) -> list[tuple[list[int], object, np.ndarray, RunConfig]]:
+    """(row indices, cost arrays, batches, config) per batch sweep: one trace serves all its batches."""
+    groups: dict[str, list[int]] = defaultdict(list)
     for i, r in enumerate(rows):
-        sweeps[zoo.ModelSpec.from_key(r["key"]).group_key()].append(i)
-    learned, fixed, analytical = TwoTimelinePredictor(), TwoTimelinePredictor(learned=False), AnalyticalPredictor()
-    out = {k: np.full(len(rows), np.nan) for k in ("two_timeline", "two_timeline_fixed", "device_s", "analytical")}
-    for n, idx in enumerate(sweeps.values()):
+        groups[zoo.ModelSpec.from_key(r["key"]).group_key()].append(i)
+    out = []
+    for idx in groups.values():
         spec = zoo.ModelSpec.from_key(rows[idx[0]]["key"])
         try:
             arrays = arrays_for(spec, cache)
         except Exception as err:  # noqa: BLE001 - an untraceable spec is skipped and counted
             print(f"skip {spec.family}: {type(err).__name__}", file=sys.stderr)
             continue
-        batches = np.array([rows[i]["batch_size"] for i in idx])
-        config = RunConfig(phase=spec.phase)
+        out.append((idx, arrays, np.array([rows[i]["batch_size"] for i in idx]), RunConfig(phase=spec.phase)))
+    return out
+
+
+def predict_rows(rows: list[dict], device, sweeps: list, profile=None) -> dict[str, np.ndarray]:
+    """Predicted seconds per row for each model."""
+    learned = TwoTimelinePredictor(profile)
+    fixed, analytical = TwoTimelinePredictor(profile, learned=False), AnalyticalPredictor()
+    out = {k: np.full(len(rows), np.nan) for k in ("two_timeline", "two_timeline_fixed", "device_s", "analytical")}
+    for idx, arrays, batches, config in sweeps:
         ev = analytical.evaluate(arrays, device, config, batches)
         tl, _ = learned.timelines(arrays, device, config, batches, ev)
         out["two_timeline"][idx] = tl.wall_s
         out["device_s"][idx] = tl.device_s
         out["two_timeline_fixed"][idx] = fixed.timelines(arrays, device, config, batches, ev)[0].wall_s
         out["analytical"][idx] = ev.latency_s
-        if (n + 1) % 25 == 0:
-            print(f"{n + 1}/{len(sweeps)} sweeps", file=sys.stderr)
     return out
+
+
+def fit_scale(rows: list[dict], device, sweeps: list, true: np.ndarray, families: np.ndarray,
+              grid: np.ndarray) -> tuple[float, np.ndarray]:
+    """The host's dispatch scale for this kind of device (``HostProfile.dispatch_scale``) that minimises the median
+    absolute log error: fitted on all rows, and per family on the other families (leave-one-family-out)."""
+    base = TwoTimelinePredictor().host_profile
+
+    def scaled(g: float):
+        return replace(base, dispatch_scale={**base.dispatch_scale, "gpu" if device.kind == "gpu" else "cpu": g})
+
+    walls = np.stack([predict_rows(rows, device, sweeps, scaled(float(g)))["two_timeline"] for g in grid])
+    err = np.abs(np.log(walls / true[None, :]))
+    ok = np.isfinite(err).all(axis=0)
+
+    def best(mask: np.ndarray) -> int:
+        return int(np.argmin(np.median(err[:, mask & ok], axis=1)))
+
+    lofo = np.full(len(true), np.nan)
+    for fam in set(families):
+        held = families == fam
+        lofo[held] = walls[best(~held), held]
+    return float(grid[best(np.ones(len(true), dtype=bool))]), lofo
 
 
 def conformal(pred: np.ndarray, true: np.ndarray, groups: list[str], level: float = 0.8) -> tuple[float, float]:
@@ -77,20 +106,41 @@ def conformal(pred: np.ndarray, true: np.ndarray, groups: list[str], level: floa
     return float(np.exp(width)), float((resid[~mask] <= width).mean())
 
 
+def save_interval(device, band: float, coverage: float, rows: int, label: str) -> None:
+    import json
+
+    data = json.loads(INTERVALS.read_text()) if INTERVALS.exists() else {}
+    data[device.kind] = {"level": 0.8, "factor": round(band, 3), "held_out_coverage": round(coverage, 3),
+                         "rows": rows, "rows_device": label,
+                         "source": "benchmarks/timeline_accuracy.py --save-interval (split conformal by architecture)"}
+    INTERVALS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("folder")
     p.add_argument("--device", default="cpu", help="catalog device the rows ran on")
     p.add_argument("--out", default=None)
     p.add_argument("--max-rows", type=int, default=None)
+    p.add_argument("--save-interval", action="store_true",
+                   help="store the conformal band as the predictor's 80% interval for this kind of device")
+    p.add_argument("--fit-host-scale", action="store_true",
+                   help="fit the host profile's dispatch scale for the device's kind (all rows, and "
+                        "leave-one-family-out)")
     args = p.parse_args(argv)
     device = get_device(args.device)
     rows = [r for r in load_dataset(args.folder).rows if r.get("status") == "ok" and quiet_host(r)]
     rows = rows[: args.max_rows]
     v3 = all(r.get("protocol_version") == 3 for r in rows)
     label_key = "eager_ms" if v3 else "latency_ms"
-    preds = predict_rows(rows, device, GraphCache())
+    sweeps = sweeps_of(rows, device, GraphCache())
+    preds = predict_rows(rows, device, sweeps)
     true = np.array([r[label_key] for r in rows]) * 1e-3
+    fitted = None
+    if args.fit_host_scale:
+        fitted, preds["two_timeline_lofo_scale"] = fit_scale(rows, device, sweeps, true,
+                                                             np.array([r["family"] for r in rows]),
+                                                             np.geomspace(0.5, 64, 43))
     ok = np.isfinite(preds["two_timeline"])
     lines = [f"# Two-timeline latency on {rows[0]['device']}", "",
              f"`python benchmarks/timeline_accuracy.py {args.folder} --device {args.device}`, "
@@ -98,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
              f"(protocol {'v3' if v3 else 'v2'}, label `{label_key}`), ceilings of `{device.name}`; "
              f"host profile `{TwoTimelinePredictor().host_profile.name}`.", "",
              "| model | MAPE | median APE | within 10% | Kendall tau |", "|---|---:|---:|---:|---:|"]
-    for name in ("two_timeline", "two_timeline_fixed", "analytical"):
+    for name in [k for k in ("two_timeline", "two_timeline_lofo_scale", "two_timeline_fixed", "analytical")
+                 if k in preds]:
         ape = np.abs(preds[name][ok] - true[ok]) / true[ok]
         lines.append(f"| {name} | {100 * ape.mean():.1f}% | {100 * np.median(ape):.1f}% | "
                      f"{100 * (ape <= 0.1).mean():.0f}% | {_tau(preds[name][ok], true[ok]):.2f} |")
@@ -107,13 +158,18 @@ def main(argv: list[str] | None = None) -> int:
         ape = np.abs(preds["device_s"][ok] - dev_true) / dev_true
         lines.append(f"| two_timeline device time vs `device_ms` | {100 * ape.mean():.1f}% | "
                      f"{100 * np.median(ape):.1f}% | {100 * (ape <= 0.1).mean():.0f}% | - |")
-    pred = preds["two_timeline"][ok]
-    low = np.minimum(preds["device_s"][ok] if device.kind == "gpu" else pred / HIGH_FACTOR, pred)
-    inside = float(((true[ok] >= low) & (true[ok] <= pred * HIGH_FACTOR)).mean())
+    if fitted is not None:
+        lines += ["", f"Dispatch scale fitted on every row: {fitted:.2f} (the reference profile's "
+                      f"`dispatch_scale[\"{'gpu' if device.kind == 'gpu' else 'cpu'}\"]`); `two_timeline_lofo_scale` "
+                      "predicts each family with the scale fitted on the other families, so its figure is held out."]
+    pred = preds["two_timeline_lofo_scale" if fitted is not None else "two_timeline"][ok]
+    factor = interval_factor(device)
+    inside = float(((true[ok] >= pred / factor) & (true[ok] <= pred * factor)).mean())
     groups = [zoo.ModelSpec.from_key(r["key"]).arch_key() for r, k in zip(rows, ok) if k]
     band, coverage = conformal(pred, true[ok], groups)
-    lines += ["", "## Intervals", "", f"- reported [low, high] (heuristic): {100 * inside:.0f}% of rows inside.",
-              f"- split conformal at 80% (half the architectures calibrate): x/÷ {band:.2f}, coverage "
+    lines += ["", "## Intervals (80%)", "",
+              f"- the interval the predictor reports (x/÷ {factor:.2f}): {100 * inside:.0f}% of rows inside.",
+              f"- split conformal (half the architectures calibrate): x/÷ {band:.2f}, coverage "
               f"{100 * coverage:.0f}% on the other half.", "", "## Per family (two_timeline)", "",
               "| family | rows | MAPE | median signed error |", "|---|---:|---:|---:|"]
     fam = defaultdict(list)
@@ -126,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         Path(args.out).write_text(text)
+    if args.save_interval:
+        save_interval(device, band, coverage, len(pred), rows[0]["device"])
     return 0
 
 

@@ -29,5 +29,8 @@ def run_calibrate_host(args: argparse.Namespace) -> int:
     for kind, us in sorted(profile.dispatch_us.items()):
         print(f"{kind:<{width}}  {us:7.2f} us")
     print(f"{'module':<{width}}  {profile.module_us:7.2f} us per forward op")
-    print(f"calibrate-host: stored {out}; predictions on this machine now use it", file=sys.stderr)
+    used = out.resolve() == profile_path().resolve()
+    print(f"calibrate-host: stored {out}" + ("; predictions on this machine now use it" if used else
+                                            f"; pass it with PERFPREDICT_HOST_PROFILE={out} to use it"),
+          file=sys.stderr)
     return 0

@@ -28,9 +28,10 @@ def test_a_host_bound_step_shows_up_as_device_idle_time():
 def test_a_device_bound_step_hides_the_host():
     tl = timeline.overlapped(np.array([0.1, 0.1, 0.1]), np.array([1.0, 1.0, 1.0]))
     assert tl.wall_s[0] == pytest.approx(0.1 + 3.0)  # only the first enqueue is exposed
-    # mixed: host 0.5 per op, device 1, 0.1, 1: op 1 waits for op 0, op 2 starts at max(1.5, 1.1) = 1.5
+    # mixed: host 0.5 per op, device 1, 0.1, 1: op 0 runs 0.5-1.5; op 1 (enqueued at 1.0) waits for it and runs
+    # 1.5-1.6; op 2 (enqueued at 1.5) waits for op 1 and runs 1.6-2.6
     tl = timeline.overlapped(np.array([0.5, 0.5, 0.5]), np.array([1.0, 0.1, 1.0]))
-    assert tl.wall_s[0] == pytest.approx(2.5)
+    assert tl.wall_s[0] == pytest.approx(2.6)
 
 
 def test_a_full_launch_queue_blocks_the_host_but_not_the_device():

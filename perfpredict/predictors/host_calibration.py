@@ -82,9 +82,11 @@ def module_overhead_us(layers: int = 8) -> float:
 
 
 def calibrate(name: str = "this host") -> HostProfile:
-    """Time every probe and the module overhead on one thread (a host dispatches from one thread)."""
+    """Time every probe and the module overhead on one thread (a host dispatches from one thread). The GPU dispatch
+    scales (a real model's per-op cost over the bare calls) are fitted on model rows: the reference's are kept."""
     import torch
 
+    from perfpredict.predictors.host_model import REFERENCE
     from perfpredict.profiling import cpu as cpu_probe
 
     threads = torch.get_num_threads()
@@ -98,5 +100,6 @@ def calibrate(name: str = "this host") -> HostProfile:
     dispatch[ops.UNKNOWN] = dispatch[ops.ELEMENTWISE]
     return HostProfile(name=name, dispatch_us=dispatch, module_us=module,
                        source="perfpredict calibrate-host (tiny CPU tensors, one thread)",
+                       dispatch_scale=dict(HostProfile.from_file(REFERENCE).dispatch_scale),
                        cpu_model=cpu_probe.cpu_model(), torch_version=torch.__version__,
                        created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))

@@ -36,6 +36,12 @@ class HostProfile:
     dispatch_us: dict[str, float]
     module_us: float  # Python of the nn.Module forward around each forward op
     source: str
+    # A real model's step costs the host more per op than the bare calls calibrate-host times: the model's own
+    # Python between ops (HF's masks and reshapes), autograd's bookkeeping, and on a GPU the CUDA dispatch key, the
+    # caching allocator and the stream. Dispatch and module time are multiplied by this per device kind ("cpu",
+    # "gpu"), fitted on measured model rows (benchmarks/timeline_accuracy.py --fit-host-scale); calibrate-host
+    # keeps the reference's values.
+    dispatch_scale: dict[str, float] = field(default_factory=dict)
     cpu_model: str = ""
     torch_version: str = ""
     created_at: str = ""
@@ -70,7 +76,9 @@ def profile_path() -> Path:
 
 
 def load_profile(path: str | os.PathLike[str] | None = None) -> HostProfile:
-    """The host profile: ``path``, else this machine's calibrated one, else the shipped reference."""
+    """The host profile: ``path``, else $PERFPREDICT_HOST_PROFILE, else this machine's calibrated one, else the
+    shipped reference."""
+    path = path or os.environ.get("PERFPREDICT_HOST_PROFILE") or None
     if path is not None:
         return HostProfile.from_file(path)
     mine = profile_path()
@@ -82,9 +90,10 @@ def node_host_s(graph: Any, profile: HostProfile, launch_s: float, *, gpu: bool)
     each kernel on a GPU. Backward ops run from autograd's C++ engine, so they pay no module Python."""
     forward = forward_mask(graph)
     out = np.empty(len(graph.nodes))
+    scale = profile.dispatch_scale.get("gpu" if gpu else "cpu", 1.0)
     for i, node in enumerate(graph.nodes):
         us = profile.op_us(ops.VIEW if node.is_view else node.op) + (profile.module_us if forward[i] else 0.0)
-        out[i] = us * 1e-6 + (launch_s if gpu and not node.is_view else 0.0)
+        out[i] = scale * us * 1e-6 + (launch_s if gpu and not node.is_view else 0.0)
     return out
 
 

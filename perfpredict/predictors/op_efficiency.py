@@ -1,8 +1,10 @@
-"""Per-op device time = roofline bound / efficiency, the efficiency in (0, 1] learned from op rows (NeuSight's idea).
+"""Per-op device time = roofline bound / efficiency, the efficiency learned from op rows (NeuSight's idea).
 
 The bound is physics: ``max(FLOPs / peak rate, bytes / bandwidth)`` at the device's ceilings (measured where a
 roofline run exists, else the datasheet), with the rate of the op's dtype and unit (tensor cores for matmul, conv
-and attention in half precision). Nothing is predicted faster than it. The efficiency says how much of that bound
+and attention in half precision). On a GPU nothing is predicted faster than it, but for an op that fits in L2
+(which streams faster than HBM: ``L2_SPEEDUP``); on a CPU, whose catalog ceilings are estimates, the ratio is
+learned as measured (``CPU_MAX_RATIO``). The efficiency says how much of that bound
 an op of this kind and shape reaches on this device. It is learned (XGBoost, on ``log(efficiency)``) from the op
 rows of ``perfpredict collect --ops`` (:mod:`perfpredict.profiling.collect_ops`), with the device's ceilings among
 the features, so that a device with no op rows is predicted from its ceilings alone.
@@ -30,8 +32,16 @@ KINDS = tuple(sorted(ops.KNOWN_OPS | {ops.UNKNOWN}))
 DTYPE_CLASSES = ("float32", "bfloat16", "float16", "int", "other")
 FEATURE_NAMES = (*(f"kind_{k}" for k in KINDS), *(f"dtype_{d}" for d in DTYPE_CLASSES), "log_flops", "log_bytes",
                  "log_intensity", "log_bound_s", "compute_bound", "log_out_numel", "mod64", "mod128",
-                 "waves_frac", "log_waves", "log_rate", "log_bandwidth", "sm_count", "log_l2")
+                 "waves_frac", "log_waves", "log_rate", "log_bandwidth", "sm_count", "log_l2",
+                 *(f"in{t}_d{d}" for t in (0, 1) for d in range(4)), "log_groups")
 EFFICIENCY_FLOOR = 1e-4
+#: An op whose bytes fit in a GPU's L2 can stream faster than HBM (about 3x on Ampere and Hopper), so its
+#: "efficiency" against the HBM bound may exceed 1 up to this; no other GPU op is predicted faster than its bound.
+L2_SPEEDUP = 3.0
+#: The catalog's CPU ceilings are estimates (datasheet-free: cores x clock x vector width, 20 GB/s a channel), and
+#: a CPU op runs from caches many times faster than that DRAM figure: measured CPU ops beat the estimated bound by
+#: up to 37x (benchmarks/results/op_efficiency-*.md), so on a CPU the ratio is learned as it is, up to this.
+CPU_MAX_RATIO = 100.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,8 @@ class OpShape:
     flops: float
     bytes: float
     out_shape: tuple[int, ...]
+    in_shapes: tuple[tuple[int, ...], ...] = ()  # the first two tensor inputs (a conv's input and weight)
+    groups: int = 1  # a convolution's groups (depthwise: = channels)
 
 
 def dtype_class(dtype: str) -> str:
@@ -58,6 +70,13 @@ def bound_s(op: OpShape, device: Any, tf32: bool = False) -> tuple[float, float,
     compute = op.flops / max(rate, 1.0)
     memory = op.bytes / max(device.memory_bandwidth_bytes_per_s, 1.0)
     return max(compute, memory, 1e-9), compute, memory
+
+
+def max_efficiency(op: OpShape, device: Any) -> float:
+    """The largest bound / time an op may reach on ``device`` (see L2_SPEEDUP and CPU_MAX_RATIO)."""
+    if device.kind != "gpu":
+        return CPU_MAX_RATIO
+    return L2_SPEEDUP if op.bytes <= float(getattr(device, "l2_bytes", 0) or 0) else 1.0
 
 
 def features(op: OpShape, device: Any) -> list[float]:
@@ -77,11 +96,20 @@ def features(op: OpShape, device: Any) -> list[float]:
             math.log10(b), float(compute >= memory), math.log10(out_numel + 1), float(dims[0] % 64),
             float(dims[0] % 128), waves - math.floor(waves), math.log10(waves + 1e-3), math.log10(rate),
             math.log10(device.memory_bandwidth_bytes_per_s), float(sms),
-            math.log10(float(getattr(device, "l2_bytes", 0) or 0) + 1)]
+            math.log10(float(getattr(device, "l2_bytes", 0) or 0) + 1),
+            *_dims(op.in_shapes[0] if op.in_shapes else ()), *_dims(op.in_shapes[1] if len(op.in_shapes) > 1 else ()),
+            math.log2(max(op.groups, 1))]
+
+
+def _dims(shape: tuple[int, ...]) -> list[float]:
+    """log2 of the last four dimensions, right-aligned (0 where the tensor has fewer)."""
+    tail = list(shape[-4:])
+    return [0.0] * (4 - len(tail)) + [math.log2(max(int(d), 1)) for d in tail]
 
 
 class EfficiencyModel:
-    """``log(efficiency)`` from :func:`features`, by gradient-boosted trees; predictions clipped to (0, 1]."""
+    """``log(efficiency)`` from :func:`features`, by gradient-boosted trees; predictions clipped to
+    [EFFICIENCY_FLOOR, max_efficiency]."""
 
     def __init__(self, booster: Any = None, params: dict[str, Any] | None = None) -> None:
         self.booster = booster
@@ -94,16 +122,16 @@ class EfficiencyModel:
         self.booster = XGBRegressor(**self.params).fit(X, log_eff)
         return self
 
-    def efficiency(self, X: np.ndarray) -> np.ndarray:
-        return np.clip(np.exp(self.booster.predict(np.asarray(X, dtype=float))), EFFICIENCY_FLOOR, 1.0)
+    def efficiency(self, X: np.ndarray, cap: np.ndarray | float = 1.0) -> np.ndarray:
+        return np.clip(np.exp(self.booster.predict(np.asarray(X, dtype=float))), EFFICIENCY_FLOOR, cap)
 
     def device_s(self, ops_: Sequence[OpShape], device: Any) -> np.ndarray:
-        """Predicted device seconds per op: bound / efficiency, never under the bound."""
+        """Predicted device seconds per op: bound / efficiency, never under bound / max_efficiency."""
         if not ops_:
             return np.zeros(0)
         X = np.array([features(o, device) for o in ops_])
         bounds = np.array([bound_s(o, device)[0] for o in ops_])
-        return bounds / self.efficiency(X)
+        return bounds / self.efficiency(X, np.array([max_efficiency(o, device) for o in ops_]))
 
 
 def row_shape(row: dict[str, Any]) -> OpShape:
@@ -114,14 +142,21 @@ def row_shape(row: dict[str, Any]) -> OpShape:
     out = op.build("meta")()
     first = out[0] if isinstance(out, (list, tuple)) and out else out
     shape = tuple(int(s) for s in getattr(first, "shape", ()))
+    ins = tuple(tuple(t["t"]) for t in op.tensors()[:2])
+    groups = 1
+    if op.name in ("convolution", "convolution_backward"):  # aten's groups argument, by position
+        pos = 8 if op.name == "convolution" else 9
+        groups = int(op.args[pos]) if len(op.args) > pos and isinstance(op.args[pos], int) else 1
     return OpShape(row["kind"], row["dtype"], float(row.get("flops") or 0),
-                   float((row.get("in_bytes") or 0) + (row.get("out_bytes") or 0)), shape)
+                   float((row.get("in_bytes") or 0) + (row.get("out_bytes") or 0)), shape, ins, groups)
 
 
 def node_shape(node: Any) -> OpShape:
     out = node.outputs[0] if node.outputs else None
+    ins = tuple(tuple(t.shape) for t in node.inputs[:2])
     return OpShape(node.op, out.dtype if out is not None else "float32", float(node.flops),
-                   float(node.bytes_read + node.bytes_written), tuple(out.shape) if out is not None else ())
+                   float(node.bytes_read + node.bytes_written), tuple(out.shape) if out is not None else (), ins,
+                   int(node.attrs.get("groups", 1) or 1))
 
 
 def training_arrays(rows: Sequence[dict[str, Any]], device: Any, dispatch_us: dict[str, float] | None = None,
@@ -138,7 +173,7 @@ def training_arrays(rows: Sequence[dict[str, Any]], device: Any, dispatch_us: di
             seconds = max(seconds - dispatch_us.get(shape.kind, 0.0) * 1e-6, 0.1 * seconds)
         b = bound_s(shape, device)[0]
         X.append(features(shape, device))
-        y.append(math.log(min(max(b / seconds, EFFICIENCY_FLOOR), 1.0)))
+        y.append(math.log(min(max(b / seconds, EFFICIENCY_FLOOR), max_efficiency(shape, device))))
         measured.append(seconds)
         shapes.append(shape)
     return np.array(X), np.array(y), np.array(measured), shapes

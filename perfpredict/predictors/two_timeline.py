@@ -17,6 +17,9 @@ per-op efficiency model learned from op rows replaces it ("Latency model v2").
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 
 from perfpredict import ops
@@ -37,6 +40,17 @@ GRAPH_NODE_GAP_S = 1e-6  # device-side gap between kernels of a replayed graph
 COMPILED_KERNEL_HOST_US = 3.0  # inductor's generated wrapper per kernel, before the launch itself
 FUSIBLE = frozenset({ops.ELEMENTWISE, ops.REDUCTION, ops.NORM, ops.SOFTMAX, ops.COPY})
 OPTIMIZER_KERNELS = 12  # a multi-tensor (foreach) AdamW step launches about this many kernels per param group
+#: the 80% latency interval per device kind, x/÷ a factor calibrated on held-out rows (split conformal,
+#: benchmarks/timeline_accuracy.py --save-interval); HIGH_FACTOR where none is stored
+INTERVALS = Path(__file__).resolve().parents[1] / "data" / "two_timeline_intervals.json"
+
+
+def interval_factor(device) -> float:
+    """The multiplicative half-width of the 80% latency interval on this kind of device."""
+    try:
+        return float(json.loads(INTERVALS.read_text())[device.kind]["factor"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return HIGH_FACTOR
 
 
 def fused_groups(graph) -> list[list[int]]:
@@ -87,7 +101,8 @@ class TwoTimelinePredictor:
             work = np.maximum(ev.compute_s, ev.memory_s)
         else:
             shapes = [op_efficiency.node_shape(n) for n in graph.nodes]
-            eff = model.efficiency(np.array([op_efficiency.features(s, device) for s in shapes]))
+            eff = model.efficiency(np.array([op_efficiency.features(s, device) for s in shapes]),
+                                   np.array([op_efficiency.max_efficiency(s, device) for s in shapes]))
             rates = np.array([device.peak_flops(s.dtype if s.dtype in ops.FLOAT_DTYPES else "float32",
                                                 s.kind in ops.TENSOR_CORE_OPS and gpu
                                                 and (s.dtype != "float32" or config.tf32))[0] for s in shapes])
@@ -153,10 +168,9 @@ class TwoTimelinePredictor:
         memory = memory_terms(graph, device, config, float(ev.activations_bytes[0]))
         base = AnalyticalPredictor().predict(graph, device, config)
         summary = self.summary(arrays, device, config, batches, tl, ev)
-        low = float(tl.device_s[0]) * 1e3 if device.kind == "gpu" else wall_s * 1e3 / HIGH_FACTOR
+        factor = interval_factor(device)
         return PredictorOutput(
-            latency_ms=Prediction(wall_s * 1e3, "ms", min(low, wall_s * 1e3), wall_s * HIGH_FACTOR * 1e3, NAME,
-                                  VERSION),
+            latency_ms=Prediction(wall_s * 1e3, "ms", wall_s * 1e3 / factor, wall_s * factor * 1e3, NAME, VERSION),
             peak_memory_bytes=base.peak_memory_bytes, memory=memory,
             energy_j=Prediction(energy_j, "J", energy_j * 0.7, energy_j * HIGH_FACTOR, NAME, VERSION),
             avg_power_w=Prediction(power_w, "W", power_w * 0.7, max(power_w, min(device.tdp_w, power_w * 1.3)),
