@@ -111,12 +111,13 @@ class TwoTimelinePredictor:
             work = bound / eff[:, None]
         return np.where(views, 0.0, np.maximum(work, MIN_KERNEL_S if gpu else 0.0))
 
-    def timelines(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev=None):
+    def timelines(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev=None,
+                  node_s: np.ndarray | None = None):
         """(Timeline for ``config.mode``, the analytical Evaluation it used)."""
         graph = arrays.graph
         ev = ev if ev is not None else AnalyticalPredictor().evaluate(arrays, device, config, batches)
         gpu = device.kind == "gpu"
-        d = self.device_node_s(arrays, device, config, batches, ev)
+        d = node_s if node_s is not None else self.device_node_s(arrays, device, config, batches, ev)
         h = np.repeat(host_model.node_host_s(graph, self.host_profile, device.launch_overhead_s, gpu=gpu)[:, None],
                       d.shape[1], axis=1)
         opt_d, opt_h = self._optimizer(ev, device, gpu, d.shape[1])
@@ -181,9 +182,10 @@ class TwoTimelinePredictor:
         """The report's view: this mode's device, host and wall time, and what the other modes would give."""
         others = {}
         if device.kind == "gpu":
+            node_s = self.device_node_s(arrays, device, config, batches, ev)
             for mode in MODES:
                 if mode != config.mode:
-                    other, _ = self.timelines(arrays, device, _with_mode(config, mode), batches, ev)
+                    other, _ = self.timelines(arrays, device, _with_mode(config, mode), batches, ev, node_s)
                     others[mode] = float(other.wall_s[0]) * 1e3
         return TimelineSummary(mode=config.mode, device_ms=float(tl.device_s[0]) * 1e3,
                                host_ms=float(tl.host_s[0]) * 1e3, wall_ms=float(tl.wall_s[0]) * 1e3,

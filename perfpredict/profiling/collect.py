@@ -310,7 +310,6 @@ def base_row(spec: zoo.ModelSpec, device_label: str, device: str) -> dict[str, A
 def measure_spec(spec: zoo.ModelSpec, monitor: Any, cfg: CollectConfig, device_label: str,
                  features: GraphFeatureCache | None = None) -> dict[str, Any]:
     """Build, warm up and measure one spec; a row dict whatever happens (ok, oom or error)."""
-
     row = base_row(spec, device_label, cfg.device)
     row["zoo_profile"] = cfg.profile
     row["protocol_version"] = 2
