@@ -191,10 +191,7 @@ def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2,
     summary.seconds = time.monotonic() - t0
     summary.rows_total = len(done)
     if cfg.compact:
-        try:
-            ds.compact(folder)
-        except Exception as err:  # noqa: BLE001 - the JSONL log is complete
-            print(f"collect --ops: rows kept in {ds.ROWS_JSONL}; compaction skipped ({err})", file=sys.stderr)
+        v2.compact_quietly(folder)
     return summary
 
 

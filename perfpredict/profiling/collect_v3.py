@@ -229,8 +229,5 @@ def collect_rounds(cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int
     summary.seconds = time.monotonic() - t0
     summary.rows_total = len(done)
     if cfg.compact:
-        try:
-            ds.compact(cfg.out)
-        except Exception as err:  # noqa: BLE001 - the JSONL log is complete; compaction can run again later
-            print(f"collect: rows kept in {ds.ROWS_JSONL}; compaction skipped ({err})", file=sys.stderr)
+        v2.compact_quietly(cfg.out)
     return summary
