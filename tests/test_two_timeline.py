@@ -157,3 +157,33 @@ def test_device_time_ranks_gpus_by_their_ceilings_for_llama_7b():
 def test_unknown_mode_is_refused_with_the_choices():
     with pytest.raises(InvalidInputError, match="cuda_graph"):
         RunConfig(mode="turbo")
+
+
+def test_the_shipped_cpu_efficiency_model_loads_and_respects_its_bounds():
+    from perfpredict.predictors import op_efficiency as oe
+
+    cpu, h100 = get_device("cpu"), get_device("H100-SXM")
+    model = oe.load_model(cpu)
+    assert model is not None and "op rows" in model.source
+    assert oe.load_model(h100) is None  # no GPU op rows yet: GPUs keep the analytical fractions
+    shapes = [oe.OpShape(ops.MATMUL, "float32", 2 * 256**3, 3 * 256 * 256 * 4, (256, 256), ((256, 256), (256, 256))),
+              oe.OpShape(ops.ELEMENTWISE, "float32", 1e6, 8e6, (1000, 1000), ((1000, 1000),))]
+    seconds = model.device_s(shapes, cpu)
+    bounds = np.array([oe.bound_s(s, cpu)[0] for s in shapes])
+    assert (seconds > 0).all() and (seconds >= bounds / oe.CPU_MAX_RATIO).all()
+    # a GPU op that does not fit in L2 is never predicted faster than its roofline bound
+    big = oe.OpShape(ops.ELEMENTWISE, "bfloat16", 1e9, 4e9, (10**9,), ((10**9,),))
+    assert oe.max_efficiency(big, h100) == 1.0 and oe.max_efficiency(shapes[0], h100) == oe.L2_SPEEDUP
+
+
+def test_mode_reaches_the_report_through_the_cli_and_json(tmp_path):
+    from perfpredict.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["predict", "--hf", "distilbert", "--seq", "32", "--device", "H100-SXM", "--predictor",
+                 "two_timeline", "--mode", "cuda_graph", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    t = report["timeline"]
+    assert t["mode"] == "cuda_graph" and set(t["other_modes_ms"]) == {"eager", "compiled", "compiled_cuda_graph"}
+    assert report["latency_ms"]["value"] == pytest.approx(t["wall_ms"])
+    assert t["other_modes_ms"]["eager"] > t["wall_ms"]  # a graph replay skips the host's dispatch
