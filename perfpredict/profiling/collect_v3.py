@@ -68,8 +68,9 @@ def measure_one_round(spec: zoo.ModelSpec, index: int, records: list[dict[str, A
         limit_ms = None if cfg.max_latency_ms is None else cfg.too_slow_factor * cfg.max_latency_ms
         if limit_ms is not None:
             step = v2.guarded(step, limit_ms)
+        profiled = any(r.get("aten_op_count") is not None for r in records)
         m, replay = protocol_v3.measure_round(monitor, step, name="collect", batch_size=spec.batch,
-                                              settings=round_settings(cfg), profile=index == 0)
+                                              settings=round_settings(cfg), profile=not profiled)
         mrow = m.to_row(with_samples=True)
         mrow["torch_device"] = mrow.pop("device")
         mrow["measurement_schema_version"] = mrow.pop("schema_version")
@@ -97,9 +98,9 @@ def row_from_rounds(spec: zoo.ModelSpec, records: list[dict[str, Any]], cfg: v2.
     row.update(protocol_min_rounds=policy.min_rounds, protocol_max_rounds=policy.max_rounds,
                protocol_max_spread=policy.max_spread)
     ok = [r for r in records if r.get("status") == "ok"]
-    if not ok or len(ok) < len(records):
-        last = next(r for r in reversed(records) if r.get("status") != "ok") if len(ok) < len(records) else records[-1]
-        row.update(status=last.get("status", "error"), error=last.get("error"))
+    if len(ok) < len(records):  # a failed round (the last one: it ends the row) makes the row a failure
+        bad = next(r for r in reversed(records) if r.get("status") != "ok")
+        row.update(status=bad.get("status", "error"), error=bad.get("error"))
         return row
     first, last = ok[0], ok[-1]
     for k in ("param_count", "param_bytes", "torch_flops", "probe_latency_ms"):
