@@ -145,6 +145,10 @@ class AnalyticalPredictor:
 
     def predict(self, graph: OpGraph, device: Device, config: RunConfig) -> PredictorOutput:
         ev = self.evaluate(CostArrays.from_graph(graph), device, config, np.array([graph.batch_size]))
+        return self.output(graph, device, config, ev)
+
+    def output(self, graph: OpGraph, device: Device, config: RunConfig, ev: Evaluation) -> PredictorOutput:
+        """The prediction from an evaluation at the graph's own batch (the two-timeline predictor reuses it)."""
         latency_s, power_w = float(ev.latency_s[0]), float(ev.power_w[0])
         memory = memory_terms(graph, device, config, float(ev.activations_bytes[0]))
         energy_j = power_w * latency_s

@@ -27,7 +27,6 @@ from perfpredict.predictors import host_model, op_efficiency, timeline
 from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor, attainable_bandwidth
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
-from perfpredict.predictors.memory_model import memory_terms
 from perfpredict.predictors.registry import register_predictor
 from perfpredict.report import Prediction, TimelineSummary
 
@@ -160,29 +159,30 @@ class TwoTimelinePredictor:
     def predict(self, graph, device, config: RunConfig) -> PredictorOutput:
         arrays = CostArrays.from_graph(graph)
         batches = np.array([graph.batch_size])
-        tl, ev = self.timelines(arrays, device, config, batches)
+        analytical = AnalyticalPredictor()
+        ev = analytical.evaluate(arrays, device, config, batches)
+        node_s = self.device_node_s(arrays, device, config, batches, ev)  # once, for every mode below
+        tl, _ = self.timelines(arrays, device, config, batches, ev, node_s)
+        base = analytical.output(graph, device, config, ev)  # memory and the per-op table: the same ops
         wall_s = float(tl.wall_s[0])
-        power_w = float(ev.power_w[0]) * min(1.0, float(tl.device_s[0]) / max(wall_s, 1e-30)) if \
-            device.kind == "gpu" else float(ev.power_w[0])
+        power_w = float(ev.power_w[0])
+        if device.kind == "gpu":  # the device draws its busy power only while it is busy
+            power_w *= min(1.0, float(tl.device_s[0]) / max(wall_s, 1e-30))
         power_w = max(power_w, device.idle_power_w)
         energy_j = power_w * wall_s
-        memory = memory_terms(graph, device, config, float(ev.activations_bytes[0]))
-        base = AnalyticalPredictor().predict(graph, device, config)
-        summary = self.summary(arrays, device, config, batches, tl, ev)
         factor = interval_factor(device)
         return PredictorOutput(
             latency_ms=Prediction(wall_s * 1e3, "ms", wall_s * 1e3 / factor, wall_s * factor * 1e3, NAME, VERSION),
-            peak_memory_bytes=base.peak_memory_bytes, memory=memory,
+            peak_memory_bytes=base.peak_memory_bytes, memory=base.memory,
             energy_j=Prediction(energy_j, "J", energy_j * 0.7, energy_j * HIGH_FACTOR, NAME, VERSION),
             avg_power_w=Prediction(power_w, "W", power_w * 0.7, max(power_w, min(device.tdp_w, power_w * 1.3)),
                                    NAME, VERSION),
-            per_op=base.per_op, timeline=summary)
+            per_op=base.per_op, timeline=self.summary(arrays, device, config, batches, tl, ev, node_s))
 
-    def summary(self, arrays, device, config, batches, tl, ev) -> TimelineSummary:
+    def summary(self, arrays, device, config, batches, tl, ev, node_s) -> TimelineSummary:
         """The report's view: this mode's device, host and wall time, and what the other modes would give."""
         others = {}
         if device.kind == "gpu":
-            node_s = self.device_node_s(arrays, device, config, batches, ev)
             for mode in MODES:
                 if mode != config.mode:
                     other, _ = self.timelines(arrays, device, _with_mode(config, mode), batches, ev, node_s)

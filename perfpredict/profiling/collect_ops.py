@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from perfpredict.profiling import collect as v2
+from perfpredict.profiling import cpu as cpu_probe
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import rounds, timing
 from perfpredict.profiling.op_instances import OpInstance, spec_ops, variants
@@ -155,7 +156,7 @@ def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2,
                 rec["device_ms"] = statistics.median(rec["device_samples_ms"])
             except Exception as err:  # noqa: BLE001 - failures are data
                 rec.update(v2.failure(err))
-            rec["load_avg_1m"] = _load()
+            rec["load_avg_1m"] = cpu_probe.load_avg_1m()
             rounds_out.append(rec)
             return rec
 
@@ -193,12 +194,6 @@ def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2,
     if cfg.compact:
         v2.compact_quietly(folder)
     return summary
-
-
-def _load() -> float | None:
-    from perfpredict.profiling import cpu as cpu_probe
-
-    return cpu_probe.load_avg_1m()
 
 
 def op_row(op: OpInstance, records: list[dict[str, Any]], label: str, device: str, source: str, is_variant: bool,
