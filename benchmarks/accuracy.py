@@ -35,10 +35,12 @@ from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.memory_model import physics_versions
 from perfpredict.predictors.train import dataset_folder, learner_class
 from perfpredict.predictors.training_data import CACHE_VERSIONS, TARGETS, load_training_set
+from perfpredict.predictors.two_timeline_fit import TwoTimelineLearner
 from perfpredict.profiling.dataset import batch_sweep_inversions, neighbour_oracle_mape, trusted_label
 
-BASELINES = {"analytical": AnalyticalBaseline, "flops_linear": FlopsLinearBaseline}
-DEFAULT = ("analytical", "flops_linear", "xgboost_static", "xgboost", "graphsage", "gae_gnn")
+BASELINES = {"analytical": AnalyticalBaseline, "flops_linear": FlopsLinearBaseline,
+             "two_timeline": TwoTimelineLearner}
+DEFAULT = ("two_timeline", "analytical", "flops_linear", "xgboost_static", "xgboost", "graphsage", "gae_gnn")
 SPLITS = ("random_5fold", "random_rows_5fold", "leave_one_family_out")
 RESULTS = Path(__file__).parent / "results"
 
@@ -47,8 +49,14 @@ def make(name: str):
     return BASELINES[name] if name in BASELINES else learner_class(name)
 
 
+def slug(device: str) -> str:
+    """A device slug, or a dataset folder's path made one (``data/v3/cpu-amd-epyc-2c`` -> ``v3-cpu-amd-epyc-2c``)."""
+    parts = [p for p in Path(device).parts if p not in ("data", ".", "/")]
+    return "-".join(parts)
+
+
 def oof_dir(device: str, latency_stat: str) -> Path:
-    return RESULTS / "accuracy_oof" / (device if latency_stat == "median" else f"{device}_{latency_stat}")
+    return RESULTS / "accuracy_oof" / (slug(device) if latency_stat == "median" else f"{slug(device)}_{latency_stat}")
 
 
 def evaluate(names, data, seed: int, store: Path, wanted=SPLITS, shard: tuple[int, int] | None = None) -> None:
@@ -288,7 +296,7 @@ def main() -> int:
     results, metas, skipped = load_oof(store, data)
     suffix = ("" if args.latency_stat == "median" else f"_{args.latency_stat}") + \
         (f"_max{args.max_rows}" if args.max_rows else "")
-    out = args.out or RESULTS / f"accuracy_{args.device}{suffix}.md"
+    out = args.out or RESULTS / f"accuracy_{slug(args.device)}{suffix}.md"
     write(out, args, data, store, results, metas, skipped)
     print(f"wrote {out}", file=sys.stderr)
     return 0

@@ -1,12 +1,16 @@
 """The two-timeline model against measured model rows, beside the analytical roofline: MAPE, tau, interval coverage.
 
-    python benchmarks/timeline_accuracy.py data/v3/cpu-amd-epyc-2c --device cpu \
+    python benchmarks/timeline_accuracy.py data/v3/cpu-amd-epyc-2c --device cpu --fit --save \
         --out benchmarks/results/timeline_accuracy-cpu-amd-epyc-2c.md
-    python benchmarks/timeline_accuracy.py data/nvidia-h100-80gb-hbm3 --device H100-SXM \
+    python benchmarks/timeline_accuracy.py data/nvidia-h100-80gb-hbm3 --device H100-SXM --fit --save \
         --out benchmarks/results/timeline_accuracy-nvidia-h100-80gb-hbm3.md
 
-No training on these rows: the two-timeline model's parts come from elsewhere (the host profile, the op rows'
-efficiency model, the device's ceilings), so every row is held out. The label is ``eager_ms`` for protocol-v3 rows
+Without ``--fit`` nothing is trained on these rows: the two-timeline model's parts come from elsewhere (the host
+profile, the op rows' efficiency model, the device's ceilings, the shipped calibration), so every row is held out.
+``--fit`` fits the two scales of the device's kind (the host's dispatch scale and the device-time scale,
+``two_timeline_fit``) on all rows, and scores each family with the scales fitted on the other families
+(``two_timeline_lofo``, a held-out figure). ``--save`` stores them: the dispatch scale in the reference host
+profile, the device-time scale and the conformal interval in ``two_timeline_calibration.json``. The label is ``eager_ms`` for protocol-v3 rows
 (``device_ms`` is scored too where it differs) and ``latency_ms`` (synced after every step) for v2 rows, which the
 eager simulation plus one sync approximates. Interval coverage: the share of rows inside the reported [low, high],
 and a split-conformal band (half the sweeps calibrate a multiplicative band at 80%, the other half are scored).
@@ -29,7 +33,7 @@ from perfpredict.devices import get_device
 from perfpredict.predictors.analytical import AnalyticalPredictor
 from perfpredict.predictors.base import RunConfig
 from perfpredict.predictors.training_data import GraphCache, arrays_for
-from perfpredict.predictors.two_timeline import INTERVALS, TwoTimelinePredictor, interval_factor
+from perfpredict.predictors.two_timeline import CALIBRATION, TwoTimelinePredictor, interval_factor
 from perfpredict.profiling import zoo
 from perfpredict.profiling.dataset import load_dataset, quiet_host
 
@@ -72,27 +76,23 @@ def predict_rows(rows: list[dict], device, sweeps: list, profile=None) -> dict[s
     return out
 
 
-def fit_scale(rows: list[dict], device, sweeps: list, true: np.ndarray, families: np.ndarray,
-              grid: np.ndarray) -> tuple[float, np.ndarray]:
-    """The host's dispatch scale for this kind of device (``HostProfile.dispatch_scale``) that minimises the median
-    absolute log error: fitted on all rows, and per family on the other families (leave-one-family-out)."""
-    base = TwoTimelinePredictor().host_profile
+def fit_scales(folder: str, device, families: np.ndarray, keys: list[str]) -> tuple[float, float, np.ndarray]:
+    """(dispatch scale, device-time scale) fitted on every row, and each row's wall time with the scales fitted on
+    the other families (leave-one-family-out), aligned to ``keys``."""
+    from perfpredict.predictors.training_data import load_training_set
+    from perfpredict.predictors.two_timeline_fit import TwoTimelineLearner
 
-    def scaled(g: float):
-        return replace(base, dispatch_scale={**base.dispatch_scale, "gpu" if device.kind == "gpu" else "cpu": g})
-
-    walls = np.stack([predict_rows(rows, device, sweeps, scaled(float(g)))["two_timeline"] for g in grid])
-    err = np.abs(np.log(walls / true[None, :]))
-    ok = np.isfinite(err).all(axis=0)
-
-    def best(mask: np.ndarray) -> int:
-        return int(np.argmin(np.median(err[:, mask & ok], axis=1)))
-
-    lofo = np.full(len(true), np.nan)
-    for fam in set(families):
-        held = families == fam
-        lofo[held] = walls[best(~held), held]
-    return float(grid[best(np.ones(len(true), dtype=bool))]), lofo
+    data = load_training_set([folder], device=device)
+    learner = TwoTimelineLearner()
+    learner.fit(data)
+    lofo = np.full(len(data.keys), np.nan)
+    for fam in sorted(set(data.families.tolist())):
+        held = data.families == fam
+        fold = TwoTimelineLearner()
+        fold.fit(data.subset(np.flatnonzero(~held)))
+        lofo[held] = fold.predict(data.subset(np.flatnonzero(held)))["latency_ms"].value * 1e-3
+    by_key = dict(zip(data.keys, lofo))
+    return learner.scale, learner.device_scale, np.array([by_key.get(k, np.nan) for k in keys])
 
 
 def conformal(pred: np.ndarray, true: np.ndarray, groups: list[str], level: float = 0.8) -> tuple[float, float]:
@@ -106,14 +106,26 @@ def conformal(pred: np.ndarray, true: np.ndarray, groups: list[str], level: floa
     return float(np.exp(width)), float((resid[~mask] <= width).mean())
 
 
-def save_interval(device, band: float, coverage: float, rows: int, label: str) -> None:
+def save(device, band: float, coverage: float, rows: int, label: str, scales: tuple[float, float] | None) -> None:
+    """The interval (and, when fitted, the device-time scale) into the calibration file; the dispatch scale into
+    the reference host profile."""
     import json
 
-    data = json.loads(INTERVALS.read_text()) if INTERVALS.exists() else {}
-    data[device.kind] = {"level": 0.8, "factor": round(band, 3), "held_out_coverage": round(coverage, 3),
-                         "rows": rows, "rows_device": label,
-                         "source": "benchmarks/timeline_accuracy.py --save-interval (split conformal by architecture)"}
-    INTERVALS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    from perfpredict.predictors import host_model
+
+    kind = "gpu" if device.kind == "gpu" else "cpu"
+    data = json.loads(CALIBRATION.read_text()) if CALIBRATION.exists() else {}
+    entry = data.get(kind, {})
+    entry.update({"level": 0.8, "interval_factor": round(band, 3), "held_out_coverage": round(coverage, 3),
+                  "rows": rows, "rows_device": label,
+                  "source": "benchmarks/timeline_accuracy.py --save (split conformal by architecture)"})
+    if scales is not None:
+        entry["device_time_scale"] = round(scales[1], 3)
+        profile = json.loads(host_model.REFERENCE.read_text())
+        profile["dispatch_scale"][kind] = round(scales[0], 3)
+        host_model.REFERENCE.write_text(json.dumps(profile, indent=2, sort_keys=True) + "\n")
+    data[kind] = entry
+    CALIBRATION.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,10 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="catalog device the rows ran on")
     p.add_argument("--out", default=None)
     p.add_argument("--max-rows", type=int, default=None)
-    p.add_argument("--save-interval", action="store_true",
-                   help="store the conformal band as the predictor's 80% interval for this kind of device")
-    p.add_argument("--fit-host-scale", action="store_true",
-                   help="fit the host profile's dispatch scale for the device's kind (all rows, and "
+    p.add_argument("--save", action="store_true",
+                   help="store the conformal band (and with --fit the two scales) for this kind of device")
+    p.add_argument("--fit", action="store_true",
+                   help="fit the dispatch and device-time scales for the device's kind (all rows, and "
                         "leave-one-family-out)")
     args = p.parse_args(argv)
     device = get_device(args.device)
@@ -137,18 +149,18 @@ def main(argv: list[str] | None = None) -> int:
     preds = predict_rows(rows, device, sweeps)
     true = np.array([r[label_key] for r in rows]) * 1e-3
     fitted = None
-    if args.fit_host_scale:
-        fitted, preds["two_timeline_lofo_scale"] = fit_scale(rows, device, sweeps, true,
-                                                             np.array([r["family"] for r in rows]),
-                                                             np.geomspace(0.5, 64, 43))
+    if args.fit:
+        *fitted, preds["two_timeline_lofo"] = fit_scales(args.folder, device,
+                                                         np.array([r["family"] for r in rows]),
+                                                         [r["key"] for r in rows])
     ok = np.isfinite(preds["two_timeline"])
     lines = [f"# Two-timeline latency on {rows[0]['device']}", "",
-             f"`python benchmarks/timeline_accuracy.py {args.folder} --device {args.device}`, "
+             f"`python benchmarks/timeline_accuracy.py {' '.join(argv if argv is not None else sys.argv[1:])}`, "
              f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {int(ok.sum())} of {len(rows)} rows scored "
              f"(protocol {'v3' if v3 else 'v2'}, label `{label_key}`), ceilings of `{device.name}`; "
              f"host profile `{TwoTimelinePredictor().host_profile.name}`.", "",
              "| model | MAPE | median APE | within 10% | Kendall tau |", "|---|---:|---:|---:|---:|"]
-    for name in [k for k in ("two_timeline", "two_timeline_lofo_scale", "two_timeline_fixed", "analytical")
+    for name in [k for k in ("two_timeline", "two_timeline_lofo", "two_timeline_fixed", "analytical")
                  if k in preds]:
         ape = np.abs(preds[name][ok] - true[ok]) / true[ok]
         lines.append(f"| {name} | {100 * ape.mean():.1f}% | {100 * np.median(ape):.1f}% | "
@@ -159,10 +171,13 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| two_timeline device time vs `device_ms` | {100 * ape.mean():.1f}% | "
                      f"{100 * np.median(ape):.1f}% | {100 * (ape <= 0.1).mean():.0f}% | - |")
     if fitted is not None:
-        lines += ["", f"Dispatch scale fitted on every row: {fitted:.2f} (the reference profile's "
-                      f"`dispatch_scale[\"{'gpu' if device.kind == 'gpu' else 'cpu'}\"]`); `two_timeline_lofo_scale` "
-                      "predicts each family with the scale fitted on the other families, so its figure is held out."]
-    pred = preds["two_timeline_lofo_scale" if fitted is not None else "two_timeline"][ok]
+        lines += ["", f"Fitted on every row: dispatch scale {fitted[0]:.2f} (the reference profile's "
+                      f"`dispatch_scale[\"{'gpu' if device.kind == 'gpu' else 'cpu'}\"]`), device-time scale "
+                      f"{fitted[1]:.2f} (`two_timeline_calibration.json`); `two_timeline` above uses the shipped "
+                      "values, `two_timeline_lofo` predicts each family with the scales fitted on the other families, "
+                      "so its figure is held out."]
+        ok &= np.isfinite(preds["two_timeline_lofo"])
+    pred = preds["two_timeline_lofo" if fitted is not None else "two_timeline"][ok]
     factor = interval_factor(device)
     inside = float(((true[ok] >= pred / factor) & (true[ok] <= pred * factor)).mean())
     groups = [zoo.ModelSpec.from_key(r["key"]).arch_key() for r, k in zip(rows, ok) if k]
@@ -182,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         Path(args.out).write_text(text)
-    if args.save_interval:
-        save_interval(device, band, coverage, len(pred), rows[0]["device"])
+    if args.save:
+        save(device, band, coverage, len(pred), rows[0]["device"], tuple(fitted) if fitted is not None else None)
     return 0
 
 

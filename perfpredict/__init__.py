@@ -20,7 +20,7 @@ _LAZY = {
     "predict_many": "perfpredict.api",
     "featurize": "perfpredict.api",
     "report_for_graph": "perfpredict.api",
-    "ManyPrediction": "perfpredict.api",
+    "ManyPredictions": "perfpredict.api",
     "last_report": "perfpredict.delivery",
     "PerfReport": "perfpredict.report",
     "Prediction": "perfpredict.report",

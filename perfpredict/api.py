@@ -11,7 +11,6 @@ import copy
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from perfpredict.errors import FrontendError, InvalidInputError
@@ -31,7 +30,8 @@ def predict(model: Any, example_inputs: Any = (), *, device: str = DEFAULT_DEVIC
             min_throughput_per_s: float | None = None, grid_g_per_kwh: float | None = None,
             workload_calls: int | None = None, top_ops: int = 25,
             example_kwargs: Mapping[str, Any] | None = None,
-            weights_built_in: str | None = MEASURED_BUILD_DTYPE, mode: str = "eager") -> PerfReport:
+            weights_built_in: str | None = MEASURED_BUILD_DTYPE, mode: str = "eager",
+            precision: str | None = None) -> PerfReport:
     """Predict ``model`` called as ``model(*example_inputs, **example_kwargs)`` on ``device``.
 
     ``phase="training"`` predicts one step: forward, backward and an ``optimizer`` step. ``dtype`` casts a copy
@@ -39,14 +39,20 @@ def predict(model: Any, example_inputs: Any = (), *, device: str = DEFAULT_DEVIC
     ``weights_built_in`` is the dtype the weights exist in before their cast to the run dtype ("float32", as
     ``Model(config).to(torch.bfloat16)`` builds them); ``None`` for weights loaded straight in the run dtype.
     ``mode`` is how the step runs: "eager", "cuda_graph", "compiled" or "compiled_cuda_graph" (the two-timeline
-    predictor, ``predictor="two_timeline"``, reads it).
+    predictor, ``predictor="two_timeline"``, reads it). ``precision`` is a training recipe of
+    :mod:`perfpredict.precision` ("fp32", "bf16", "amp-bf16", "amp-fp16"): the weights, gradients and optimizer
+    state it holds per parameter; ``None`` keeps the model's dtype for all of them.
     """
+    from perfpredict.delivery import forget
+
+    forget()  # a prediction that fails must not leave the previous model's report as last_report()
     graph = featurize(model, example_inputs, phase=phase, dtype=dtype, example_kwargs=example_kwargs,
                       name=model_name or type(model).__name__)
     return report_for_graph(graph, device=device, phase=phase, predictor=predictor, optimizer=optimizer,
                             tf32=tf32, max_latency_ms=max_latency_ms, min_throughput_per_s=min_throughput_per_s,
                             grid_g_per_kwh=grid_g_per_kwh, workload_calls=workload_calls, top_ops=top_ops,
-                            model_name=model_name, weights_built_in=weights_built_in, mode=mode)
+                            model_name=model_name, weights_built_in=weights_built_in, mode=mode,
+                            precision=precision)
 
 
 def report_for_graph(graph: OpGraph, *, device: Any = DEFAULT_DEVICE, phase: str | None = None,
@@ -54,18 +60,24 @@ def report_for_graph(graph: OpGraph, *, device: Any = DEFAULT_DEVICE, phase: str
                      max_latency_ms: float | None = None, min_throughput_per_s: float | None = None,
                      grid_g_per_kwh: float | None = None, workload_calls: int | None = None, top_ops: int = 25,
                      model_name: str | None = None,
-                     weights_built_in: str | None = MEASURED_BUILD_DTYPE, mode: str = "eager") -> PerfReport:
-    """A PerfReport for an OpGraph any frontend produced (FX, AOT, Relax, ONNX)."""
+                     weights_built_in: str | None = MEASURED_BUILD_DTYPE, mode: str = "eager",
+                     precision: str | None = None, assumed: Mapping[str, str] | None = None) -> PerfReport:
+    """A PerfReport for an OpGraph any frontend produced (FX, AOT, Relax, ONNX). ``assumed``: choices made for the
+    user that the report should state (see perfpredict.assumptions)."""
     from perfpredict.assemble import build_report
+    from perfpredict.delivery import forget, record
     from perfpredict.devices import Device, get_device
     from perfpredict.predictors.base import RunConfig
 
+    forget()
     dev = device if isinstance(device, Device) else get_device(device)
     config = RunConfig(phase=phase or graph.phase, optimizer=optimizer, tf32=tf32, top_ops=top_ops,
-                       weights_built_in=weights_built_in, mode=mode)
-    return build_report(graph, dev, config, predictor, model_name=model_name or graph.name,
-                        max_latency_ms=max_latency_ms, min_throughput_per_s=min_throughput_per_s,
-                        grid_g_per_kwh=grid_g_per_kwh, workload_calls=workload_calls)
+                       weights_built_in=weights_built_in, mode=mode, precision=precision)
+    report = build_report(graph, dev, config, predictor, model_name=model_name or graph.name or "model",
+                          max_latency_ms=max_latency_ms, min_throughput_per_s=min_throughput_per_s,
+                          grid_g_per_kwh=grid_g_per_kwh, workload_calls=workload_calls, assumed=assumed)
+    record(report)
+    return report
 
 
 def featurize(model: Any, example_inputs: Any = (), *, phase: str = "inference", dtype: str | None = None,
@@ -79,10 +91,11 @@ def featurize(model: Any, example_inputs: Any = (), *, phase: str = "inference",
     if hit is not None and hit[0]() is model:
         _CACHE.move_to_end(key)
         return hit[1]
+    original = model  # the cache holds the caller's model, never the cast copy (which dies right away)
     if dtype is not None:
         model, args, kwargs = _cast(model, args, kwargs, dtype)
     graph = _capture(model, args, kwargs, phase, name)
-    _CACHE[key] = (weakref.ref(model) if _weakrefable(model) else (lambda: None), graph)
+    _CACHE[key] = (weakref.ref(original) if _weakrefable(original) else (lambda: None), graph)
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return graph
@@ -119,43 +132,53 @@ def _capture(model: Any, args: tuple, kwargs: dict, phase: str, name: str) -> Op
     return merge_graphs(graphs, name=name)
 
 
-@dataclass(frozen=True)
-class ManyPrediction:
-    """One configuration's result from predict_many (the figures of a PerfReport, without the per-op detail)."""
+#: the columns predict_many returns, one value per configuration, in the order the configurations were given
+MANY_COLUMNS = ("device", "batch_size", "latency_ms", "throughput_per_s", "peak_memory_bytes", "fits_in_memory",
+                "energy_j", "avg_power_w")
 
-    device: str
-    batch_size: int
-    latency_ms: float
-    throughput_per_s: float
-    peak_memory_bytes: float
-    fits_in_memory: bool
-    energy_j: float
-    avg_power_w: float
+
+class ManyPredictions(dict):
+    """predict_many's answer: a dict of numpy columns (``MANY_COLUMNS``), one entry per configuration.
+
+    ``to_pandas()`` gives a DataFrame (pandas must be installed); ``records()`` gives one dict per configuration.
+    """
+
+    def to_pandas(self) -> Any:
+        from perfpredict.errors import require
+
+        return require("pandas", "data").DataFrame(dict(self))
+
+    def records(self) -> list[dict[str, Any]]:
+        return [{k: v[i].item() if hasattr(v[i], "item") else v[i] for k, v in self.items()}
+                for i in range(len(self["latency_ms"]))]
 
 
 def predict_many(model: Any, example_inputs: Any, configs: Sequence[Mapping[str, Any]], *,
                  phase: str = "inference", dtype: str | None = None, optimizer: str = "adamw",
-                 tf32: bool = False, predictor: str = "analytical",
-                 weights_built_in: str | None = MEASURED_BUILD_DTYPE) -> list[ManyPrediction]:
+                 tf32: bool = False, predictor: str = "auto",
+                 weights_built_in: str | None = MEASURED_BUILD_DTYPE, frame: bool = False) -> Any:
     """Predict many (device, batch_size) configurations of one architecture in one call.
 
     The model is captured twice (at its example batch b and at b+1); every per-op FLOP and byte count is
     affine in the batch, so those two captures give exact figures for any batch size. Configurations are then
-    evaluated as numpy columns, grouped by device.
+    evaluated as numpy columns, grouped by device. Returns a :class:`ManyPredictions`, a dict of numpy columns
+    (``MANY_COLUMNS``) in the order of ``configs``; ``frame=True`` returns a pandas DataFrame instead.
     """
     import numpy as np
 
     from perfpredict.devices import get_device
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.memory_model import peak_tensor_bytes
-    from perfpredict.predictors.registry import get_predictor
+    from perfpredict.predictors.registry import get_predictor, resolve_predictor
 
     arrays = _batch_affine_arrays(model, example_inputs, phase, dtype)
-    model_predictor = get_predictor(predictor)
+    model_predictor = get_predictor(resolve_predictor(predictor, "")[0])
     if not hasattr(model_predictor, "evaluate"):
         raise InvalidInputError(f"predictor {predictor!r} has no vectorised path; use perfpredict.predict")
     config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in)
-    results: list[ManyPrediction | None] = [None] * len(configs)
+    n = len(configs)
+    types = {"device": object, "batch_size": np.int64, "fits_in_memory": bool}
+    out = ManyPredictions({c: np.zeros(n, dtype=types.get(c, float)) for c in MANY_COLUMNS})
     by_device: dict[str, list[int]] = {}
     for i, cfg in enumerate(configs):
         by_device.setdefault(str(cfg.get("device", DEFAULT_DEVICE)), []).append(i)
@@ -164,12 +187,15 @@ def predict_many(model: Any, example_inputs: Any, configs: Sequence[Mapping[str,
         batches = np.array([_batch_of(configs[i], arrays.graph.batch_size) for i in idx], dtype=float)
         ev = model_predictor.evaluate(arrays, device, config, batches)
         peak = peak_tensor_bytes(arrays.graph, config, ev.activations_bytes) + device.runtime_overhead_bytes
-        for j, i in enumerate(idx):
-            lat = float(ev.latency_s[j])
-            results[i] = ManyPrediction(device.name, int(batches[j]), lat * 1e3, float(batches[j] / lat), float(peak[j]),
-                                        bool(peak[j] <= device.memory_bytes), float(ev.power_w[j]) * lat,
-                                        float(ev.power_w[j]))
-    return results  # type: ignore[return-value]
+        out["device"][idx] = device.name
+        out["batch_size"][idx] = batches.astype(np.int64)
+        out["latency_ms"][idx] = ev.latency_s * 1e3
+        out["throughput_per_s"][idx] = batches / ev.latency_s
+        out["peak_memory_bytes"][idx] = peak
+        out["fits_in_memory"][idx] = peak <= device.memory_bytes
+        out["energy_j"][idx] = ev.power_w * ev.latency_s
+        out["avg_power_w"][idx] = ev.power_w
+    return out.to_pandas() if frame else out
 
 
 def _batch_affine_arrays(model: Any, example_inputs: Any, phase: str, dtype: str | None) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from perfpredict.predictors.base import PredictorOutput, RunConfig
@@ -26,8 +27,12 @@ COVERAGE_WARNING_BELOW = 0.95
 def build_report(graph: OpGraph, device: Device, config: RunConfig, predictor: str = "auto", *,
                  model_name: str = "", max_latency_ms: float | None = None,
                  min_throughput_per_s: float | None = None, grid_g_per_kwh: float | None = None,
-                 price_usd_per_hour: float | None = None, workload_calls: int | None = None) -> PerfReport:
+                 price_usd_per_hour: float | None = None, workload_calls: int | None = None,
+                 assumed: Mapping[str, str] | None = None) -> PerfReport:
+    """The report for ``graph`` on ``device``. ``assumed``: what the caller chose for the user (where the dtype
+    came from, ...), listed first in the report's assumptions."""
     from perfpredict import carbon, cost, mig
+    from perfpredict.assumptions import assumptions, dtype_warnings
 
     predictor, choice_note = resolve_predictor(predictor, device.parent or device.name)
     model = get_predictor(predictor)
@@ -54,13 +59,16 @@ def build_report(graph: OpGraph, device: Device, config: RunConfig, predictor: s
         device_memory_bytes=device.memory_bytes, energy_j=out.energy_j,
         energy_per_sample_j=out.energy_j.scaled(1.0 / batch), avg_power_w=out.avg_power_w,
         carbon_g=carbon_per_call, grid_intensity_g_per_kwh=grid, cost_usd=cost_pred, price_usd_per_hour=price,
-        workload=workload, workload_calls=calls, per_op=out.per_op, coverage=graph.coverage,
+        workload=workload, workload_calls=calls, per_op=out.per_op, by_kind=out.by_kind, blocks=out.blocks,
+        coverage=graph.coverage,
         graph=GraphSummary(len(graph.nodes), len(graph.edges), graph.subgraphs, graph.total_flops,
                            graph.total_bytes, graph.param_count, graph.source),
-        mig=advice, warnings=_warnings(graph, device, fits, out.peak_memory_bytes.value) + out.warnings,
+        mig=advice, warnings=(_warnings(graph, device, fits, out.peak_memory_bytes.value) + out.warnings
+                              + dtype_warnings(graph, device)),
         notes=(_notes(graph, device, predictor, price) + _load_note(graph, config, out)
                + ((choice_note,) if choice_note else ())),
         device_source=device.source, timeline=out.timeline,
+        assumptions=assumptions(graph, device, config, out, assumed),
     )
 
 

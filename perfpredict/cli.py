@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.errors import InvalidInputError, PerfPredictError
+from perfpredict.precision import OPTIMIZERS, PRECISIONS
 
 PROG = "perfpredict"
 DTYPE_CHOICES = ("float32", "float16", "bfloat16")
@@ -72,20 +73,32 @@ def _add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None
     p.add_argument("--batch", type=_positive_int("batch size"), default=1, help="batch size (default 1)")
     p.add_argument("--seq", type=_positive_int("sequence length"), default=None,
                    help="sequence length for text models (default: the model's shipped default)")
-    p.add_argument("--dtype", choices=DTYPE_CHOICES, default="float32", help="weights and activations dtype")
+    p.add_argument("--dtype", choices=DTYPE_CHOICES, default=None,
+                   help="weights and activations dtype (default: the config's torch_dtype, else float32; in "
+                        "training, the --precision's compute dtype)")
     p.add_argument("--training", action="store_true", help="predict a training step (fwd + bwd + optimizer)")
-    p.add_argument("--weights-built-in", choices=(*DTYPE_CHOICES, "none"), default="float32",
-                   help="dtype the weights are built in before the cast to --dtype (default float32, as "
-                        "Model(config).to(dtype) does; 'none': loaded straight in --dtype)")
+    p.add_argument("--precision", choices=tuple(PRECISIONS), default=None,
+                   help="training recipe (default amp-bf16: bf16 compute, fp32 master weights, 16 bytes per "
+                        "parameter with AdamW; --dtype float32 means fp32)")
+    p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adamw",
+                   help="training optimizer (default adamw; its state bytes: see the docs' memory section)")
+    p.add_argument("--tf32", action="store_true",
+                   help="let float32 matmuls use TF32 (torch.backends.cuda.matmul.allow_tf32; convolutions do by "
+                        "default)")
+    p.add_argument("--weights-built-in", choices=(*DTYPE_CHOICES, "none"), default="none",
+                   help="dtype the weights are built in before the cast to --dtype ('none', the default: loaded "
+                        "straight in --dtype, as from_pretrained(dtype=...) does; float32: Model(config).to(dtype))")
     p.add_argument("--predictor", default="auto",
-                   help="auto (default: the best predictor trained for the device, else analytical), analytical, "
-                        "xgboost, graphsage, gae_gnn or two_timeline")
+                   help="auto (default: two_timeline, the same model for every device), analytical, two_timeline, "
+                        "or a learned whole-model predictor where trained: xgboost, graphsage, gae_gnn")
     p.add_argument("--mode", choices=("eager", "cuda_graph", "compiled", "compiled_cuda_graph"), default="eager",
                    help="how the step runs, for the two-timeline predictor: eager (default), cuda_graph, compiled "
                         "(torch.compile), compiled_cuda_graph (torch.compile mode='reduce-overhead')")
     p.add_argument("--max-latency-ms", type=_positive_float, default=None, help="latency target for MIG advice")
     p.add_argument("--min-throughput", type=_positive_float, default=None,
                    help="throughput target (samples/s) for MIG advice")
+    p.add_argument("--no-cache", action="store_true",
+                   help="capture the model again instead of reading the on-disk graph cache (see the docs)")
     p.add_argument("--top", type=_non_negative_int, default=top_default,
                    help="per-op rows to show" + (f" (default {top_default})" if top_default else " (default all)"))
 
@@ -109,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("devices", parents=[common], help="list the device catalog")
     p.add_argument("--json", action="store_true", help="print the catalog as JSON")
+    p.add_argument("--wide", action="store_true", help="every column (arch, FP32, MIG profiles, source)")
     p.set_defaults(func=cmd_devices)
 
     p = sub.add_parser("models", parents=[common], help="list the shipped HuggingFace configs")
@@ -140,13 +154,35 @@ def _graph_from_args(args: argparse.Namespace, phase: str) -> tuple[Any, str]:
         from perfpredict.cli_onnx import graph_from_onnx_args
 
         return graph_from_onnx_args(args.onnx, args.input_shape or [], phase=phase), Path(args.onnx).stem
-    from perfpredict.api import featurize
-    from perfpredict.compiler_hooks.hf_frontend import model_from_hf
+    from perfpredict import graph_store
+    from perfpredict.compiler_hooks.hf_frontend import raw_config
 
-    # The model is built in args.dtype on the meta device, so featurize needs no cast of its own.
-    model, inputs, name = model_from_hf(args.hf or args.config, batch_size=args.batch, seq_len=args.seq,
-                                        dtype=args.dtype)
-    return featurize(model, inputs, phase=phase, name=name), name
+    fields, name = raw_config(args.hf or args.config)
+    key = graph_store.key(config=fields, name=name, batch=args.batch, seq=args.seq, phase=phase,
+                          dtype=args.run.dtype)
+    graph = None if args.no_cache else graph_store.load(key)
+    if graph is None:
+        from perfpredict.api import featurize
+        from perfpredict.compiler_hooks.hf_frontend import model_from_hf
+
+        # The model is built in the run dtype on the meta device, so featurize needs no cast of its own.
+        model, inputs, name = model_from_hf(args.hf or args.config, batch_size=args.batch, seq_len=args.seq,
+                                            dtype=args.run.dtype)
+        graph = featurize(model, inputs, phase=phase, name=name)
+        graph_store.save(key, graph)
+    return graph, name
+
+
+def _run_dtype(args: argparse.Namespace) -> Any:
+    """The run dtype and training precision (perfpredict.precision.resolve_run_dtype), kept on ``args.run``."""
+    from perfpredict.precision import resolve_run_dtype
+
+    declared = None
+    if not args.onnx:
+        from perfpredict.compiler_hooks.hf_frontend import declared_dtype, raw_config
+
+        declared = declared_dtype(raw_config(args.hf or args.config)[0])
+    return resolve_run_dtype(declared, args.dtype, args.precision, args.training)
 
 
 def _predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[Any, Any]:
@@ -156,23 +192,29 @@ def _predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[An
 
     device = get_device(args.device)  # fail fast, before a model is built
     phase = "training" if args.training else "inference"
+    args.run = _run_dtype(args)
     graph, name = _graph_from_args(args, phase)
+    assumed = {} if args.onnx else {"dtype": args.run.source}
     report = report_for_graph(graph, device=device, phase=phase, predictor=args.predictor, model_name=name,
                               max_latency_ms=args.max_latency_ms, min_throughput_per_s=args.min_throughput,
-                              top_ops=keep_ops, mode=args.mode,
-                              weights_built_in=None if args.weights_built_in == "none" else args.weights_built_in)
+                              top_ops=keep_ops, mode=args.mode, optimizer=args.optimizer, tf32=args.tf32,
+                              precision=args.run.precision if not args.onnx or args.precision else None,
+                              weights_built_in=None if args.weights_built_in == "none" else args.weights_built_in,
+                              assumed=assumed)
     return report, graph
 
 
 def _roofline_section(graph: Any, device_name: str) -> dict[str, str]:
-    """The model's ops on the device's roofline, as inline SVG for the HTML report ({} without matplotlib)."""
-    try:
-        from perfpredict.devices import get_device
-        from perfpredict.kernels.plot import roofline_svg
+    """The model's ops on the device's roofline, as inline SVG for the HTML report (a line saying why, if the plot
+    cannot be drawn: never a section that silently disappears)."""
+    from perfpredict.devices import get_device
+    from perfpredict.errors import MissingDependencyError
+    from perfpredict.kernels.plot import roofline_svg
 
+    try:
         return {"Roofline": roofline_svg(graph, get_device(device_name))}
-    except ImportError:
-        return {}
+    except (ImportError, MissingDependencyError) as err:
+        return {"Roofline": f"<p>The roofline plot could not be drawn: {err}</p>"}
 
 
 def _write(path: str, text: str) -> None:
@@ -233,21 +275,32 @@ def cmd_devices(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps([_device_row(d) for d in devices], indent=2) + "\n")
         return EXIT_OK
-    table = Table(title="Device catalog (TFLOP/s are dense peaks; BF16 TC: bf16 on tensor cores)",
-                  title_justify="left")
-    for name in ("name", "arch", "memory GiB", "bandwidth TB/s", "FP32 TFLOP/s", "BF16 TC TFLOP/s", "TDP W",
-                 "MIG profiles", "price $/h", "source"):
+    wide = args.wide
+    table = Table(title="Device catalog (TFLOP/s: dense peaks; BF16 TC: bf16 on tensor cores)"
+                  + ("" if wide else "; --wide for every column"), title_justify="left")
+    columns = ("name", "arch", "memory GiB", "bandwidth TB/s", "FP32 TFLOP/s", "BF16 TC TFLOP/s", "TDP W",
+               "MIG profiles", "price $/h", "source")
+    # 80 columns hold these; the others are for --wide
+    shown = columns if wide else ("name", "memory GiB", "bandwidth TB/s", "BF16 TC TFLOP/s", "TDP W", "price $/h")
+    for name in shown:
         text = name in ("name", "arch", "source")
-        table.add_column(name, justify="left" if text else "right", no_wrap=text)
+        table.add_column(name.replace(" TFLOP/s", "\nTFLOP/s").replace(" TB/s", "\nTB/s") if not wide else name,
+                         justify="left" if text else "right", no_wrap=True)
     for d in devices:
         peaks = dict(d.peak_flops_per_s)
         # the measured keys would make this no-wrap cell wider than a terminal: name the file, count the ceilings
         source = f"{d.source} ({len(d.measured)} ceilings)" if d.measured else d.source
         price = "-" if d.price_usd_per_hour is None else f"{d.price_usd_per_hour:.2f}"
-        table.add_row(d.name, d.arch, f"{d.memory_bytes / 2**30:,.0f}",
-                      f"{d.memory_bandwidth_bytes_per_s / 1e12:.2f}", _tflops(peaks.get("fp32")),
-                      _tflops(peaks.get("bf16_tensor")), f"{d.tdp_w:,.0f}", str(len(d.mig_profiles)), price, source)
-    _console().print(table)
+        cells = dict(zip(columns, (d.name, d.arch, f"{d.memory_bytes / 2**30:,.0f}",
+                                   f"{d.memory_bandwidth_bytes_per_s / 1e12:.2f}", _tflops(peaks.get("fp32")),
+                                   _tflops(peaks.get("bf16_tensor")), f"{d.tdp_w:,.0f}", str(len(d.mig_profiles)),
+                                   price, source)))
+        table.add_row(*(cells[c] for c in shown))
+    from rich.console import Console
+
+    # wide rows are never cut to a pipe's width; the default view fits 80 columns
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else (240 if wide else 80))
+    console.print(table)
     return EXIT_OK
 
 

@@ -24,13 +24,25 @@ _LAST: list[PerfReport] = []
 
 
 def last_report() -> PerfReport | None:
-    """The most recent report any frontend produced in this process (None before the first one)."""
+    """The most recent report any frontend or ``perfpredict.predict`` produced in this process; None before the
+    first one, and after a prediction that failed."""
     return _LAST[-1] if _LAST else None
+
+
+def forget() -> None:
+    """Clear the last report: called as a prediction starts, so that one that fails leaves ``last_report()``
+    None rather than the previous model's report."""
+    _LAST.clear()
+
+
+def record(report: PerfReport) -> None:
+    """Make ``report`` the last one (every finished prediction, delivered or not)."""
+    _LAST[:] = [report]
 
 
 def deliver(report: PerfReport, target: ReportTarget = None) -> None:
     """Record ``report`` as the last one, hand it to ``target`` (callable or path), and log one line."""
-    _LAST[:] = [report]
+    record(report)
     if callable(target):
         target(report)
     elif target is not None:

@@ -109,7 +109,8 @@ class Device:
             "float64": ["fp64_tensor", "fp64"] if tensor_core else ["fp64"],
             "float32": ["tf32_tensor", "fp32"] if tensor_core else ["fp32"],
             "float16": ["fp16_tensor", "fp16", "fp32"] if tensor_core else ["fp16", "fp32"],
-            "bfloat16": ["bf16_tensor", "bf16", "fp16", "fp32"] if tensor_core else ["bf16", "fp16", "fp32"],
+            # no bf16 hardware (V100, T4): PyTorch emulates bfloat16 with float32 math
+            "bfloat16": ["bf16_tensor", "bf16", "fp32"] if tensor_core else ["bf16", "fp32"],
             "float8_e4m3fn": ["fp8_tensor", "fp16_tensor", "fp16", "fp32"] if tensor_core else ["fp16", "fp32"],
             "float8_e5m2": ["fp8_tensor", "fp16_tensor", "fp16", "fp32"] if tensor_core else ["fp16", "fp32"],
         }.get(dtype, ["fp32"])
@@ -117,6 +118,12 @@ class Device:
             if p.get(key):
                 return float(p[key]), key
         return float(p.get("fp32", 1e12)), "fp32"
+
+    def supports_dtype(self, dtype: str) -> bool:
+        """Whether the device computes in ``dtype`` natively (a datasheet rate for it), not emulated."""
+        keys = {"bfloat16": ("bf16", "bf16_tensor"), "float16": ("fp16", "fp16_tensor"),
+                "float8_e4m3fn": ("fp8_tensor",), "float8_e5m2": ("fp8_tensor",)}.get(dtype)
+        return keys is None or any(self.peak_flops_per_s.get(k) for k in keys)
 
     def __hash__(self) -> int:
         # The generated hash would fail on the mapping field; equal devices still hash equal (a subset of fields).

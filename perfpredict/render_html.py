@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfpredict.errors import InvalidInputError
-from perfpredict.render_text import (MIG_COLUMNS, OP_COLUMNS, coverage_line, estimate_label, header_lines,
-                                     mig_recommendation, mig_rows, mig_targets, op_row, sorted_ops, summary_rows,
-                                     unknown_op_counts)
+from perfpredict.render_text import (MIG_COLUMNS, OP_COLUMNS, block_lines, coverage_line, estimate_label,
+                                     header_lines, kind_rows, mig_recommendation, mig_rows, mig_targets, op_row,
+                                     ops_in_graph, shown_ops, sorted_ops, summary_rows, unknown_op_counts)
 
 if TYPE_CHECKING:
     from perfpredict.report import PerfReport
@@ -80,8 +80,11 @@ def _ops(report: PerfReport, top_ops: int | None) -> str:
                f'<td class="num">{bar}{escape(cells[4])}</td>', f"<td>{escape(cells[5])}</td>",
                f'<td class="num">{escape(cells[6])}</td>']
         body.append(f"<tr>{''.join(tds)}</tr>")
-    shown = f"top {len(ops)} of {len(report.per_op)}" if len(ops) < len(report.per_op) else f"all {len(ops)}"
-    return (f"<h2>Per-op contributors ({escape(shown)}, by predicted time)</h2>"
+    kinds = _table(("op kind", "ops", "time", "share"), kind_rows(report), numeric={"ops", "time", "share"})
+    blocks = "".join(f"<li>{escape(line)}</li>" for line in block_lines(report))
+    return (f"<h2>Time by op kind (all {ops_in_graph(report):,} ops)</h2>{kinds}"
+            + (f"<h2>Repeated blocks</h2><ul>{blocks}</ul>" if blocks else "")
+            + f"<h2>Per-op contributors ({escape(shown_ops(report, len(ops)))}, by predicted time)</h2>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 
@@ -100,6 +103,9 @@ def _coverage(report: PerfReport) -> str:
     if unknown:
         items = "".join(f"<li><code>{escape(t)}</code> x{n}</li>" for t, n in sorted(unknown.items()))
         parts.append(f"<p>Ops without a cost model among the listed ops:</p><ul>{items}</ul>")
+    if report.assumptions:
+        parts.append("<h2>Assumptions</h2><ul>" + "".join(f"<li><b>{escape(k)}</b>: {escape(v)}</li>"
+                                                         for k, v in report.assumptions.items()) + "</ul>")
     if report.warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f'<li class="warn">{escape(w)}</li>'
                                                        for w in report.warnings) + "</ul>")

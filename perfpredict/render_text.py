@@ -65,7 +65,8 @@ def fmt_usd(usd: float | None) -> str:
         return NA
     if usd == 0 or abs(usd) >= 0.01:
         return f"${usd:,.2f}"
-    return f"${usd:.2g}"
+    # two significant digits, never an exponent: $0.000091, not $9.1e-05
+    return f"${usd:.{1 - math.floor(math.log10(abs(usd)))}f}"
 
 
 def fmt_rate(per_s: float | None, unit: str = "samples/s") -> str:
@@ -133,7 +134,7 @@ def memory_terms(report: PerfReport) -> str:
     m = report.memory
     terms = [("params", m.params_bytes), ("grads", m.gradients_bytes), ("optimizer", m.optimizer_state_bytes),
              ("activations", m.activations_peak_bytes), ("runtime", m.runtime_overhead_bytes),
-             ("weights load", m.load_transient_bytes)]
+             ("weights load", m.load_transient_bytes), ("autocast copies", m.weight_copies_bytes)]
     return " + ".join(f"{name} {fmt_bytes(v)}" for name, v in terms if v) or "0 B"
 
 
@@ -250,6 +251,9 @@ def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
     parts: list[Any] = [title, info, label, _summary_table(report)]
     if report.timeline is not None:
         parts.append(Text(timeline_line(report)))
+    if report.assumptions:
+        parts.append(Text("assumptions:\n" + "\n".join(f"  {k}: {v}" for k, v in report.assumptions.items()),
+                          style="cyan"))
     if report.per_op and top_ops != 0:
         parts.append(_ops_table(report, top_ops))
     if report.mig is not None:
@@ -302,14 +306,25 @@ def _ops_table(report: PerfReport, top_ops: int | None):
     from rich.table import Table
 
     ops = sorted_ops(report, top_ops)
-    shown = f"top {len(ops)} of {len(report.per_op)}" if len(ops) < len(report.per_op) else f"all {len(ops)}"
-    table = Table(title=_plain(f"Per-op contributors ({shown}, by predicted time)"), title_justify="left")
+    table = Table(title=_plain(f"Per-op contributors ({shown_ops(report, len(ops))}, by predicted time)"),
+                  title_justify="left")
     for name in OP_COLUMNS:
         right = name in ("time", "share", "FLOP/byte")
         table.add_column(name, justify="right" if right else "left", overflow="fold",
                          no_wrap=name in ("time", "share", "bound"))
     for op in ops:
         table.add_row(*_cells(op_row(op)))
+    return table
+
+
+def _kinds_table(report: PerfReport):
+    from rich.table import Table
+
+    table = Table(title=f"Time by op kind (all {ops_in_graph(report):,} ops)", title_justify="left")
+    for name, right in (("op kind", False), ("ops", True), ("time", True), ("share", True)):
+        table.add_column(name, justify="right" if right else "left")
+    for row in kind_rows(report):
+        table.add_row(*_cells(row))
     return table
 
 
@@ -350,6 +365,27 @@ def print_report(report: PerfReport, console: Any = None, top_ops: int | None = 
         console.print(part)
 
 
+def ops_in_graph(report: PerfReport) -> int:
+    """How many ops the per-op figures cover (every op with time, not only the listed ones)."""
+    return sum(k.ops for k in report.by_kind) or len(report.per_op)
+
+
+def shown_ops(report: PerfReport, listed: int) -> str:
+    total = ops_in_graph(report)
+    return f"top {listed} of {total}" if listed < total else f"all {listed}"
+
+
+def kind_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
+    """(op kind, ops, time, share) per op kind, over every op."""
+    return [(k.name, f"{k.ops:,}", fmt_time_ms(k.time_ms), fmt_share(k.share)) for k in report.by_kind]
+
+
+def block_lines(report: PerfReport) -> list[str]:
+    """One line per repeated block: "12 x encoder.layer.*: 91% of the op time (attention 40%, output 30%)"."""
+    return [f"{b.repeats} x {b.path}: {fmt_share(b.share)} of the op time ("
+            + ", ".join(f"{p.name} {fmt_share(p.share)}" for p in b.parts[:5]) + ")" for b in report.blocks]
+
+
 def explain_renderables(report: PerfReport, top_ops: int | None = None) -> list[Any]:
     """The per-op breakdown view (``perfpredict explain``): all ops or the top ones, coverage, unknown ops."""
     from rich.text import Text
@@ -360,6 +396,11 @@ def explain_renderables(report: PerfReport, top_ops: int | None = None) -> list[
         Text("  ".join(f"{k}={pairs[k]}" for k in ("phase", "batch", "seq", "dtype", "predictor"))),
         Text(f"{estimate_label(report)}; latency {fmt_time_ms(report.latency_ms.value)} per call", style="italic"),
     ]
+    if report.by_kind:
+        parts.append(_kinds_table(report))
+    if report.blocks:
+        parts.append(Text("Repeated blocks (time summed over the repeats, then split by the module under them):\n"
+                          + "\n".join(f"  {line}" for line in block_lines(report))))
     if report.per_op:
         parts.append(_ops_table(report, top_ops))
     else:

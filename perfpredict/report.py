@@ -65,11 +65,13 @@ class MemoryBreakdown:
     activations_peak_bytes: int
     runtime_overhead_bytes: int
     load_transient_bytes: int = 0
+    weight_copies_bytes: int = 0  # autocast's half-precision copies of the weights (AMP training)
 
     @property
     def total_bytes(self) -> int:
         return (self.params_bytes + self.gradients_bytes + self.optimizer_state_bytes
-                + self.activations_peak_bytes + self.runtime_overhead_bytes + self.load_transient_bytes)
+                + self.activations_peak_bytes + self.runtime_overhead_bytes + self.load_transient_bytes
+                + self.weight_copies_bytes)
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,27 @@ class TimelineSummary:
 
 
 @dataclass(frozen=True)
+class TimeShare:
+    """A share of the summed per-op time: of the whole step (per op kind), or of one block (per part)."""
+
+    name: str
+    time_ms: float
+    share: float
+    ops: int
+
+
+@dataclass(frozen=True)
+class BlockShare:
+    """A repeated block (``model.layers.*``): its repeats, its time summed over them, and its parts."""
+
+    path: str
+    repeats: int
+    time_ms: float
+    share: float
+    parts: tuple[TimeShare, ...]
+
+
+@dataclass(frozen=True)
 class GraphSummary:
     nodes: int
     edges: int
@@ -184,6 +207,11 @@ class PerfReport:
     device_source: str = "datasheet"
     measured: MeasuredVsPredicted | None = None
     timeline: TimelineSummary | None = None
+    # the per-op time totalled over every op: per op kind, and per repeated block (perfpredict.breakdown)
+    by_kind: tuple[TimeShare, ...] = ()
+    blocks: tuple[BlockShare, ...] = ()
+    # what the answer assumes that the user did not say (dtype, weights' load, precision, optimizer, TF32, ...)
+    assumptions: dict[str, str] = field(default_factory=dict)
     schema_version: int = field(default=REPORT_SCHEMA_VERSION)
 
     @property
@@ -216,6 +244,10 @@ class PerfReport:
             d["timeline"] = TimelineSummary(**d["timeline"])
         d["warnings"] = tuple(d.get("warnings", ()))
         d["notes"] = tuple(d.get("notes", ()))
+        d["assumptions"] = dict(d.get("assumptions", {}))
+        d["by_kind"] = tuple(TimeShare(**t) for t in d.get("by_kind", ()))
+        d["blocks"] = tuple(BlockShare(**{**b, "parts": tuple(TimeShare(**t) for t in b["parts"])})
+                            for b in d.get("blocks", ()))
         return cls(**d)
 
     def __str__(self) -> str:

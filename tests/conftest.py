@@ -36,3 +36,10 @@ def shipped_ceilings(monkeypatch):
     devices.reset_catalog()
     yield
     devices.reset_catalog()
+
+
+@pytest.fixture(autouse=True)
+def _no_cli_graph_cache(monkeypatch):
+    """Every CLI test captures its model: the user's on-disk graph cache (perfpredict.graph_store) is off unless a
+    test turns it on for itself."""
+    monkeypatch.setenv("PERFPREDICT_NO_GRAPH_CACHE", "1")

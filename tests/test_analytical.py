@@ -137,13 +137,14 @@ def test_predict_many_is_exact_at_other_batch_sizes():
 
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).eval()
     many = perfpredict.predict_many(model, (torch.randn(4, 64),),
-                                    [{"device": "H100-SXM", "batch_size": b} for b in (1, 4, 37)])
-    for result in many:
-        single = perfpredict.predict(model, (torch.randn(result.batch_size, 64),), device="H100-SXM",
-                                     predictor="analytical")  # predict_many's default; "auto" may be learned
-        assert result.latency_ms == pytest.approx(single.latency_ms.value, rel=1e-9)
-        assert result.peak_memory_bytes == pytest.approx(single.peak_memory_bytes.value, rel=1e-9)
-        assert result.energy_j == pytest.approx(single.energy_j.value, rel=1e-9)
+                                    [{"device": "H100-SXM", "batch_size": b} for b in (1, 4, 37)],
+                                    predictor="analytical")
+    for result in many.records():
+        single = perfpredict.predict(model, (torch.randn(result["batch_size"], 64),), device="H100-SXM",
+                                     predictor="analytical")
+        assert result["latency_ms"] == pytest.approx(single.latency_ms.value, rel=1e-9)
+        assert result["peak_memory_bytes"] == pytest.approx(single.peak_memory_bytes.value, rel=1e-9)
+        assert result["energy_j"] == pytest.approx(single.energy_j.value, rel=1e-9)
 
 
 def test_half_precision_weights_built_in_float32_peak_at_their_float32_size():
@@ -187,11 +188,11 @@ def test_predict_many_and_the_report_carry_the_load():
 
     model = torch.nn.Linear(2048, 2048).eval()
     x = torch.randn(2, 2048)
-    many, = perfpredict.predict_many(model, (x,), [{"device": "H100-SXM"}], dtype="bfloat16")
+    many = perfpredict.predict_many(model, (x,), [{"device": "H100-SXM"}], dtype="bfloat16")
     report = perfpredict.predict(model, (x,), device="H100-SXM", dtype="bfloat16", predictor="analytical")
     direct = perfpredict.predict(model, (x,), device="H100-SXM", dtype="bfloat16", predictor="analytical",
                                  weights_built_in=None)
-    assert many.peak_memory_bytes == pytest.approx(report.peak_memory_bytes.value, rel=1e-9)
+    assert many["peak_memory_bytes"][0] == pytest.approx(report.peak_memory_bytes.value, rel=1e-9)
     assert report.memory.load_transient_bytes > 0 and direct.memory.load_transient_bytes == 0
     assert report.peak_memory_bytes.value - direct.peak_memory_bytes.value == report.memory.load_transient_bytes
     assert any("weights_built_in=None" in note for note in report.notes)
@@ -316,3 +317,20 @@ def test_a_gpu_training_step_s_gradients_are_born_in_its_backward_and_meet_the_o
     # a CPU keeps memory model 1's accounting: every gradient resident, the walk on top
     cpu = AnalyticalPredictor().evaluate(arrays, get_device("cpu"), RunConfig(phase="training"), np.array([1.0]))
     assert cpu.activations_bytes[0] == 1501
+
+
+def test_predict_with_a_dtype_captures_once_and_then_answers_from_the_cache(monkeypatch):
+    import torch
+
+    import perfpredict
+    from perfpredict import api
+
+    calls = []
+    real = api._capture
+    monkeypatch.setattr(api, "_capture", lambda *a, **k: calls.append(1) or real(*a, **k))
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32)).eval()
+    x = torch.randn(4, 32)
+    first = perfpredict.predict(model, (x,), device="L4", dtype="bfloat16", predictor="analytical")
+    again = perfpredict.predict(model, (x,), device="A100-80GB", dtype="bfloat16", predictor="analytical")
+    assert len(calls) == 1 and first.dtype == again.dtype == "bfloat16"
+    assert next(model.parameters()).dtype == torch.float32  # the caller's model is never cast

@@ -129,3 +129,45 @@ def test_weights_built_in_none_drops_the_float32_load(capsys) -> None:
         peaks[built] = (report["peak_memory_bytes"]["value"], report["memory"]["load_transient_bytes"])
     assert peaks["none"][1] == 0 and peaks["float32"][1] > 0  # 66M weights outweigh a batch of 32 tokens
     assert peaks["float32"][0] - peaks["none"][0] == pytest.approx(peaks["float32"][1])
+
+
+def test_devices_fits_80_columns_and_wide_shows_every_column_uncut(capsys):
+    import perfpredict
+
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
+    names = [d.name for d in perfpredict.list_devices()]
+    assert all(name in out for name in names)
+    assert main(["devices", "--wide"]) == 0
+    wide = capsys.readouterr().out
+    assert "…" not in wide and "MIG profiles" in wide and "source" in wide
+    assert "calibrated" in wide or "datasheet" in wide
+
+
+def test_small_costs_print_without_an_exponent():
+    from perfpredict.render_text import fmt_usd
+
+    assert fmt_usd(9.1e-05) == "$0.000091" and fmt_usd(0.0091) == "$0.0091" and fmt_usd(12.345) == "$12.35"
+
+
+def test_a_repeated_question_is_answered_from_the_graph_cache(tmp_path, monkeypatch):
+    from perfpredict import api, graph_store
+
+    monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("PERFPREDICT_NO_GRAPH_CACHE", raising=False)
+    first, again = tmp_path / "a.json", tmp_path / "b.json"
+    argv = ["predict", "--hf", "distilbert", "--seq", "32", "--device", "L4", "--top", "3"]
+    assert main([*argv, "--json", str(first)]) == 0
+    assert len(list((tmp_path / "cli-graphs").glob("*.json.gz"))) == 1
+
+    def no_capture(*a, **k):
+        raise AssertionError("the cached graph should have answered")
+
+    monkeypatch.setattr(api, "featurize", no_capture)
+    assert main([*argv, "--json", str(again)]) == 0
+    a, b = json.loads(first.read_text()), json.loads(again.read_text())
+    assert a["latency_ms"] == b["latency_ms"] and a["graph"] == b["graph"] and a["model_name"] == b["model_name"]
+    # another batch is another graph, and --no-cache captures again: both reach the (failing) capture
+    assert main([*argv, "--batch", "2"]) != 0 and main([*argv, "--no-cache"]) != 0
+    assert graph_store.key(a=1) != graph_store.key(a=2)

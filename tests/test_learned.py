@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import perfpredict
-from perfpredict.errors import ArtifactError, InvalidInputError
+from perfpredict.errors import ArtifactError, InvalidInputError, UnknownPredictorError
 from perfpredict.predictors import artifacts, registry
 from perfpredict.predictors.evaluation import metrics
 from perfpredict.predictors.training_data import GraphCache, load_training_set
@@ -95,13 +95,12 @@ def test_a_gpu_artifact_trained_under_older_physics_is_refused_and_auto_skips_it
     with pytest.raises(ArtifactError, match=f"gpu_memory_model 1 \\(now {GPU_MEMORY_MODEL_VERSION}\\).*"
                                             "perfpredict train --device nvidia-h100-80gb-hbm3 --predictor xgboost"):
         artifacts.load_files(folder, XGBoostLearner.schema)
-    # The stale user artifact shadows no current one: auto names it and what to do, and predicts analytically.
+    # The stale user artifact shadows no current one.
     monkeypatch.setattr(artifacts, "SHIPPED_DIR", tmp_path / "nothing-shipped")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "no-user-artifacts"))
     monkeypatch.setenv(artifacts.ENV_ARTIFACTS, str(tmp_path))
     assert artifacts.best_predictor("H100-SXM") is None
-    name, note = registry.resolve_predictor("auto", "H100-SXM")
-    assert name == "analytical" and "retrain it" in note and "xgboost" in note
+    assert artifacts.best_predictor("H100-SXM", current_only=False) == "xgboost"  # found, but stale
     # A current artifact further down the search path is found past the stale one.
     fresh_root = tmp_path / "fresh"
     artifacts.save_artifact(fresh_root / "xgboost-h100-sxm", manifest, fitted.to_files())
@@ -133,7 +132,7 @@ def test_search_keeps_the_scaled_physics_when_trees_only_add_noise(rows, tmp_pat
     np.testing.assert_allclose(again.predict(scaled)["latency_ms"].value, pred.value)
 
 
-def test_auto_picks_the_trained_predictor_and_falls_back_to_analytical(rows, fitted, tmp_path, monkeypatch):
+def test_auto_is_two_timeline_everywhere_and_a_trained_model_answers_by_name(rows, fitted, tmp_path, monkeypatch):
     from perfpredict.predictors.xgboost_model import XGBoostLearner
 
     manifest = artifacts.Manifest("xgboost", "1", "cpu", XGBoostLearner.schema, rows.data_hash, fitted.targets,
@@ -143,18 +142,20 @@ def test_auto_picks_the_trained_predictor_and_falls_back_to_analytical(rows, fit
     monkeypatch.setattr(registry, "_INSTANCES", {})  # predictors cache loaded artifacts: an earlier test's stay
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)).eval()
     x = torch.randn(8, 256)
-    on_cpu = perfpredict.predict(model, (x,), device="cpu")
+    # A trained whole-model predictor no longer takes over "auto": every device answers with the same model.
+    for device in ("cpu", "A100-40GB"):
+        report = perfpredict.predict(model, (x,), device=device)
+        assert report.predictor == "two_timeline" and report.timeline is not None
+        assert any("two_timeline" in n and "on every device" in n for n in report.notes)
+    on_cpu = perfpredict.predict(model, (x,), device="cpu", predictor="xgboost")
     assert on_cpu.predictor == "xgboost" and on_cpu.latency_ms.ood is not None
     assert on_cpu.latency_ms.low <= on_cpu.latency_ms.value <= on_cpu.latency_ms.high
-    on_gpu = perfpredict.predict(model, (x,), device="A100-40GB")
-    assert on_gpu.predictor == "analytical"
-    assert any("no measured data for A100-40GB" in n for n in on_gpu.notes)
     json.loads(on_cpu.to_json())  # the OOD score and intervals serialise
-    # Without the learned predictors' packages the trained model cannot run: the note says so, and how to fix it.
+    # Without the learned predictors' packages a named one cannot run: the error says how to fix it.
     monkeypatch.setattr(registry, "can_run", lambda name: False)
-    name, note = registry.resolve_predictor("auto", "cpu")
-    assert name == "analytical" and "trained xgboost model exists for cpu" in note
-    assert "pip install 'perfpredict[gnn]'" in note
+    monkeypatch.setattr(registry, "_FACTORIES", {k: v for k, v in registry._FACTORIES.items() if k != "xgboost"})
+    with pytest.raises(UnknownPredictorError, match=r"pip install 'perfpredict\[gnn\]'"):
+        registry.get_predictor("xgboost")
 
 
 def test_rows_from_a_busy_host_are_left_out_unless_asked_for(tmp_path):
@@ -270,3 +271,27 @@ def test_rows_measured_under_another_transformers_are_named_in_the_problems():
     assert len(problems) == 1 and problems[0].startswith("3 rows were measured with transformers 5.17.0")
     assert local in problems[0]
     assert _library_mismatches(rows[3:]) == []  # the same release, or not recorded: nothing to say
+
+
+def test_two_timeline_learner_recovers_the_scales_its_labels_were_made_with(rows):
+    import dataclasses
+
+    from perfpredict.predictors.two_timeline_fit import DEVICE_GRID, SCALE_GRID, TwoTimelineLearner
+
+    learner = TwoTimelineLearner()
+    host, dev = 9, 12  # labels simulated at SCALE_GRID[9] and DEVICE_GRID[12], with 5% noise: fit finds them again
+    walls = learner.simulate(rows)["wall_s"][host, dev]
+    noise = np.exp(np.random.default_rng(0).normal(0.0, 0.05, len(walls)))
+    made = dataclasses.replace(rows, y={**rows.y, "latency_ms": walls * 1e3 * noise})
+    learner.fit(made)
+    assert abs(learner.scale_index - host) <= 2 and abs(learner.device_index - dev) <= 2
+    assert learner.scale == pytest.approx(SCALE_GRID[host], rel=0.3)
+    assert learner.device_scale == pytest.approx(DEVICE_GRID[dev], rel=0.3)
+    pred = learner.predict(made)
+    assert metrics(made.y["latency_ms"], pred["latency_ms"].value)["mape"] < 10
+    assert set(pred) == {"latency_ms", "peak_memory_bytes", "avg_power_w", "energy_per_sample_j"}
+    # on the real CPU labels, the fitted scales beat the unscaled host and device
+    learner.fit(rows)
+    fitted = metrics(rows.y["latency_ms"], learner.predict(rows)["latency_ms"].value)["mape"]
+    one = learner.simulate(rows)["wall_s"][np.argmin(abs(SCALE_GRID - 1)), np.argmin(abs(DEVICE_GRID - 1))]
+    assert fitted < metrics(rows.y["latency_ms"], one * 1e3)["mape"]

@@ -136,3 +136,46 @@ def test_write_report_by_suffix(tmp_path, report: PerfReport) -> None:
     assert "Predicted performance" in write_report(report, tmp_path / "r.txt").read_text()
     with pytest.raises(InvalidInputError, match=r"\.json, \.html"):
         write_report(report, tmp_path / "r.pdf")
+
+
+def test_explain_totals_time_by_op_kind_and_by_repeated_block(tmp_path):
+    import torch
+
+    import perfpredict
+    from perfpredict.render_html import render_html
+    from perfpredict.render_text import explain_renderables
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mlp = torch.nn.Linear(64, 64)
+            self.norm = torch.nn.LayerNorm(64)
+
+        def forward(self, x):
+            return self.norm(self.mlp(x).relu())
+
+    class Stack(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(4))
+            self.head = torch.nn.Linear(64, 10)
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return self.head(x)
+
+    report = perfpredict.predict(Stack().eval(), (torch.randn(8, 64),), device="H100-SXM", top_ops=3)
+    assert len(report.per_op) == 3  # the listed ops are cut; the totals are over all of them
+    assert sum(k.ops for k in report.by_kind) > 3 and sum(k.share for k in report.by_kind) == pytest.approx(1.0)
+    assert {k.name for k in report.by_kind} >= {"matmul", "norm"}
+    (block,) = report.blocks
+    assert block.path == "blocks.*" and block.repeats == 4 and 0 < block.share < 1
+    assert {p.name for p in block.parts} >= {"mlp", "norm"}
+    assert sum(p.share for p in block.parts) == pytest.approx(1.0)
+    html = render_html(report)
+    assert "Time by op kind" in html and "4 x blocks.*" in html and f"top 3 of {sum(k.ops for k in report.by_kind)}" in html
+    text = "".join(str(getattr(p, "plain", "")) for p in explain_renderables(report))
+    assert "4 x blocks.*" in text
+    again = perfpredict.PerfReport.from_dict(json.loads(report.to_json()))
+    assert again.blocks == report.blocks and again.by_kind == report.by_kind

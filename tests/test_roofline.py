@@ -114,3 +114,18 @@ def test_plot_png_svg_and_inline_svg(tmp_path, cpu_run):
     cpu = apply_ceilings(local_cpu(), data)
     svg = roofline_svg(_tiny_graph(), cpu, ceilings=data)
     assert svg.startswith("<svg") and "</svg>" in svg and "L1" in svg
+
+
+def test_op_kinds_are_one_marker_each_sized_by_their_share_of_the_time():
+    from perfpredict.kernels.plot import kind_points, roofline_points, roofline_svg
+
+    h100 = get_device("H100-SXM")
+    points = roofline_points(_tiny_graph(), h100)
+    kinds = kind_points(points, h100)
+    assert sorted(k["op"] for k in kinds) == sorted({p["op"] for p in points})
+    assert sum(k["time_share"] for k in kinds) == pytest.approx(1.0)
+    # a memory-bound kind achieves its intensity x the bandwidth
+    relu = next(k for k in kinds if k["op"] == "relu")
+    assert relu["achieved_flops_per_s"] == pytest.approx(0.25 * h100.memory_bandwidth_bytes_per_s)
+    svg = roofline_svg(_tiny_graph(), h100)
+    assert all(f"{k['op']} {k['time_share']:.0%}" in svg for k in kinds)

@@ -220,3 +220,27 @@ def test_measure_puts_the_measurement_beside_the_prediction():
     assert m.latency_error_pct == pytest.approx((report.latency_ms.value - m.latency_ms) / m.latency_ms * 100)
     assert "Predicted vs measured" in str(report)
     assert perfpredict.PerfReport.from_dict(json.loads(report.to_json())).measured == m
+
+
+def test_last_report_names_the_compiled_module_and_is_none_after_a_failed_prediction():
+    import warnings
+
+    class TinyNet(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.fc(x).relu()
+
+    torch._dynamo.reset()
+    torch.compile(TinyNet(), backend="perfpredict")(torch.randn(2, 8))
+    report = perfpredict.last_report()
+    assert report is not None and report.model_name == "TinyNet"
+    with pytest.raises(perfpredict.PerfPredictError):
+        perfpredict.predict(TinyNet(), (torch.randn(2, 8),), device="no-such-gpu")
+    assert perfpredict.last_report() is None  # never the previous model's report
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        perfpredict.predict(TinyNet(), (torch.randn(2, 8),), device="L4")
+    assert perfpredict.last_report().model_name == "TinyNet"

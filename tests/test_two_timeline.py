@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from perfpredict import ops
+from perfpredict.api import MANY_COLUMNS
 from perfpredict.devices import get_device
 from perfpredict.errors import InvalidInputError
 from perfpredict.graph import OpGraph, OpNode, TensorMeta
@@ -187,3 +188,85 @@ def test_mode_reaches_the_report_through_the_cli_and_json(tmp_path):
     assert t["mode"] == "cuda_graph" and set(t["other_modes_ms"]) == {"eager", "compiled", "compiled_cuda_graph"}
     assert report["latency_ms"]["value"] == pytest.approx(t["wall_ms"])
     assert t["other_modes_ms"]["eager"] > t["wall_ms"]  # a graph replay skips the host's dispatch
+
+
+def test_launch_overhead_is_host_time_never_device_time(bert_bf16):
+    """A measured launch overhead (the H100's 6.7 us) moves the host timeline only: device time is physics."""
+    from dataclasses import replace
+
+    p = TwoTimelinePredictor(host_model.HostProfile.from_file(host_model.REFERENCE))
+    h100 = get_device("H100-SXM")
+    slow_launch = replace(h100, launch_overhead_s=h100.launch_overhead_s * 3)
+    a, b = (p.predict(bert_bf16, d, RunConfig()).timeline for d in (h100, slow_launch))
+    assert a.device_ms == pytest.approx(b.device_ms, rel=1e-12)
+    kernels = sum(1 for n in bert_bf16.nodes if not n.is_view)
+    assert b.host_ms - a.host_ms == pytest.approx(kernels * 2 * h100.launch_overhead_s * 1e3, rel=1e-6)
+
+
+def test_auto_answers_every_catalog_device_with_the_same_model():
+    import torch
+
+    import perfpredict
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+    x = torch.randn(4, 64)
+    for name in (d.name for d in perfpredict.list_devices()):
+        report = perfpredict.predict(model, (x,), device=name)
+        assert report.predictor == "two_timeline", name
+        t = report.timeline
+        assert t is not None and t.wall_ms == pytest.approx(report.latency_ms.value)
+        assert t.wall_ms >= max(t.device_ms, t.host_ms) * (1 - 1e-9)
+
+
+def test_predict_many_with_two_timeline_matches_predict_per_config():
+    """The vectorised path is the same model: on a CPU the learned efficiency is read at each batch's own shapes
+    (CostArrays.shapes_at), so predict_many agrees with a capture at that batch."""
+    import torch
+
+    import perfpredict
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 8)).eval()
+    configs = [{"device": d, "batch_size": b} for d in ("H100-SXM", "L4", "cpu") for b in (1, 2, 64)]
+    many = perfpredict.predict_many(model, (torch.randn(2, 64),), configs, predictor="two_timeline")
+    assert isinstance(many["latency_ms"], np.ndarray) and many["latency_ms"].shape == (len(configs),)
+    for cfg, got in zip(configs, many.records()):
+        one = perfpredict.predict(model, (torch.randn(cfg["batch_size"], 64),), device=cfg["device"],
+                                  predictor="two_timeline")
+        assert got["latency_ms"] == pytest.approx(one.latency_ms.value, rel=1e-6), cfg
+        assert got["avg_power_w"] == pytest.approx(one.avg_power_w.value, rel=1e-6), cfg
+    frame = perfpredict.predict_many(model, (torch.randn(2, 64),), configs, frame=True)
+    assert list(frame.columns) == list(MANY_COLUMNS) and len(frame) == len(configs)
+    assert frame["device"].tolist() == [get_device(c["device"]).name for c in configs]
+
+
+def test_many_batches_read_the_efficiency_at_anchors_and_interpolate_between():
+    from perfpredict.predictors.analytical import AnalyticalPredictor
+    from perfpredict.predictors.cost_arrays import CostArrays
+    from perfpredict.predictors.two_timeline import EFFICIENCY_ANCHORS
+
+    a, b = (_linear_graph(batch) for batch in (3, 4))
+    arrays, cpu, p = CostArrays.fit(a, b), get_device("cpu"), TwoTimelinePredictor()
+    assert arrays.shapes_at(10)[0][0] == (10, 32)  # the output's batch dimension follows the batch
+    batches = np.arange(1, 41, dtype=float)  # more distinct batches than anchors
+    config = RunConfig()
+    node_s = p.device_node_s(arrays, cpu, config, batches, AnalyticalPredictor().evaluate(arrays, cpu, config,
+                                                                                         batches))
+    anchors = np.unique(np.round(np.geomspace(1, 40, EFFICIENCY_ANCHORS)))
+    for j in (0, len(batches) - 1):  # the ends are anchors: read exactly
+        one = p.device_node_s(arrays, cpu, config, batches[j:j + 1],
+                              AnalyticalPredictor().evaluate(arrays, cpu, config, batches[j:j + 1]))
+        np.testing.assert_allclose(node_s[:, j], one[:, 0], rtol=1e-9)
+    assert 1.0 in anchors and 40.0 in anchors and np.isfinite(node_s).all() and (node_s[~_views(a)] > 0).all()
+
+
+def _linear_graph(batch: int) -> OpGraph:
+    x = TensorMeta((batch, 64), "float32")
+    y = TensorMeta((batch, 32), "float32")
+    w = TensorMeta((32, 64), "float32")
+    node = OpNode("linear", ops.MATMUL, "aten.addmm", (x, w), (y,), flops=2 * batch * 64 * 32,
+                  bytes_read=(batch * 64 + 32 * 64) * 4, bytes_written=batch * 32 * 4, params=32 * 64)
+    return OpGraph((node,), (), batch_size=batch, name="lin")
+
+
+def _views(graph: OpGraph) -> np.ndarray:
+    return np.array([n.is_view for n in graph.nodes])

@@ -97,6 +97,13 @@ def load_config(id_or_path: Any):
     transformers = require("transformers", "hf")
     if isinstance(id_or_path, transformers.PretrainedConfig):
         return id_or_path
+    data, name = raw_config(id_or_path)
+    return config_from_dict(data, name=name)
+
+
+def raw_config(id_or_path: Any) -> tuple[dict[str, Any], str]:
+    """(the config.json's fields, its canonical name) for a shipped id or alias, a path or a folder, read without
+    importing transformers (the CLI's graph cache answers a repeated question from this alone)."""
     if not isinstance(id_or_path, (str, Path)):
         raise InvalidInputError(
             f"expected a HuggingFace id, a config.json path or a PretrainedConfig, got {type(id_or_path).__name__}"
@@ -105,24 +112,24 @@ def load_config(id_or_path: Any):
     if path.is_dir() and (path / "config.json").is_file():
         path = path / "config.json"
     if path.is_file():
-        return _config_from_file(path, name=str(path))
+        return _read_json(path), str(path)
     text = str(id_or_path)
     model_id = resolve_id(text)
     if model_id is not None:
-        return _config_from_file(CONFIG_DIR / _index()["models"][model_id]["file"], name=model_id)
+        return _read_json(CONFIG_DIR / _index()["models"][model_id]["file"]), model_id
     if _looks_like_path(text):
         raise InvalidInputError(f"config file {text!r} does not exist; pass the path to a HuggingFace config.json")
     raise _unknown_model(text)
 
 
-def _config_from_file(path: Path, name: str):
+def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InvalidInputError(f"cannot read {str(path)!r} as a JSON config: {err}") from err
     if not isinstance(data, dict):
         raise InvalidInputError(f"{str(path)!r} is not a HuggingFace config (expected a JSON object)")
-    return config_from_dict(data, name=name)
+    return data
 
 
 def config_from_dict(data: dict[str, Any], name: str = ""):
@@ -174,6 +181,17 @@ def _model_class_name(config) -> str:
         return arch
     # Pre-training heads (masked LM, NSP) are not what is deployed; the base model is.
     return "AutoModel"
+
+
+def declared_dtype(config) -> str | None:
+    """The dtype a config (a PretrainedConfig or its raw JSON fields) says its weights are stored in
+    (``"torch_dtype"``, ``"dtype"`` in transformers 5), as a canonical name, or None when it declares none (or one
+    perfpredict does not run, such as float64)."""
+    fields = config if isinstance(config, dict) else {**getattr(config, "__dict__", {}),
+                                                       "dtype": getattr(config, "dtype", None)}
+    value = fields.get("dtype") or fields.get("torch_dtype")
+    name = str(value).removeprefix("torch.") if value is not None else None
+    return name if name in DTYPES else None
 
 
 def torch_dtype(dtype: Any) -> torch.dtype:

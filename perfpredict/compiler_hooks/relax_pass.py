@@ -84,8 +84,9 @@ def PredictPerformance(device: Any = DEFAULT_DEVICE, phase: str = "inference",  
     hints = dict(shape_hints or {})
 
     def transform(mod: Any, ctx: Any) -> Any:
-        from perfpredict.delivery import deliver
+        from perfpredict.delivery import deliver, forget
 
+        forget()  # a failure must not leave the previous module's report as last_report()
         start = time.perf_counter()
         try:
             result = predict_module(mod, device=device, phase=phase, predictor=predictor, shape_hints=hints,

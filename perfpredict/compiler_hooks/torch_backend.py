@@ -96,8 +96,12 @@ def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, A
                         **_: Any) -> Any:
     """A torch.compile backend: predict performance of ``gm``, then compile it with the inner backend."""
     strict = bool((options or {}).get("strict", False))
+    from perfpredict.delivery import forget
+
+    forget()  # a failure below must not leave the previous model's report as the last one
     try:
         opts = BackendOptions.parse(options)
+        opts.model_name = opts.model_name or _frame_name()
     except PerfPredictError as err:
         if strict:
             raise
@@ -124,6 +128,19 @@ def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, A
             raise
         _warn_once(err)
     return compiled
+
+
+def _frame_name() -> str:
+    """The compiled module's class name (or the function's name), from the frame dynamo is translating: the
+    backend receives only the GraphModule. Dynamo's translator is private API, so any failure gives ""."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+        owner = tx.f_locals.get("self")
+        return type(owner).__name__ if owner is not None else tx.f_code.co_name
+    except Exception:  # noqa: BLE001 - a name is a nicety; the prediction goes on without it
+        return ""
 
 
 def _local_device(example_inputs: list[Any]) -> str:

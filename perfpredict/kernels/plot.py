@@ -3,8 +3,9 @@
 x: arithmetic intensity (FLOP per byte moved, from the OpGraph's ``flops`` and ``bytes_read + bytes_written``);
 y: FLOP/s. Compute ceilings are horizontal lines (FP32, FP16, BF16/FP16/TF32/FP8 tensor cores, ...), bandwidth
 ceilings are diagonals (HBM or DRAM, and L2 / L1 / L3 when a DeviceCeilings file has them). Each op sits at its
-attainable performance ``min(peak for its dtype, AI x bandwidth)``, sized by its share of FLOPs; measured per-op
-times (profiler data), when given, add a second marker at ``flops / time``. Ceilings are labelled "measured"
+attainable performance ``min(peak for its dtype, AI x bandwidth)`` as a small dot, and each op kind as one marker
+whose area is its share of the roofline time (``kind_points``); measured per-op times (profiler data), when given,
+add a second marker at ``flops / time``. Ceilings are labelled "measured"
 where the device carries measured values.
 
 Renders with matplotlib's object API (no pyplot global state; the Agg/SVG backends only), imported lazily.
@@ -39,7 +40,8 @@ def roofline_points(graph: Any, device: Any, *, tf32: bool = False) -> list[dict
         if node.is_view or node.flops <= 0 or moved <= 0:
             continue
         dtype = node.outputs[0].dtype if node.outputs else graph.dtype
-        tensor = device.kind == "gpu" and node.op in ops.TENSOR_CORE_OPS and (dtype != "float32" or tf32)
+        tensor = device.kind == "gpu" and node.op in ops.TENSOR_CORE_OPS and (dtype != "float32" or tf32
+                                                                               or node.op == ops.CONV)
         peak, key = device.peak_flops(dtype, tensor)
         ai = node.flops / moved
         attainable = min(peak, ai * bw)
@@ -47,6 +49,24 @@ def roofline_points(graph: Any, device: Any, *, tf32: bool = False) -> list[dict
                      "intensity_flop_per_byte": ai, "attainable_flops_per_s": attainable, "peak_key": key,
                      "bound": "compute" if peak <= ai * bw else "memory"})
     return rows
+
+
+def kind_points(points: list[dict[str, Any]], device: Any) -> list[dict[str, Any]]:
+    """The ops aggregated per op kind: total FLOPs over total bytes (intensity), total FLOPs over the kind's roofline
+    time (achieved FLOP/s), and the kind's share of that time (what a marker's size shows)."""
+    bw = device.memory_bandwidth_bytes_per_s
+    kinds: dict[str, dict[str, float]] = {}
+    for p in points:
+        k = kinds.setdefault(p["op"], {"flops": 0.0, "bytes": 0.0, "time_s": 0.0, "ops": 0})
+        peak = p["attainable_flops_per_s"] if p["bound"] == "compute" else float("inf")
+        k["flops"] += p["flops"]
+        k["bytes"] += p["bytes"]
+        k["time_s"] += max(p["flops"] / peak, p["bytes"] / bw)
+        k["ops"] += 1
+    total = sum(k["time_s"] for k in kinds.values()) or 1.0
+    return sorted(({"op": op, "ops": int(k["ops"]), "intensity_flop_per_byte": k["flops"] / k["bytes"],
+                    "achieved_flops_per_s": k["flops"] / k["time_s"], "time_share": k["time_s"] / total}
+                   for op, k in kinds.items() if k["time_s"] > 0), key=lambda k: -k["time_share"])
 
 
 def _ceilings_from(device: Any, extra: Mapping[str, Any] | None) -> tuple[list, list]:
@@ -75,7 +95,8 @@ def _figure(graph: Any, device: Any, ceilings: Mapping[str, Any] | None, measure
     try:
         from matplotlib.figure import Figure
     except ImportError as err:
-        raise MissingDependencyError('the roofline plot needs matplotlib: pip install "perfpredict[ui]"') from err
+        raise MissingDependencyError("the roofline plot needs matplotlib, a perfpredict dependency: "
+                                     "pip install matplotlib") from err
     extra = ceilings.get("ceilings", ceilings) if isinstance(ceilings, Mapping) else None
     compute, bandwidth = _ceilings_from(device, extra)
     points = roofline_points(graph, device, tf32=tf32) if graph is not None else []
@@ -100,13 +121,17 @@ def _figure(graph: Any, device: Any, ceilings: Mapping[str, Any] | None, measure
                    ls="-" if tag == "measured" else "--", alpha=0.8)
         ax.text(x_hi, value, f" {label} {value / 1e12:,.1f} TF ({tag})", va="bottom", ha="right", fontsize=7)
     if points:
-        total = sum(p["flops"] for p in points)
         for bound, marker in _MARKERS.items():
             sel = [p for p in points if p["bound"] == bound]
             if sel:
                 ax.scatter([p["intensity_flop_per_byte"] for p in sel], [p["attainable_flops_per_s"] for p in sel],
-                           s=[12 + 300 * p["flops"] / total for p in sel], marker=marker, alpha=0.6,
-                           edgecolors="k", linewidths=0.4, label=f"ops, {bound}-bound (predicted)")
+                           s=8, marker=marker, alpha=0.25, color="0.4", label=f"single ops, {bound}-bound")
+        # one marker per op kind, its area the kind's share of the roofline time: where the time goes, at a glance
+        for k in kind_points(points, device):
+            ax.scatter([k["intensity_flop_per_byte"]], [k["achieved_flops_per_s"]], s=30 + 900 * k["time_share"],
+                       alpha=0.7, edgecolors="k", linewidths=0.6)
+            ax.annotate(f"{k['op']} {k['time_share']:.0%}", (k["intensity_flop_per_byte"], k["achieved_flops_per_s"]),
+                        fontsize=7, xytext=(4, 4), textcoords="offset points")
         if measured:
             mx = [(p["intensity_flop_per_byte"], p["flops"] / measured[p["name"]]) for p in points
                   if measured.get(p["name"], 0) > 0]

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfpredict import ops
+from perfpredict import breakdown, ops
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.memory_model import (activation_peak, backward_born_peak, cpu_math_attention_bytes,
                                                  element_bytes, free_steps, gpu_conv_workspace_bytes, memory_terms,
-                                                 picked_elements)
+                                                 picked_elements, training_bytes)
 from perfpredict.predictors.registry import register_predictor
 from perfpredict.report import OpContribution, Prediction
 
@@ -46,10 +46,7 @@ MEMORY_POWER_WEIGHT = 0.7
 
 
 def _uses_tensor_cores(node: OpNode, device: Device, config: RunConfig) -> bool:
-    if node.op not in ops.TENSOR_CORE_OPS or device.kind != "gpu":
-        return False
-    dtype = node.outputs[0].dtype if node.outputs else "float32"
-    return dtype != "float32" or config.tf32
+    return config.tensor_cores(node.op, node.outputs[0].dtype if node.outputs else "float32", device.kind == "gpu")
 
 
 def _attainable(device: Device, key: str, kind: str) -> float:
@@ -127,7 +124,7 @@ class AnalyticalPredictor:
         born = gpu and config.phase == "training"  # gradients born in the backward
         walk = element_bytes(graph, out_bytes, picked, gradients_walk=born)
         if born:
-            trainable = float(graph.trainable_param_bytes)
+            trainable = float(training_bytes(graph, config).gradients)
             peak = backward_born_peak(graph, walk, frees, workspace, set(picked), trainable,
                                       trainable * config.optimizer_scratch)
         else:
@@ -152,6 +149,7 @@ class AnalyticalPredictor:
         latency_s, power_w = float(ev.latency_s[0]), float(ev.power_w[0])
         memory = memory_terms(graph, device, config, float(ev.activations_bytes[0]))
         energy_j = power_w * latency_s
+        rows = _contributions(graph, ev, latency_s, config)
         return PredictorOutput(
             latency_ms=Prediction(latency_s * 1e3, "ms", float(ev.ideal_latency_s[0]) * 1e3,
                                   latency_s * HIGH_FACTOR * 1e3, NAME, VERSION),
@@ -163,7 +161,7 @@ class AnalyticalPredictor:
             energy_j=Prediction(energy_j, "J", energy_j * (1 - ENERGY_BAND), energy_j * HIGH_FACTOR, NAME, VERSION),
             avg_power_w=Prediction(power_w, "W", power_w * (1 - ENERGY_BAND),
                                    max(power_w, min(device.tdp_w, power_w * (1 + ENERGY_BAND))), NAME, VERSION),
-            per_op=_contributions(graph, ev, latency_s, config),
+            per_op=rows[: config.top_ops], by_kind=breakdown.by_kind(rows), blocks=breakdown.repeated_blocks(rows),
         )
 
 
@@ -177,7 +175,9 @@ def _optimizer_step_s(graph: OpGraph, device: Device, config: RunConfig) -> floa
 
 
 def _optimizer_bytes(graph: OpGraph, config: RunConfig) -> int:
-    return graph.trainable_param_bytes * (3 + 2 * config.optimizer_states)
+    """The step reads the gradients and reads and writes the weights and the state."""
+    held = training_bytes(graph, config)  # the trainable weights take the bytes their gradients do
+    return int(3 * held.gradients + 2 * held.optimizer_state)
 
 
 def _contributions(graph: OpGraph, ev: Evaluation, latency_s: float,
@@ -204,7 +204,7 @@ def _contributions(graph: OpGraph, ev: Evaluation, latency_s: float,
             arithmetic_intensity_flop_per_byte=0.0,
         ))
     rows.sort(key=lambda r: r.time_ms, reverse=True)
-    return tuple(rows[: config.top_ops])
+    return tuple(rows)  # every op: the caller keeps the top ones and totals them all
 
 
 @register_predictor(NAME)

@@ -6,19 +6,22 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from perfpredict.errors import InvalidInputError
-from perfpredict.ops import FLOAT_DTYPES
-from perfpredict.report import MemoryBreakdown, OpContribution, Prediction, TimelineSummary
+from perfpredict.ops import CONV, FLOAT_DTYPES, TENSOR_CORE_OPS
+from perfpredict.precision import OPTIMIZERS, PRECISIONS
+from perfpredict.report import BlockShare, MemoryBreakdown, OpContribution, Prediction, TimelineSummary, TimeShare
 
 if TYPE_CHECKING:
     from perfpredict.devices import Device
     from perfpredict.graph import OpGraph
 
-# Optimizer states per trainable parameter, each the parameter's size (torch keeps them in the param's dtype).
-OPTIMIZER_STATES = {"adamw": 2, "adam": 2, "sgd": 0, "sgd_momentum": 1, "rmsprop": 1, "adagrad": 1, "none": 0}
+# Optimizer states per trainable parameter (their bytes: perfpredict.precision).
+OPTIMIZER_STATES = {name: states for name, (states, _) in OPTIMIZERS.items()}
 # Scratch of one step of torch's multi-tensor (foreach) optimizer, the CUDA default, in trainable-parameter sizes:
 # Adam/AdamW take sqrt(exp_avg_sq) into a new tensor list, RMSprop and Adagrad the sqrt of their running sum; SGD
 # updates its momentum in place. Held alongside every gradient at the end of the step (memory_model).
-OPTIMIZER_SCRATCH = {"adamw": 1, "adam": 1, "sgd": 0, "sgd_momentum": 0, "rmsprop": 1, "adagrad": 1, "none": 0}
+# Adafactor builds its update in a new tensor; bitsandbytes' 8-bit AdamW is one fused kernel per tensor.
+OPTIMIZER_SCRATCH = {"adamw": 1, "adam": 1, "sgd": 0, "sgd_momentum": 0, "rmsprop": 1, "adagrad": 1, "adafactor": 1,
+                     "adamw-8bit": 0, "none": 0}
 # The collector builds every model in float32 and then casts it (profiling/zoo.py, ModelSpec.build): the learned
 # predictors are trained on peaks that include that load, so they always see it in their features.
 MEASURED_BUILD_DTYPE = "float32"
@@ -43,6 +46,8 @@ class RunConfig:
     top_ops: int = 25
     weights_built_in: str | None = MEASURED_BUILD_DTYPE
     mode: str = "eager"  # eager, cuda_graph, compiled, compiled_cuda_graph (the two-timeline predictor reads it)
+    precision: str | None = None  # a training recipe of perfpredict.precision; None: the graph's dtype throughout
+    conv_tf32: bool = True  # cuDNN may run float32 convolutions as TF32: PyTorch's default (matmuls: ``tf32``)
 
     def __post_init__(self) -> None:
         if self.mode not in RUN_MODES:
@@ -52,6 +57,8 @@ class RunConfig:
         if self.optimizer not in OPTIMIZER_STATES:
             raise InvalidInputError(
                 f"optimizer {self.optimizer!r} is not known; choose one of {', '.join(OPTIMIZER_STATES)}")
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise InvalidInputError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if self.weights_built_in is not None and self.weights_built_in not in FLOAT_DTYPES:
             raise InvalidInputError(f"weights_built_in {self.weights_built_in!r} is not a floating dtype; choose one "
                                     f"of {', '.join(FLOAT_DTYPES)}, or None for weights loaded in the run dtype")
@@ -63,6 +70,13 @@ class RunConfig:
     @property
     def optimizer_scratch(self) -> int:
         return OPTIMIZER_SCRATCH[self.optimizer] if self.phase == "training" else 0
+
+    def tensor_cores(self, kind: str, dtype: str, gpu: bool) -> bool:
+        """Whether an op of ``kind`` in ``dtype`` runs on tensor cores: half precision always; float32 as TF32
+        where PyTorch allows it (convolutions by default, matmuls with ``tf32=True``)."""
+        if not gpu or kind not in TENSOR_CORE_OPS:
+            return False
+        return dtype != "float32" or (self.conv_tf32 if kind == CONV else self.tf32)
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,8 @@ class PredictorOutput:
     per_op: tuple[OpContribution, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
     timeline: TimelineSummary | None = None  # device, host and wall time (the two-timeline predictor)
+    by_kind: tuple[TimeShare, ...] = ()  # totals over every op, not only the listed ones (perfpredict.breakdown)
+    blocks: tuple[BlockShare, ...] = ()
 
 
 class Predictor(Protocol):

@@ -25,12 +25,24 @@ class CostArrays:
     bytes_moved: tuple[np.ndarray, np.ndarray]
     output_bytes: tuple[np.ndarray, np.ndarray]
     input_bytes: tuple[float, float]
+    # per node, the slope per sample of each dimension of its output and first two inputs (``tensor_dims``):
+    # what the per-op efficiency model reads at another batch; None where the capture cannot tell (one capture)
+    dim_slopes: tuple[tuple[tuple[float, ...], ...], ...] | None = None
 
     @classmethod
     def from_graph(cls, graph: OpGraph) -> CostArrays:
         zero = np.zeros(len(graph.nodes))
         flops, moved, out = _node_columns(graph)
         return cls(graph, (flops, zero), (moved, zero), (out, zero), (float(graph.input_bytes), 0.0))
+
+    def shapes_at(self, batch: float) -> list[tuple[tuple[int, ...], ...]]:
+        """Per node, the dimensions of its output and first two inputs at ``batch`` (``tensor_dims`` order)."""
+        b0 = self.graph.batch_size
+        if self.dim_slopes is None or batch == b0:
+            return [tensor_dims(n) for n in self.graph.nodes]
+        return [tuple(tuple(max(1, round(d + k * (batch - b0))) for d, k in zip(dims, slopes))
+                      for dims, slopes in zip(tensor_dims(n), node_slopes))
+                for n, node_slopes in zip(self.graph.nodes, self.dim_slopes)]
 
     @classmethod
     def fit(cls, a: OpGraph, b: OpGraph) -> CostArrays:
@@ -43,7 +55,10 @@ class CostArrays:
         ca, cb = _node_columns(a), _node_columns(b)
         pairs = [((x * b.batch_size - y * a.batch_size) / span, (y - x) / span) for x, y in zip(ca, cb)]
         slope_in = (b.input_bytes - a.input_bytes) / span
-        return cls(a, pairs[0], pairs[1], pairs[2], (a.input_bytes - slope_in * a.batch_size, slope_in))
+        slopes = tuple(tuple(tuple((y - x) / span for x, y in zip(ta, tb)) if len(ta) == len(tb) else (0.0,) * len(ta)
+                             for ta, tb in zip(tensor_dims(na), tensor_dims(nb)))
+                       for na, nb in zip(a.nodes, b.nodes))
+        return cls(a, pairs[0], pairs[1], pairs[2], (a.input_bytes - slope_in * a.batch_size, slope_in), slopes)
 
     @classmethod
     def from_anchor(cls, graph: OpGraph) -> CostArrays:
@@ -66,8 +81,11 @@ class CostArrays:
                     slope_out[i] += t.nbytes / b
                 else:
                     const_out[i] += t.nbytes
+        # a dimension that is a multiple of the anchor batch carries it (the anchor is chosen so none other is)
+        slopes = tuple(tuple(tuple(d / b if b > 1 and d and d % graph.batch_size == 0 else 0.0 for d in dims)
+                             for dims in tensor_dims(n)) for n in graph.nodes)
         return cls(graph, (np.zeros_like(flops), flops / b), (const_read, (moved - const_read) / b),
-                   (const_out, slope_out), (0.0, graph.input_bytes / b))
+                   (const_out, slope_out), (0.0, graph.input_bytes / b), slopes)
 
     def at(self, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(flops, bytes moved, output bytes) as [nodes, configs] matrices, and input bytes per config."""
@@ -76,6 +94,12 @@ class CostArrays:
         m = self.bytes_moved[0][:, None] + self.bytes_moved[1][:, None] * b
         o = self.output_bytes[0][:, None] + self.output_bytes[1][:, None] * b
         return f, m, o, self.input_bytes[0] + self.input_bytes[1] * b[0]
+
+
+def tensor_dims(node) -> tuple[tuple[int, ...], ...]:
+    """The dimensions of a node's first output and first two inputs (what the per-op efficiency model reads)."""
+    out = tuple(node.outputs[0].shape) if node.outputs else ()
+    return (out, *(tuple(t.shape) for t in node.inputs[:2]))
 
 
 def _node_columns(graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

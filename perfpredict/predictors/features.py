@@ -82,10 +82,15 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
     from perfpredict.predictors.analytical import AnalyticalPredictor
     from perfpredict.predictors.memory_model import peak_tensor_bytes
 
+    from dataclasses import replace
+
     graph = arrays.graph
     batches = np.asarray(batches, dtype=float)
     n = len(batches)
     flops, moved, _, input_bytes = arrays.at(batches)
+    # The shipped learned models were trained on physics columns that cost float32 convolutions at the plain FP32
+    # rate; their trees absorb what TF32 changes, so their features keep that rule.
+    config = replace(config, conv_tf32=False)
     ev = AnalyticalPredictor().evaluate(arrays, device, config, batches)
     n_nodes, n_edges = graph_size_without_views(graph)
     cols: dict[str, np.ndarray] = {

@@ -39,7 +39,7 @@ class HostProfile:
     # A real model's step costs the host more per op than the bare calls calibrate-host times: the model's own
     # Python between ops (HF's masks and reshapes), autograd's bookkeeping, and on a GPU the CUDA dispatch key, the
     # caching allocator and the stream. Dispatch and module time are multiplied by this per device kind ("cpu",
-    # "gpu"), fitted on measured model rows (benchmarks/timeline_accuracy.py --fit-host-scale); calibrate-host
+    # "gpu"), fitted on measured model rows (benchmarks/timeline_accuracy.py --fit --save); calibrate-host
     # keeps the reference's values.
     dispatch_scale: dict[str, float] = field(default_factory=dict)
     cpu_model: str = ""

@@ -134,7 +134,8 @@ class LearnedPredictor:
                   else Prediction(power.value * latency.value * 1e-3, "J", power.low * latency.low * 1e-3,
                                   power.high * latency.high * 1e-3, power.predictor, power.predictor_version))
         return PredictorOutput(latency_ms=latency, peak_memory_bytes=memory, memory=base.memory, energy_j=energy,
-                               avg_power_w=power, per_op=base.per_op, warnings=tuple(warnings))
+                               avg_power_w=power, per_op=base.per_op, by_kind=base.by_kind, blocks=base.blocks,
+                               warnings=tuple(warnings))
 
     def _pred(self, p: TargetPrediction | None, fallback: Prediction) -> Prediction:
         if p is None:

@@ -205,10 +205,16 @@ def cpu_math_attention_bytes(graph: OpGraph, out_bytes: np.ndarray) -> np.ndarra
     return extra
 
 
+def training_bytes(graph: OpGraph, config: RunConfig):
+    """Weights, gradients, optimizer state and AMP's weight copies for this config (perfpredict.precision)."""
+    from perfpredict.precision import training_bytes as held
+
+    return held(graph, config.phase, config.optimizer, config.precision)
+
+
 def fixed_tensor_bytes(graph: OpGraph, config: RunConfig) -> int:
     """Bytes held for the whole step whatever the batch: parameters, gradients and optimizer state."""
-    trainable = graph.trainable_param_bytes if config.phase == "training" else 0
-    return graph.param_bytes + trainable + trainable * config.optimizer_states
+    return training_bytes(graph, config).fixed
 
 
 def load_peak_bytes(graph: OpGraph, config: RunConfig) -> int:
@@ -234,14 +240,14 @@ def peak_tensor_bytes(graph: OpGraph, config: RunConfig, activations_bytes: np.n
 
 
 def memory_terms(graph: OpGraph, device: Device, config: RunConfig, activations_bytes: float) -> MemoryBreakdown:
-    training = config.phase == "training"
-    trainable = graph.trainable_param_bytes if training else 0
-    step = fixed_tensor_bytes(graph, config) + int(activations_bytes)
+    held = training_bytes(graph, config)
+    step = held.fixed + int(activations_bytes)
     return MemoryBreakdown(
-        params_bytes=graph.param_bytes,
-        gradients_bytes=trainable,
-        optimizer_state_bytes=trainable * config.optimizer_states,
+        params_bytes=held.params,
+        gradients_bytes=held.gradients,
+        optimizer_state_bytes=held.optimizer_state,
         activations_peak_bytes=int(activations_bytes),
         runtime_overhead_bytes=device.runtime_overhead_bytes,
         load_transient_bytes=max(0, load_peak_bytes(graph, config) - step),
+        weight_copies_bytes=held.weight_copies,
     )

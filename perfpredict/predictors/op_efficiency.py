@@ -151,11 +151,17 @@ def row_shape(row: dict[str, Any]) -> OpShape:
                    float((row.get("in_bytes") or 0) + (row.get("out_bytes") or 0)), shape, ins, groups)
 
 
-def node_shape(node: Any) -> OpShape:
+def node_shape(node: Any, flops: float | None = None, moved: float | None = None,
+               dims: tuple[tuple[int, ...], ...] | None = None) -> OpShape:
+    """An OpGraph node's OpShape; ``flops``, ``moved`` and ``dims`` (``cost_arrays.tensor_dims``) replace the
+    node's own figures to read it at another batch (``CostArrays.shapes_at``)."""
+    from perfpredict.predictors.cost_arrays import tensor_dims
+
     out = node.outputs[0] if node.outputs else None
-    ins = tuple(tuple(t.shape) for t in node.inputs[:2])
-    return OpShape(node.op, out.dtype if out is not None else "float32", float(node.flops),
-                   float(node.bytes_read + node.bytes_written), tuple(out.shape) if out is not None else (), ins,
+    dims = dims if dims is not None else tensor_dims(node)
+    return OpShape(node.op, out.dtype if out is not None else "float32",
+                   float(node.flops if flops is None else flops),
+                   float(node.bytes_read + node.bytes_written if moved is None else moved), dims[0], dims[1:],
                    int(node.attrs.get("groups", 1) or 1))
 
 

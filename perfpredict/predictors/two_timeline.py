@@ -11,13 +11,15 @@
   module Python); ``compiled_cuda_graph`` is both (``torch.compile(mode="reduce-overhead")``).
 
 Memory, power and the per-op table come from the analytical model (the same ops, the same ceilings); only the
-latency changes. Energy is power x wall time. NB: the efficiency is the analytical model's fixed fraction until the
-per-op efficiency model learned from op rows replaces it ("Latency model v2").
+latency changes. Energy is power x wall time. The device time per op is the roofline bound over an efficiency learned
+from op rows (``op_efficiency``) where a model exists for the device's kind, else the analytical fixed fractions.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -38,18 +40,34 @@ GRAPH_LAUNCH_S = 10e-6  # host cost of one cudaGraphLaunch
 GRAPH_NODE_GAP_S = 1e-6  # device-side gap between kernels of a replayed graph
 COMPILED_KERNEL_HOST_US = 3.0  # inductor's generated wrapper per kernel, before the launch itself
 FUSIBLE = frozenset({ops.ELEMENTWISE, ops.REDUCTION, ops.NORM, ops.SOFTMAX, ops.COPY})
+#: distinct batches at which predict_many reads the learned efficiency (others are interpolated)
+EFFICIENCY_ANCHORS = 8
 OPTIMIZER_KERNELS = 12  # a multi-tensor (foreach) AdamW step launches about this many kernels per param group
-#: the 80% latency interval per device kind, x/÷ a factor calibrated on held-out rows (split conformal,
-#: benchmarks/timeline_accuracy.py --save-interval); HIGH_FACTOR where none is stored
-INTERVALS = Path(__file__).resolve().parents[1] / "data" / "two_timeline_intervals.json"
+#: per device kind: the 80% latency interval (x/÷ a factor, split conformal on held-out rows) and the device-time
+#: scale fitted on measured rows with the host's dispatch scale (benchmarks/timeline_accuracy.py --save); one
+#: scale per kind, so every GPU of the catalog gets the same correction and their ranking stays the ceilings'
+CALIBRATION = Path(__file__).resolve().parents[1] / "data" / "two_timeline_calibration.json"
+
+
+@lru_cache(maxsize=1)
+def _calibration() -> dict:
+    try:
+        return json.loads(CALIBRATION.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def calibration(device, key: str, default: float) -> float:
+    """A calibrated figure for this kind of device ("interval_factor", "device_time_scale"), else ``default``."""
+    try:
+        return float(_calibration()[device.kind][key])
+    except (KeyError, TypeError, ValueError):
+        return default
 
 
 def interval_factor(device) -> float:
     """The multiplicative half-width of the 80% latency interval on this kind of device."""
-    try:
-        return float(json.loads(INTERVALS.read_text())[device.kind]["factor"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return HIGH_FACTOR
+    return calibration(device, "interval_factor", HIGH_FACTOR)
 
 
 def fused_groups(graph) -> list[list[int]]:
@@ -89,9 +107,16 @@ class TwoTimelinePredictor:
             self._efficiency[device.kind] = op_efficiency.load_model(device)
         return self._efficiency[device.kind]
 
-    def device_node_s(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev) -> np.ndarray:
+    def device_node_s(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev,
+                      scale: float | None = None) -> np.ndarray:
         """Device seconds per node and config: roofline bound / learned efficiency where a model exists, else the
-        analytical attainable time; zero for views, never under MIN_KERNEL_S for a GPU kernel."""
+        analytical attainable time, times the calibrated device-time scale of the device's kind (``scale``
+        overrides it); zero for views, never under MIN_KERNEL_S for a GPU kernel."""
+        scale = calibration(device, "device_time_scale", 1.0) if scale is None else scale
+        return floor_kernels(self.raw_device_s(arrays, device, config, batches, ev) * scale, device, arrays.graph)
+
+    def raw_device_s(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev) -> np.ndarray:
+        """Device seconds per node and config before the calibrated scale and the kernel floor (views: 0)."""
         graph = arrays.graph
         gpu = device.kind == "gpu"
         views = np.array([n.is_view for n in graph.nodes], dtype=bool)[:, None]
@@ -100,30 +125,45 @@ class TwoTimelinePredictor:
             work = np.maximum(ev.compute_s, ev.memory_s)
         else:
             shapes = [op_efficiency.node_shape(n) for n in graph.nodes]
-            eff = model.efficiency(np.array([op_efficiency.features(s, device) for s in shapes]),
-                                   np.array([op_efficiency.max_efficiency(s, device) for s in shapes]))
             rates = np.array([device.peak_flops(s.dtype if s.dtype in ops.FLOAT_DTYPES else "float32",
-                                                s.kind in ops.TENSOR_CORE_OPS and gpu
-                                                and (s.dtype != "float32" or config.tf32))[0] for s in shapes])
+                                                config.tensor_cores(s.kind, s.dtype, gpu))[0] for s in shapes])
             flops, moved, _, _ = arrays.at(batches)
             bound = np.maximum(flops / rates[:, None], moved / device.memory_bandwidth_bytes_per_s)
-            work = bound / eff[:, None]
-        return np.where(views, 0.0, np.maximum(work, MIN_KERNEL_S if gpu else 0.0))
+            work = bound / self._efficiency_at(model, arrays, device, np.asarray(batches, dtype=float))
+        return np.where(views, 0.0, work)
+
+    def _efficiency_at(self, model, arrays: CostArrays, device, batches: np.ndarray) -> np.ndarray:
+        """Efficiency [node, config]: read at each batch's shapes where there are at most ``EFFICIENCY_ANCHORS``
+        distinct batches, else at that many batches spread geometrically and interpolated in log batch (a
+        feature row per op and batch would cost predict_many its speed)."""
+        unique = np.unique(batches)
+        anchors = unique if len(unique) <= EFFICIENCY_ANCHORS else np.unique(
+            np.round(np.geomspace(unique[0], unique[-1], EFFICIENCY_ANCHORS)))
+        flops, moved, _, _ = arrays.at(anchors)
+        log_eff = np.empty((len(arrays.graph.nodes), len(anchors)))
+        for j, b in enumerate(anchors):
+            shapes = [op_efficiency.node_shape(n, flops[i, j], moved[i, j], dims)
+                      for i, (n, dims) in enumerate(zip(arrays.graph.nodes, arrays.shapes_at(float(b))))]
+            log_eff[:, j] = np.log(model.efficiency(np.array([op_efficiency.features(s, device) for s in shapes]),
+                                                    np.array([op_efficiency.max_efficiency(s, device)
+                                                              for s in shapes])))
+        if len(anchors) == 1:
+            return np.exp(np.repeat(log_eff, len(batches), axis=1))
+        x = np.log(anchors)
+        return np.exp(np.stack([np.interp(np.log(batches), x, row) for row in log_eff]))
 
     def timelines(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev=None,
                   node_s: np.ndarray | None = None):
         """(Timeline for ``config.mode``, the analytical Evaluation it used)."""
-        graph = arrays.graph
         ev = ev if ev is not None else AnalyticalPredictor().evaluate(arrays, device, config, batches)
         gpu = device.kind == "gpu"
         d = node_s if node_s is not None else self.device_node_s(arrays, device, config, batches, ev)
-        h = np.repeat(host_model.node_host_s(graph, self.host_profile, device.launch_overhead_s, gpu=gpu)[:, None],
-                      d.shape[1], axis=1)
-        opt_d, opt_h = self._optimizer(ev, device, gpu, d.shape[1])
+        h, d = self._eager_rows(arrays.graph, device, ev, d)
         mode = config.mode
         if mode in ("compiled", "compiled_cuda_graph") and gpu:
-            d, h = self._fuse(graph, ev, arrays, batches, device)
-        d, h = np.vstack([d, opt_d]), np.vstack([h, opt_h])
+            d, h = self._fuse(arrays.graph, ev, arrays, batches, device)
+            opt_d, opt_h = self._optimizer(ev, device, gpu, d.shape[1])
+            d, h = np.vstack([d, opt_d]), np.vstack([h, opt_h])
         if not gpu:
             return timeline.serial(h, d), ev
         if mode in ("cuda_graph", "compiled_cuda_graph"):
@@ -131,6 +171,39 @@ class TwoTimelinePredictor:
             return timeline.graph_replay(d, launch_s=GRAPH_LAUNCH_S, node_gap_s=GRAPH_NODE_GAP_S,
                                          kernels=kernels), ev
         return timeline.overlapped(h, d), ev
+
+    def eager_walls(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray,
+                    scales: np.ndarray, ev=None, device_scales: np.ndarray = (1.0,)) -> tuple[np.ndarray, np.ndarray]:
+        """(eager wall seconds [host scale, device scale, batch] with the host's dispatch scaled by each of
+        ``scales`` and the device time by each of ``device_scales``, unscaled device seconds [batch]): one
+        simulation for every pair (fitting both to measured rows, ``two_timeline_fit``)."""
+        ev = ev if ev is not None else AnalyticalPredictor().evaluate(arrays, device, config, batches)
+        raw = self.raw_device_s(arrays, device, config, batches, ev)
+        gpu = device.kind == "gpu"
+        unit = replace(self.host_profile, dispatch_scale={"gpu" if gpu else "cpu": 1.0})
+        dispatch = host_model.node_host_s(arrays.graph, unit, 0.0, gpu=gpu)  # at scale 1, without launches
+        launch = host_model.node_host_s(arrays.graph, unit, device.launch_overhead_s, gpu=gpu) - dispatch
+        opt_d, opt_h = self._optimizer(ev, device, gpu, len(batches))
+        d = np.hstack([np.vstack([floor_kernels(raw * float(k), device, arrays.graph), opt_d])
+                       for _ in scales for k in device_scales])
+        h = np.hstack([np.vstack([np.repeat((float(g) * dispatch + launch)[:, None], len(batches), axis=1), opt_h])
+                       for g in scales for _ in device_scales])
+        tl = timeline.overlapped(h, d) if device.kind == "gpu" else timeline.serial(h, d)
+        unscaled = floor_kernels(raw, device, arrays.graph).sum(axis=0)
+        return tl.wall_s.reshape(len(scales), len(device_scales), len(batches)), unscaled
+
+    def _eager_rows(self, graph, device, ev, node_s: np.ndarray,
+                    scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(host, device) seconds [op, config] of an eager step, the optimizer step as the last row; ``scale``
+        replaces the host profile's dispatch scale for this kind of device."""
+        gpu = device.kind == "gpu"
+        profile = self.host_profile
+        if scale is not None:
+            profile = replace(profile, dispatch_scale={**profile.dispatch_scale, "gpu" if gpu else "cpu": scale})
+        h = np.repeat(host_model.node_host_s(graph, profile, device.launch_overhead_s, gpu=gpu)[:, None],
+                      node_s.shape[1], axis=1)
+        opt_d, opt_h = self._optimizer(ev, device, gpu, node_s.shape[1])
+        return np.vstack([h, opt_h]), np.vstack([node_s, opt_d])
 
     def _optimizer(self, ev, device, gpu: bool, configs: int) -> tuple[np.ndarray, np.ndarray]:
         """The optimizer step as one row: its memory-bound device time, and its host dispatch and launches."""
@@ -146,15 +219,23 @@ class TwoTimelinePredictor:
         once less), and each kernel is launched from generated code."""
         _, moved, out_bytes, _ = arrays.at(batches)
         bw = attainable_bandwidth(device)
+        scale = calibration(device, "device_time_scale", 1.0)
         groups = fused_groups(graph)
         d = np.zeros((len(groups), len(batches)))
         for g, members in enumerate(groups):
             compute = ev.compute_s[members].sum(axis=0)
             traffic = moved[members].sum(axis=0) - 2 * out_bytes[members[:-1]].sum(axis=0)
             memory = np.maximum(traffic, moved[members].max(axis=0)) / bw
-            d[g] = np.maximum(np.maximum(compute, memory), MIN_KERNEL_S)
+            d[g] = np.maximum(np.maximum(compute, memory) * scale, MIN_KERNEL_S)
         host = COMPILED_KERNEL_HOST_US * 1e-6 + device.launch_overhead_s
         return d, np.full_like(d, host)
+
+    def evaluate(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray):
+        """The analytical Evaluation of ``batches`` with this model's wall time and power in place of the
+        roofline's: the vectorised path of ``predict_many``."""
+        ev = AnalyticalPredictor().evaluate(arrays, device, config, batches)
+        tl, _ = self.timelines(arrays, device, config, batches, ev)
+        return replace(ev, latency_s=tl.wall_s, power_w=busy_power_w(ev.power_w, tl, device))
 
     def predict(self, graph, device, config: RunConfig) -> PredictorOutput:
         arrays = CostArrays.from_graph(graph)
@@ -165,10 +246,7 @@ class TwoTimelinePredictor:
         tl, _ = self.timelines(arrays, device, config, batches, ev, node_s)
         base = analytical.output(graph, device, config, ev)  # memory and the per-op table: the same ops
         wall_s = float(tl.wall_s[0])
-        power_w = float(ev.power_w[0])
-        if device.kind == "gpu":  # the device draws its busy power only while it is busy
-            power_w *= min(1.0, float(tl.device_s[0]) / max(wall_s, 1e-30))
-        power_w = max(power_w, device.idle_power_w)
+        power_w = float(busy_power_w(ev.power_w, tl, device)[0])
         energy_j = power_w * wall_s
         factor = interval_factor(device)
         return PredictorOutput(
@@ -177,7 +255,8 @@ class TwoTimelinePredictor:
             energy_j=Prediction(energy_j, "J", energy_j * 0.7, energy_j * HIGH_FACTOR, NAME, VERSION),
             avg_power_w=Prediction(power_w, "W", power_w * 0.7, max(power_w, min(device.tdp_w, power_w * 1.3)),
                                    NAME, VERSION),
-            per_op=base.per_op, timeline=self.summary(arrays, device, config, batches, tl, ev, node_s))
+            per_op=base.per_op, by_kind=base.by_kind, blocks=base.blocks,
+            timeline=self.summary(arrays, device, config, batches, tl, ev, node_s))
 
     def summary(self, arrays, device, config, batches, tl, ev, node_s) -> TimelineSummary:
         """The report's view: this mode's device, host and wall time, and what the other modes would give."""
@@ -193,9 +272,23 @@ class TwoTimelinePredictor:
                                host_profile=self.host_profile.name)
 
 
-def _with_mode(config: RunConfig, mode: str) -> RunConfig:
-    from dataclasses import replace
+def floor_kernels(node_s: np.ndarray, device, graph) -> np.ndarray:
+    """No GPU kernel finishes in under MIN_KERNEL_S; views launch none (0 s)."""
+    if device.kind != "gpu":
+        return node_s
+    views = np.array([n.is_view for n in graph.nodes], dtype=bool)[:, None]
+    return np.where(views, 0.0, np.maximum(node_s, MIN_KERNEL_S))
 
+
+def busy_power_w(power_w: np.ndarray, tl, device) -> np.ndarray:
+    """A GPU draws its busy power only while it is busy: the roofline's power, scaled by the device's busy share
+    of the wall time, never under the idle power."""
+    if device.kind == "gpu":
+        power_w = power_w * np.minimum(1.0, tl.device_s / np.maximum(tl.wall_s, 1e-30))
+    return np.maximum(power_w, device.idle_power_w)
+
+
+def _with_mode(config: RunConfig, mode: str) -> RunConfig:
     return replace(config, mode=mode)
 
 

@@ -1,0 +1,148 @@
+"""Training precision and optimizer state: the bytes a training step holds per parameter.
+
+A training step holds the weights, their gradients and the optimizer's state for the whole step. How many bytes
+each takes depends on the precision recipe and the optimizer, not on the traced graph alone:
+
+| precision  | compute  | weights | gradients | optimizer state | half weight copies (autocast's cache) |
+|------------|----------|---------|-----------|-----------------|---------------------------------------|
+| `fp32`     | float32  | 4       | 4         | 4 per state     | -                                     |
+| `bf16`     | bfloat16 | 2       | 2         | 2 per state     | -                                     |
+| `amp-bf16` | bfloat16 | 4       | 4         | 4 per state     | 2                                     |
+| `amp-fp16` | float16  | 4       | 4         | 4 per state     | 2                                     |
+
+(bytes per trainable parameter). ``amp-*`` is ``torch.autocast`` with float32 master weights, what most users run:
+with AdamW (2 states) it is 4 + 4 + 8 = 16 bytes per parameter, plus the half-precision copies autocast keeps for
+the step. Optimizers (``OPTIMIZERS``): AdamW and Adam keep 2 states, SGD with momentum 1, plain SGD none;
+Adafactor (as in ``transformers.Adafactor``, no first moment) keeps a factored second moment, rows + columns per
+weight matrix; ``adamw-8bit`` (bitsandbytes) keeps its 2 states in 1 byte each, plus a float32 scale per 2,048
+values. ``RunConfig.precision = None`` keeps the graph's own dtype for everything (what the collector measures).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from perfpredict.ops import DTYPE_BYTES
+
+if TYPE_CHECKING:
+    from perfpredict.graph import OpGraph
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    compute_dtype: str  # what the step's matmuls and activations run in (the traced dtype)
+    weight_dtype: str  # the weights the optimizer updates (the master copy under AMP)
+    autocast_copies: bool  # autocast caches a compute-dtype copy of each weight for the step
+
+
+PRECISIONS = {
+    "fp32": Precision("fp32", "float32", "float32", False),
+    "bf16": Precision("bf16", "bfloat16", "bfloat16", False),
+    "amp-bf16": Precision("amp-bf16", "bfloat16", "float32", True),
+    "amp-fp16": Precision("amp-fp16", "float16", "float32", True),
+}
+DEFAULT_TRAINING_PRECISION = "amp-bf16"
+#: the precision a training run in ``dtype`` most likely uses when none is named: half precision means AMP
+PRECISION_FOR_DTYPE = {"float32": "fp32", "bfloat16": "amp-bf16", "float16": "amp-fp16"}
+
+#: optimizer -> (state tensors per parameter, bytes per state value or None for the weights' dtype)
+OPTIMIZERS: dict[str, tuple[int, int | None]] = {
+    "adamw": (2, None), "adam": (2, None), "sgd": (0, None), "sgd_momentum": (1, None), "rmsprop": (1, None),
+    "adagrad": (1, None), "adafactor": (1, None), "adamw-8bit": (2, 1), "none": (0, None)}
+EIGHT_BIT_BLOCK = 2048  # bitsandbytes' blockwise quantisation: one float32 absmax per block of each state
+
+
+@dataclass(frozen=True)
+class TrainingBytes:
+    """Bytes held through a step: weights, gradients, optimizer state and autocast's weight copies."""
+
+    params: int
+    gradients: int
+    optimizer_state: int
+    weight_copies: int
+
+    @property
+    def fixed(self) -> int:
+        return self.params + self.gradients + self.optimizer_state + self.weight_copies
+
+
+def state_bytes(graph: OpGraph, optimizer: str, trainable: int, weight_bytes: float) -> int:
+    """The optimizer's state for ``trainable`` parameters whose values take ``weight_bytes`` each."""
+    states, value_bytes = OPTIMIZERS[optimizer]
+    if optimizer == "adafactor":  # a row and a column vector per matrix; treated as square: 2 sqrt(n) values
+        values = sum(2 * math.isqrt(max(n.params, 0)) for n in graph.nodes if n.params)
+        return int(min(values, trainable) * weight_bytes)
+    if value_bytes is not None:
+        return int(trainable * states * (value_bytes + 4 / EIGHT_BIT_BLOCK))
+    return int(round(trainable * states * weight_bytes))
+
+
+def training_bytes(graph: OpGraph, phase: str, optimizer: str, precision: str | None) -> TrainingBytes:
+    """What ``graph`` holds through a step. Inference holds its weights only; training under ``precision`` (None:
+    everything in the graph's own dtype) adds gradients, optimizer state and, under AMP, the half copies."""
+    if phase != "training":
+        return TrainingBytes(graph.param_bytes, 0, 0, 0)
+    if precision is None:
+        count = graph.trainable_param_count or graph.trainable_param_bytes // DTYPE_BYTES.get(graph.dtype, 4)
+        each = graph.trainable_param_bytes / max(count, 1)
+        return TrainingBytes(graph.param_bytes, graph.trainable_param_bytes,
+                             state_bytes(graph, optimizer, count, each), 0)
+    p = PRECISIONS[precision]
+    w = DTYPE_BYTES[p.weight_dtype]
+    frozen = graph.param_count - graph.trainable_param_count  # frozen weights stay in the compute dtype
+    params = graph.trainable_param_count * w + frozen * DTYPE_BYTES[p.compute_dtype]
+    copies = graph.trainable_param_count * DTYPE_BYTES[p.compute_dtype] if p.autocast_copies else 0
+    return TrainingBytes(params, graph.trainable_param_count * w,
+                         state_bytes(graph, optimizer, graph.trainable_param_count, w), copies)
+
+
+def bytes_per_parameter(precision: str, optimizer: str) -> float:
+    """Weights + gradients + optimizer state + copies per trainable parameter (the documented table's sum)."""
+    p = PRECISIONS[precision]
+    w = DTYPE_BYTES[p.weight_dtype]
+    states, value_bytes = OPTIMIZERS[optimizer]
+    state = 0.0 if optimizer == "adafactor" else states * (value_bytes + 4 / EIGHT_BIT_BLOCK if value_bytes else w)
+    return 2 * w + state + (DTYPE_BYTES[p.compute_dtype] if p.autocast_copies else 0)
+
+
+@dataclass(frozen=True)
+class RunDtype:
+    """The dtype a model is traced in, the training precision, and where the dtype came from (for the report)."""
+
+    dtype: str
+    precision: str | None
+    source: str
+
+
+def resolve_run_dtype(declared: str | None, dtype: str | None, precision: str | None, training: bool) -> RunDtype:
+    """Choose the run dtype and precision from what the user said and what the model's config declares.
+
+    Inference: ``dtype``, else the config's ``torch_dtype``, else float32. Training: ``precision`` (its compute
+    dtype), else the precision a ``dtype`` implies (half precision means AMP), else ``amp-bf16``, what most users
+    run. A ``dtype`` that contradicts ``precision`` is refused."""
+    from perfpredict.errors import InvalidInputError
+
+    if precision is not None:
+        if precision not in PRECISIONS:
+            raise InvalidInputError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
+        if not training:
+            raise InvalidInputError("a precision recipe applies to a training step: add --training, or give "
+                                    "--dtype alone for inference")
+        compute = PRECISIONS[precision].compute_dtype
+        if dtype is not None and dtype != compute:
+            raise InvalidInputError(f"--dtype {dtype} contradicts --precision {precision}, which computes in "
+                                    f"{compute}; give one of them")
+        return RunDtype(compute, precision, f"{compute} (from --precision {precision})")
+    if training:
+        chosen = PRECISION_FOR_DTYPE.get(dtype, DEFAULT_TRAINING_PRECISION) if dtype else DEFAULT_TRAINING_PRECISION
+        compute = PRECISIONS[chosen].compute_dtype
+        why = "from --dtype" if dtype else f"the default training precision, {chosen}"
+        return RunDtype(compute, chosen, f"{compute} ({why})")
+    if dtype is not None:
+        return RunDtype(dtype, None, f"{dtype} (from --dtype)")
+    if declared is not None:
+        return RunDtype(declared, None, f"{declared} (the config's torch_dtype; --dtype overrides)")
+    return RunDtype("float32", None, "float32 (the config declares no torch_dtype; --dtype overrides)")
