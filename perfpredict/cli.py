@@ -359,9 +359,9 @@ def _demo_summary(reports: Sequence[Any]):
 
     from perfpredict.render_text import fmt_bytes, fmt_energy_j, fmt_rate, fmt_time_ms
 
-    # "auto" picks a learned predictor where one is shipped and installed (H100-SXM with xgboost), so say which
-    table = Table(title="Demo summary (predictor per row: the shipped learned one where it exists, else analytical)",
-                  title_justify="left")
+    # "auto" is the two-timeline model on every device, so the rows compare like with like
+    table = Table(title="Demo summary (predictor: two_timeline, the same model on every device; latency is eager "
+                        "wall time, host included)", title_justify="left")
     for name in ("model", "device", "batch", "predictor", "latency", "throughput", "peak memory", "energy/sample",
                  "MIG pick"):
         table.add_column(name)

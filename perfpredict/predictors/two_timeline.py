@@ -140,13 +140,16 @@ class TwoTimelinePredictor:
         anchors = unique if len(unique) <= EFFICIENCY_ANCHORS else np.unique(
             np.round(np.geomspace(unique[0], unique[-1], EFFICIENCY_ANCHORS)))
         flops, moved, _, _ = arrays.at(anchors)
-        log_eff = np.empty((len(arrays.graph.nodes), len(anchors)))
+        nodes = arrays.graph.nodes
+        kernels = [i for i, n in enumerate(nodes) if not n.is_view]  # views run nothing: no efficiency to read
+        log_eff = np.zeros((len(nodes), len(anchors)))
         for j, b in enumerate(anchors):
-            shapes = [op_efficiency.node_shape(n, flops[i, j], moved[i, j], dims)
-                      for i, (n, dims) in enumerate(zip(arrays.graph.nodes, arrays.shapes_at(float(b))))]
-            log_eff[:, j] = np.log(model.efficiency(np.array([op_efficiency.features(s, device) for s in shapes]),
-                                                    np.array([op_efficiency.max_efficiency(s, device)
-                                                              for s in shapes])))
+            dims = arrays.shapes_at(float(b))
+            shapes = [op_efficiency.node_shape(nodes[i], flops[i, j], moved[i, j], dims[i]) for i in kernels]
+            if shapes:
+                log_eff[kernels, j] = np.log(model.efficiency(
+                    np.array([op_efficiency.features(s, device) for s in shapes]),
+                    np.array([op_efficiency.max_efficiency(s, device) for s in shapes])))
         if len(anchors) == 1:
             return np.exp(np.repeat(log_eff, len(batches), axis=1))
         x = np.log(anchors)
