@@ -78,8 +78,8 @@ def _add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None
                         "training, the --precision's compute dtype)")
     p.add_argument("--training", action="store_true", help="predict a training step (fwd + bwd + optimizer)")
     p.add_argument("--precision", choices=tuple(PRECISIONS), default=None,
-                   help="training recipe (default amp-bf16: bf16 compute, fp32 master weights, 16 bytes per "
-                        "parameter with AdamW; --dtype float32 means fp32)")
+                   help="training recipe (default on a GPU: amp-bf16, bf16 compute with fp32 master weights, or "
+                        "amp-fp16 where the GPU has no bf16; on a CPU: fp32; --dtype float32 means fp32)")
     p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adamw",
                    help="training optimizer (default adamw; its state bytes: see the docs' memory section)")
     p.add_argument("--tf32", action="store_true",
@@ -173,7 +173,7 @@ def _graph_from_args(args: argparse.Namespace, phase: str) -> tuple[Any, str]:
     return graph, name
 
 
-def _run_dtype(args: argparse.Namespace) -> Any:
+def _run_dtype(args: argparse.Namespace, device: Any) -> Any:
     """The run dtype and training precision (perfpredict.precision.resolve_run_dtype), kept on ``args.run``."""
     from perfpredict.precision import resolve_run_dtype
 
@@ -182,7 +182,7 @@ def _run_dtype(args: argparse.Namespace) -> Any:
         from perfpredict.compiler_hooks.hf_frontend import declared_dtype, raw_config
 
         declared = declared_dtype(raw_config(args.hf or args.config)[0])
-    return resolve_run_dtype(declared, args.dtype, args.precision, args.training)
+    return resolve_run_dtype(declared, args.dtype, args.precision, args.training, device)
 
 
 def _predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[Any, Any]:
@@ -192,7 +192,7 @@ def _predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[An
 
     device = get_device(args.device)  # fail fast, before a model is built
     phase = "training" if args.training else "inference"
-    args.run = _run_dtype(args)
+    args.run = _run_dtype(args, device)
     graph, name = _graph_from_args(args, phase)
     assumed = {} if args.onnx else {"dtype": args.run.source}
     report = report_for_graph(graph, device=device, phase=phase, predictor=args.predictor, model_name=name,

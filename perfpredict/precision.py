@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perfpredict.ops import DTYPE_BYTES
 
@@ -117,12 +117,24 @@ class RunDtype:
     source: str
 
 
-def resolve_run_dtype(declared: str | None, dtype: str | None, precision: str | None, training: bool) -> RunDtype:
+def default_training_precision(device: Any = None) -> str:
+    """What most users train with on ``device``: AMP in bf16 on a GPU that has it, in fp16 on one that does not
+    (V100, T4), float32 on a CPU."""
+    if device is None:
+        return DEFAULT_TRAINING_PRECISION
+    if device.kind != "gpu":
+        return "fp32"
+    return DEFAULT_TRAINING_PRECISION if device.supports_dtype("bfloat16") else "amp-fp16"
+
+
+def resolve_run_dtype(declared: str | None, dtype: str | None, precision: str | None, training: bool,
+                      device: Any = None) -> RunDtype:
     """Choose the run dtype and precision from what the user said and what the model's config declares.
 
     Inference: ``dtype``, else the config's ``torch_dtype``, else float32. Training: ``precision`` (its compute
-    dtype), else the precision a ``dtype`` implies (half precision means AMP), else ``amp-bf16``, what most users
-    run. A ``dtype`` that contradicts ``precision`` is refused."""
+    dtype), else the precision a ``dtype`` implies (half precision means AMP), else what most users run on the
+    device (``default_training_precision``: ``amp-bf16`` on a recent GPU). A ``dtype`` that contradicts
+    ``precision`` is refused."""
     from perfpredict.errors import InvalidInputError
 
     if precision is not None:
@@ -137,9 +149,11 @@ def resolve_run_dtype(declared: str | None, dtype: str | None, precision: str | 
                                     f"{compute}; give one of them")
         return RunDtype(compute, precision, f"{compute} (from --precision {precision})")
     if training:
-        chosen = PRECISION_FOR_DTYPE.get(dtype, DEFAULT_TRAINING_PRECISION) if dtype else DEFAULT_TRAINING_PRECISION
+        default = default_training_precision(device)
+        chosen = PRECISION_FOR_DTYPE.get(dtype, default) if dtype else default
         compute = PRECISIONS[chosen].compute_dtype
-        why = "from --dtype" if dtype else f"the default training precision, {chosen}"
+        where = f" on {device.name}" if device is not None else ""
+        why = "from --dtype" if dtype else f"the default training precision{where}, {chosen}"
         return RunDtype(compute, chosen, f"{compute} ({why})")
     if dtype is not None:
         return RunDtype(dtype, None, f"{dtype} (from --dtype)")

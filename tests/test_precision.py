@@ -119,3 +119,12 @@ def test_bf16_on_a_gpu_without_bf16_hardware_warns_and_costs_the_emulation(tmp_p
     assert any("no bfloat16 hardware" in w for w in bf16["warnings"])
     assert not any("hardware" in w for w in fp16["warnings"])
     assert bf16["latency_ms"]["value"] > 2 * fp16["latency_ms"]["value"]  # FP32 math, not fp16 tensor cores
+
+
+def test_the_default_training_precision_is_what_runs_on_the_device():
+    from perfpredict.devices import get_device
+
+    assert resolve_run_dtype(None, None, None, True, get_device("H100-SXM")).precision == "amp-bf16"
+    v100 = resolve_run_dtype(None, None, None, True, get_device("V100"))
+    assert v100.precision == "amp-fp16" and v100.dtype == "float16" and "V100" in v100.source
+    assert resolve_run_dtype(None, None, None, True, get_device("cpu")).precision == "fp32"
