@@ -162,13 +162,11 @@ def _graph_from_args(args: argparse.Namespace, phase: str) -> tuple[Any, str]:
                           dtype=args.run.dtype)
     graph = None if args.no_cache else graph_store.load(key)
     if graph is None:
-        from perfpredict.api import featurize
-        from perfpredict.compiler_hooks.hf_frontend import model_from_hf
+        from perfpredict.hf_capture import capture
 
-        # The model is built in the run dtype on the meta device, so featurize needs no cast of its own.
-        model, inputs, name = model_from_hf(args.hf or args.config, batch_size=args.batch, seq_len=args.seq,
-                                            dtype=args.run.dtype)
-        graph = featurize(model, inputs, phase=phase, name=name)
+        # built in the run dtype on the meta device; a deep layer stack is traced with two layers and copied
+        graph, name = capture(args.hf or args.config, batch_size=args.batch, seq_len=args.seq, dtype=args.run.dtype,
+                              phase=phase)
         graph_store.save(key, graph)
     return graph, name
 

@@ -97,6 +97,16 @@ class OpGraph:
     name: str = ""
 
     @property
+    def backward_start(self) -> int:
+        """Index of the first backward op: a training graph (AOT's joint graph) lists the forward first, and its
+        backward starts at the first ``*_backward`` op (the loss's or the last layer's); len(nodes) otherwise."""
+        if self.phase == "training":
+            for i, node in enumerate(self.nodes):
+                if "backward" in str(node.target) or node.attrs.get("backward"):
+                    return i
+        return len(self.nodes)
+
+    @property
     def coverage(self) -> float:
         """Share of compute nodes (views excluded) that have a known cost model. 1.0 for an empty graph."""
         counted = [n for n in self.nodes if not n.is_view]

@@ -98,12 +98,5 @@ def node_host_s(graph: Any, profile: HostProfile, launch_s: float, *, gpu: bool)
 
 
 def forward_mask(graph: Any) -> np.ndarray:
-    """True for the forward ops. A training graph (AOT's joint graph) lists the forward first; its backward starts
-    at the first ``*_backward`` op (the loss's or the last layer's)."""
-    mask = np.ones(len(graph.nodes), dtype=bool)
-    if getattr(graph, "phase", "inference") == "training":
-        for i, node in enumerate(graph.nodes):
-            if "backward" in str(node.target) or node.attrs.get("backward"):
-                mask[i:] = False
-                break
-    return mask
+    """True for the forward ops (those before ``OpGraph.backward_start``)."""
+    return np.arange(len(graph.nodes)) < graph.backward_start

@@ -1,0 +1,62 @@
+"""The OpGraph of a HuggingFace config, captured the fast way where the model is a deep stack of identical layers.
+
+A transformer of L layers is traced with two of them and the rest copied (``layer_replication``); the parameter
+totals come from the full model, built on the meta device (no memory). Where the copy cannot be trusted (layers of
+different kinds, a graph whose layers do not line up, a config that refuses two layers), the whole model is traced,
+as before. The CLI and the web page capture through here.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from perfpredict.graph import OpGraph
+
+
+def capture(id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str, phase: str) -> tuple[OpGraph, str]:
+    """(the OpGraph, the model's name) for a shipped id, alias or config.json, built on the meta device."""
+    from perfpredict.api import featurize
+    from perfpredict.compiler_hooks import hf_frontend as hf
+    from perfpredict.compiler_hooks import layer_replication as lr
+
+    config = hf.load_config(id_or_path)
+    name = config.name_or_path or config.model_type
+    field = lr.layer_field(config)
+    layers = getattr(config, field) if field else 0
+    kinds = getattr(config, "layer_types", None)
+    if layers > lr.TRACE_LAYERS and (not kinds or len(set(kinds)) == 1):
+        graph = _replicated(config, field, layers, batch_size, seq_len, dtype, phase, name)
+        if graph is not None:
+            return graph, name
+    model, inputs, name = hf.model_from_hf(config, batch_size=batch_size, seq_len=seq_len, dtype=dtype)
+    return featurize(model, inputs, phase=phase, name=name), name
+
+
+def _replicated(config: Any, field: str, layers: int, batch_size: int, seq_len: int | None, dtype: str,
+                phase: str, name: str) -> OpGraph | None:
+    from perfpredict.api import featurize
+    from perfpredict.compiler_hooks import hf_frontend as hf
+    from perfpredict.compiler_hooks import layer_replication as lr
+
+    small = copy.deepcopy(config)
+    setattr(small, field, lr.TRACE_LAYERS)
+    if getattr(small, "layer_types", None):
+        small.layer_types = small.layer_types[: lr.TRACE_LAYERS]
+    try:
+        model = hf.build_model(small, dtype=dtype)
+    except Exception:  # noqa: BLE001 - a config that refuses two layers is traced whole
+        return None
+    inputs = hf.example_inputs(config, batch_size, seq_len, device="meta", dtype=dtype)
+    graph = featurize(model, inputs, phase=phase, name=name)
+    full = hf.build_model(config, dtype=dtype)  # meta: the parameter totals, at no memory
+    added = tuple(a - b for a, b in zip(_totals(full), _totals(model)))  # what the copied layers hold
+    return lr.replicate(graph, layers, added)
+
+
+def _totals(model: Any) -> tuple[int, int, int, int]:
+    """(parameters, their bytes, trainable ones, their bytes) of a model."""
+    params = list(model.parameters())
+    trainable = [p for p in params if p.requires_grad]
+    return (sum(p.numel() for p in params), sum(p.numel() * p.element_size() for p in params),
+            sum(p.numel() for p in trainable), sum(p.numel() * p.element_size() for p in trainable))
