@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "predict": "perfpredict.api",
     "predict_many": "perfpredict.api",
+    "predict_generation": "perfpredict.llm.generation",
     "featurize": "perfpredict.api",
     "report_for_graph": "perfpredict.api",
     "ManyPredictions": "perfpredict.api",

@@ -131,8 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", parents=[common], help="BERT-base and ResNet-50 on H100 and A100")
     p.set_defaults(func=cmd_demo)
-    from perfpredict import cli_adapt, cli_collect, cli_host, cli_roofline, cli_train
+    from perfpredict import cli_adapt, cli_collect, cli_generate, cli_host, cli_roofline, cli_train
 
+    cli_generate.register(sub, parents=[common])
     cli_roofline.register(sub, parents=[common])
     cli_host.register(sub, parents=[common])
     cli_collect.register(sub, parents=[common])

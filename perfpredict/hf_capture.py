@@ -50,11 +50,11 @@ def _replicated(config: Any, field: str, layers: int, batch_size: int, seq_len: 
     inputs = hf.example_inputs(config, batch_size, seq_len, device="meta", dtype=dtype)
     graph = featurize(model, inputs, phase=phase, name=name)
     full = hf.build_model(config, dtype=dtype)  # meta: the parameter totals, at no memory
-    added = tuple(a - b for a, b in zip(_totals(full), _totals(model)))  # what the copied layers hold
+    added = tuple(a - b for a, b in zip(param_totals(full), param_totals(model)))  # what the copied layers hold
     return lr.replicate(graph, layers, added)
 
 
-def _totals(model: Any) -> tuple[int, int, int, int]:
+def param_totals(model: Any) -> tuple[int, int, int, int]:
     """(parameters, their bytes, trainable ones, their bytes) of a model."""
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]

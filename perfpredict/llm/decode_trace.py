@@ -1,0 +1,158 @@
+"""The graphs of generation: the prefill (one forward over the prompt) and one decode step with a real KV cache.
+
+A decode step is the causal LM's forward on one new token per sequence, with a HuggingFace cache object holding
+``context`` tokens already: ``DynamicCache`` (what ``generate`` uses by default: each step concatenates the new K
+and V onto the cache, so the step copies the cache too) or ``StaticCache`` (preallocated to ``max_cache_len``; the
+step writes one slot in place, and attention runs over the whole preallocated length under a mask, which is what
+the kernels do). The cache is filled with meta tensors, so no memory is used at any context length. Like the
+prefill (``hf_capture``), a deep stack is traced with two layers and copied, checked op by op by a test.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from perfpredict.errors import InvalidInputError
+from perfpredict.graph import OpGraph
+
+CACHES = ("dynamic", "static")
+
+
+def decode_graph(config: Any, *, batch: int, context: int, dtype: str, cache: str = "dynamic",
+                 max_cache_len: int | None = None, replicate: bool = True) -> OpGraph:
+    """The OpGraph of one decode step at ``context`` tokens of cache (the new token is number context + 1)."""
+    if cache not in CACHES:
+        raise InvalidInputError(f"cache {cache!r} is not one of {', '.join(CACHES)}")
+
+    def trace(model: Any, cfg: Any) -> OpGraph:
+        return _trace_decode(model, cfg, batch, context, dtype, cache, max_cache_len)
+
+    return _captured(config, dtype, trace, replicate)
+
+
+def prefill_graph(config: Any, *, batch: int, prompt: int, dtype: str, replicate: bool = True) -> OpGraph:
+    """The OpGraph of the prefill: one forward over ``prompt`` tokens per sequence. As ``generate`` does, only the
+    last position's logits are computed (``logits_to_keep=1``) where the model takes it."""
+    def trace(model: Any, cfg: Any) -> OpGraph:
+        import inspect
+
+        import torch
+
+        from perfpredict.api import featurize
+
+        ids = torch.zeros(batch, prompt, dtype=torch.long, device="meta")
+        keep = "logits_to_keep" in inspect.signature(model.forward).parameters
+        step = _Prefill(model, keep)
+        return featurize(step, (ids,), name=f"{cfg.name_or_path or cfg.model_type} prefill")
+
+    return _captured(config, dtype, trace, replicate)
+
+
+def _captured(config: Any, dtype: str, trace, replicate: bool) -> OpGraph:
+    """``trace(model, config)`` on a two-layer copy of the model with the other layers copied, or on the whole
+    model where that cannot be trusted."""
+    from perfpredict.compiler_hooks import layer_replication as lr
+    from perfpredict.hf_capture import param_totals
+
+    field = lr.layer_field(config)
+    layers = getattr(config, field) if field else 0
+    kinds = getattr(config, "layer_types", None)
+    if replicate and layers > lr.TRACE_LAYERS and (not kinds or len(set(kinds)) == 1):
+        small = copy.deepcopy(config)
+        setattr(small, field, lr.TRACE_LAYERS)
+        if kinds:
+            small.layer_types = kinds[: lr.TRACE_LAYERS]
+        model = _causal_lm(small, dtype)
+        graph = trace(model, small)
+        added = tuple(a - b for a, b in zip(param_totals(_causal_lm(config, dtype)), param_totals(model)))
+        copied = lr.replicate(graph, layers, added)
+        if copied is not None:
+            return copied
+    return trace(_causal_lm(config, dtype), config)
+
+
+def _causal_lm(config: Any, dtype: str):
+    import torch
+
+    from perfpredict.compiler_hooks import hf_frontend as hf
+
+    config = copy.deepcopy(config)
+    config.use_cache = True
+    model = hf.build_model(config, dtype=dtype)
+    if not hasattr(model, "lm_head") and not hasattr(model, "get_output_embeddings"):
+        raise InvalidInputError(f"{config.model_type} is not a causal LM: generation needs a decoder with an LM head")
+    return model.to(torch.device("meta"))
+
+
+def _trace_decode(model: Any, config: Any, batch: int, context: int, dtype: str, cache: str,
+                  max_cache_len: int | None) -> OpGraph:
+    import torch
+
+    from perfpredict.api import featurize
+    from perfpredict.compiler_hooks.hf_frontend import torch_dtype
+
+    kv = _filled_cache(config, batch, context, torch_dtype(dtype), cache, max_cache_len)
+    ids = torch.zeros(batch, 1, dtype=torch.long, device="meta")
+    position = torch.full((batch, 1), context, dtype=torch.long, device="meta")
+    step = _Step(model, kv, static=cache == "static")
+    return featurize(step, (ids, position), name=f"{config.name_or_path or config.model_type} decode")
+
+
+def _filled_cache(config: Any, batch: int, context: int, dtype: Any, cache: str, max_cache_len: int | None):
+    """A cache object holding ``context`` tokens of meta K and V per layer (its own layers: sliding or full)."""
+    import torch
+    from transformers import DynamicCache, StaticCache
+
+    from perfpredict.llm.kv_cache import kv_geometry
+
+    geometry = kv_geometry(config)
+    if cache == "static":
+        with torch.device("meta"):
+            kv = StaticCache(config=config, max_cache_len=max_cache_len or context + 1)
+        return kv
+    kv = DynamicCache(config=config)
+    shape = (batch, geometry.kv_heads, context, geometry.head_dim)
+    for layer in range(geometry.layers):
+        kv.update(torch.zeros(shape, dtype=dtype, device="meta"), torch.zeros(shape, dtype=dtype, device="meta"),
+                  layer)
+    return kv
+
+
+class _Prefill:
+    """Builds (lazily) the module that runs the prefill, keeping the last position's logits where it can."""
+
+    def __new__(cls, model: Any, keep_last: bool):
+        import torch
+
+        class Prefill(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.m = model
+
+            def forward(self, ids):
+                if keep_last:
+                    return self.m(input_ids=ids, logits_to_keep=1, use_cache=False).logits
+                return self.m(input_ids=ids, use_cache=False).logits
+
+        return Prefill()
+
+
+class _Step:
+    """Builds (lazily, so torch loads only when tracing) the module that runs one decode step."""
+
+    def __new__(cls, model: Any, kv: Any, static: bool):
+        import torch
+
+        class DecodeStep(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.m = model
+
+            def forward(self, ids, position):
+                if static:  # the new token's slot in the preallocated cache
+                    return self.m(input_ids=ids, past_key_values=kv, cache_position=position[0],
+                                  use_cache=True).logits
+                return self.m(input_ids=ids, past_key_values=kv, position_ids=position, use_cache=True).logits
+
+        return DecodeStep()

@@ -1,0 +1,193 @@
+"""``predict_generation``: prefill, decode along the generation, tokens/s, memory and the largest batch that fits.
+
+- **Prefill** (time to first token): one forward over the prompt (``decode_trace.prefill_graph``).
+- **Decode**: the step that makes token t+1 attends to the prompt and t tokens already generated. The step is
+  traced with a real cache at a few context lengths (``DECODE_POINTS``, from the first step to the last) and
+  predicted by the two-timeline model; the time of every step is interpolated between them (linear in the context)
+  and summed.
+- **Memory**: the weights (in their serving format), the KV cache at the last token (``kv_cache``), the larger of
+  the prefill's and the step's activations, and the runtime. The largest batch that fits scales the cache and the
+  activations per sequence.
+- **Batch sweep**: the middle decode step captured at two batch sizes is affine in the batch
+  (``CostArrays.fit``), so tokens/s for every batch up to the largest that fits costs one vectorised evaluation; it
+  shows where decode turns from memory-bound (weights streamed once for the batch) to compute-bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from perfpredict.errors import InvalidInputError
+from perfpredict.llm.generation_report import BatchPoint, DecodePoint, GenerationReport
+
+DECODE_POINTS = 3
+SWEEP_MAX_BATCH = 1024
+
+
+def predict_generation(model_or_config: Any, *, prompt_tokens: int = 512, new_tokens: int = 128, batch: int = 1,
+                       device: str = "H100-SXM", dtype: str | None = None, weights: str | None = None,
+                       kv_dtype: str | None = None, mode: str = "eager", cache: str = "dynamic",
+                       price_usd_per_hour: float | None = None) -> GenerationReport:
+    """Predict generating ``new_tokens`` after a ``prompt_tokens`` prompt for ``batch`` sequences on ``device``.
+
+    ``model_or_config``: a shipped HuggingFace id or alias, a config.json path, a ``PretrainedConfig``, or a HF
+    model (its ``.config``). ``weights``: bf16, fp16, int8, fp8 or nf4 (``weight_formats``; default: the compute
+    dtype). ``kv_dtype``: the cache's dtype (default: the compute dtype). ``mode``: eager, cuda_graph or compiled.
+    """
+    from perfpredict import cost
+    from perfpredict.compiler_hooks import hf_frontend as hf
+    from perfpredict.devices import get_device
+    from perfpredict.llm import kv_cache, weight_formats
+    from perfpredict.llm.decode_trace import prefill_graph
+
+    dev = get_device(device)
+    config = hf.load_config(getattr(model_or_config, "config", model_or_config))
+    geometry = kv_cache.kv_geometry(config)
+    _check_lengths(prompt_tokens, new_tokens, batch, geometry)
+    compute = _compute_dtype(dtype, weights, hf.declared_dtype(config), dev)
+    fmt = weight_formats.check(weights or {"float16": "fp16"}.get(compute, "bf16"), dev)
+    kv_dtype = kv_dtype or compute
+    name = config.name_or_path or config.model_type
+    prefill = weight_formats.apply(prefill_graph(config, batch=batch, prompt=prompt_tokens, dtype=compute), fmt, dev,
+                                   many_tokens=True)
+    pre = _predict(prefill, dev, mode)
+    contexts = _contexts(prompt_tokens, new_tokens)
+    points = [_decode_point(config, dev, fmt, mode, cache, batch, c, compute, prompt_tokens + new_tokens)
+              for c in contexts]
+    steps = _interpolated_steps(points, prompt_tokens, new_tokens)
+    kv_bytes = kv_cache.kv_cache_bytes(geometry, prompt_tokens + new_tokens, batch, kv_dtype)
+    activations = max(pre.memory.activations_peak_bytes, points[-1][1].memory.activations_peak_bytes)
+    weights_bytes = prefill.param_bytes
+    peak = weights_bytes + kv_bytes + activations + dev.runtime_overhead_bytes
+    per_seq = (kv_bytes + activations) / batch
+    max_batch = int(max(0, dev.memory_bytes - weights_bytes - dev.runtime_overhead_bytes) // max(per_seq, 1))
+    e2e_ms = pre.latency_ms.value + float(steps.sum())
+    energy_j = pre.energy_j.value + sum(o.avg_power_w.value for _, o in points) / len(points) * steps.sum() * 1e-3
+    price = price_usd_per_hour if price_usd_per_hour is not None else cost.price_usd_per_hour(dev)
+    tokens = batch * new_tokens
+    decode = tuple(p for p, _ in points)
+    mean_step = float(steps.mean()) if len(steps) else 0.0
+    return GenerationReport(
+        model_name=name, device=dev.name, batch=batch, prompt_tokens=prompt_tokens, new_tokens=new_tokens,
+        dtype=compute, weights=fmt.name, kv_dtype=kv_dtype, cache=cache, mode=mode, predictor=pre.latency_ms.predictor,
+        ttft_ms=pre.latency_ms.value, tpot_mean_ms=mean_step, tpot_first_ms=float(steps[0]) if len(steps) else 0.0,
+        tpot_last_ms=float(steps[-1]) if len(steps) else 0.0, e2e_ms=e2e_ms, tokens_per_s=tokens / e2e_ms * 1e3,
+        decode_tokens_per_s=batch / mean_step * 1e3 if mean_step else 0.0, weights_bytes=int(weights_bytes),
+        kv_cache_bytes=int(kv_bytes), activations_bytes=int(activations), runtime_bytes=dev.runtime_overhead_bytes,
+        peak_memory_bytes=int(peak), device_memory_bytes=dev.memory_bytes, fits=peak <= dev.memory_bytes,
+        max_batch=max_batch, energy_per_token_j=energy_j / tokens,
+        cost_per_million_tokens_usd=None if price is None else price * e2e_ms / 3.6e6 / tokens * 1e6,
+        decode_points=decode,
+        batch_sweep=_sweep(config, dev, fmt, mode, cache, compute, contexts[len(contexts) // 2], max_batch,
+                           weights_bytes, per_seq),
+        assumptions=_assumptions(fmt, dev, compute, kv_dtype, cache, mode, config),
+        warnings=() if peak <= dev.memory_bytes else (
+            f"does not fit: needs {peak / 2**30:.1f} GiB, {dev.name} has {dev.memory_bytes / 2**30:.1f} GiB; "
+            f"at most {max_batch} sequences fit at {prompt_tokens + new_tokens} tokens",),
+        notes=_notes(decode, steps, dev))
+
+
+def _check_lengths(prompt: int, new: int, batch: int, geometry: Any) -> None:
+    if prompt < 1 or batch < 1:
+        raise InvalidInputError("--prompt-tokens and --batch must be at least 1")
+    if new < 1:
+        raise InvalidInputError(f"--new-tokens {new}: generate at least one token")
+    if geometry.max_positions and prompt + new > geometry.max_positions:
+        raise InvalidInputError(f"prompt {prompt} + new {new} tokens = {prompt + new} is beyond the model's "
+                                f"{geometry.max_positions} positions; shorten one of them")
+
+
+def _compute_dtype(dtype: str | None, weights: str | None, declared: str | None, device: Any) -> str:
+    """The dtype activations (and 16-bit weights) compute in: asked for, implied by 16-bit weights, the config's,
+    else bf16 where the device has it and fp16 where not."""
+    if dtype is not None:
+        return dtype
+    if weights in ("bf16", "fp16"):
+        return {"bf16": "bfloat16", "fp16": "float16"}[weights]
+    if declared in ("bfloat16", "float16") and (declared != "bfloat16" or device.supports_dtype("bfloat16")):
+        return declared
+    return "bfloat16" if device.kind != "gpu" or device.supports_dtype("bfloat16") else "float16"
+
+
+def _predict(graph: Any, device: Any, mode: str):
+    from perfpredict.predictors.base import RunConfig
+    from perfpredict.predictors.registry import get_predictor
+
+    return get_predictor("two_timeline").predict(graph, device, RunConfig(weights_built_in=None, mode=mode))
+
+
+def _contexts(prompt: int, new: int) -> list[int]:
+    """Cache lengths of the decode steps to trace: the first step (the prompt plus the first token) to the last."""
+    first, last = prompt + 1, prompt + max(new - 1, 1)
+    return sorted({int(round(c)) for c in np.linspace(first, last, DECODE_POINTS)})
+
+
+def _decode_point(config, device, fmt, mode, cache, batch, context, dtype, max_len):
+    from perfpredict.llm import weight_formats
+    from perfpredict.llm.decode_trace import decode_graph
+
+    graph = weight_formats.apply(decode_graph(config, batch=batch, context=context, dtype=dtype, cache=cache,
+                                              max_cache_len=max_len), fmt, device, many_tokens=False)
+    out = _predict(graph, device, mode)
+    t = out.timeline
+    streaming = graph.param_bytes / device.memory_bandwidth_bytes_per_s * 1e3
+    return DecodePoint(context, out.latency_ms.value, t.device_ms, t.host_ms, streaming), out
+
+
+def _interpolated_steps(points: list, prompt: int, new: int) -> np.ndarray:
+    """Milliseconds of each decode step (new - 1 of them: the prefill makes the first token)."""
+    contexts = np.arange(prompt + 1, prompt + new, dtype=float)
+    xs = np.array([p.context for p, _ in points], dtype=float)
+    ys = np.array([p.step_ms for p, _ in points])
+    return np.interp(contexts, xs, ys) if len(contexts) else np.zeros(0)
+
+
+def _sweep(config, device, fmt, mode, cache, dtype, context, max_batch, weights_bytes, per_seq) -> tuple:
+    """Tokens/s of the middle decode step for batch 1, 2, 4, ... up to the largest that fits (and one beyond)."""
+    from perfpredict.llm import weight_formats
+    from perfpredict.llm.decode_trace import decode_graph
+    from perfpredict.predictors.base import RunConfig
+    from perfpredict.predictors.cost_arrays import CostArrays
+    from perfpredict.predictors.registry import get_predictor
+
+    graphs = [weight_formats.apply(decode_graph(config, batch=b, context=context, dtype=dtype, cache=cache), fmt,
+                                   device, many_tokens=False) for b in (2, 3)]
+    arrays = CostArrays.fit(*graphs)
+    top = min(max(max_batch, 1) * 2, SWEEP_MAX_BATCH)
+    batches = np.unique(np.concatenate([2 ** np.arange(int(np.log2(top)) + 1), [max(max_batch, 1)]])).astype(float)
+    predictor = get_predictor("two_timeline")
+    config_run = RunConfig(weights_built_in=None, mode=mode)
+    ev = predictor.evaluate(arrays, device, config_run, batches)
+    busy = np.maximum(ev.compute_s, ev.memory_s)
+    share = np.where(ev.compute_s >= ev.memory_s, busy, 0).sum(axis=0) / np.maximum(busy.sum(axis=0), 1e-30)
+    return tuple(BatchPoint(int(b), float(t * 1e3), float(b / t), float(s),
+                            bool(weights_bytes + device.runtime_overhead_bytes + per_seq * b <= device.memory_bytes))
+                 for b, t, s in zip(batches, ev.latency_s, share))
+
+
+def _assumptions(fmt, device, compute, kv_dtype, cache, mode, config) -> dict[str, str]:
+    from perfpredict.llm import weight_formats
+
+    experts = getattr(config, "num_local_experts", None) or getattr(config, "num_experts", None)
+    out = {"compute dtype": compute, "weights": f"{fmt.name}: {fmt.bytes_per_weight:g} bytes per layer weight, "
+           f"{weight_formats.route(fmt, device)} on {device.name} (embeddings and LM head in {compute})",
+           "kv cache": f"{kv_dtype}, HF {cache} cache", "mode": mode,
+           "prefill": "logits of the last position only, as generate() computes them"}
+    if experts:
+        out["experts"] = f"{experts} experts: the traced step routes as the model's code does on meta tensors"
+    return out
+
+
+def _notes(decode: tuple, steps: np.ndarray, device: Any) -> tuple[str, ...]:
+    if not decode:
+        return ()
+    first = decode[0]
+    ratio = first.device_ms / first.weight_streaming_ms if first.weight_streaming_ms else float("nan")
+    host = " and the step is host-bound (CUDA graphs or torch.compile would cut it)" if first.host_ms > first.device_ms \
+        else ""
+    return (f"the first decode step's device time is {ratio:.2f}x the weight-streaming bound "
+            f"({first.weight_streaming_ms:.2f} ms: the weights over {device.name}'s HBM bandwidth); the gap is the KV "
+            f"cache read, the cache update, the small kernels' floor and the achieved bandwidth{host}",)
+
