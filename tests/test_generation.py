@@ -119,3 +119,25 @@ def test_generate_cli_answers_and_refuses_bad_questions_in_one_line(tmp_path, ca
         assert main(["generate", "--hf", "gpt2", *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
+
+
+def test_a_moe_decode_step_streams_the_experts_its_batch_reaches():
+    from perfpredict.llm import moe
+    from perfpredict.llm.generation import _decode_graph
+
+    config = hf.config_from_dict(
+        {"model_type": "mixtral", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "num_hidden_layers": 3, "intermediate_size": 512, "num_local_experts": 8, "num_experts_per_tok": 2,
+         "vocab_size": 1000, "sliding_window": None, "max_position_embeddings": 4096}, "mixtral-tiny")
+    assert moe.expected_experts(8, 2, 1) == pytest.approx(2.0) and moe.expected_experts(8, 2, 1000) == pytest.approx(8)
+    h100 = get_device("H100-SXM")
+    fmt = weight_formats.FORMATS["bf16"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raw = decode_graph(config, batch=1, context=16, dtype="bfloat16")
+        one = _decode_graph(config, h100, fmt, "dynamic", 1, 16, "bfloat16")
+    grouped = [i for i, n in enumerate(raw.nodes) if n.target == "_grouped_mm"]
+    assert grouped and all(raw.nodes[i].flops > 0 for i in grouped)  # the expert GEMMs are costed, not unknown
+    i = grouped[0]
+    weight = raw.nodes[i].inputs[1].nbytes
+    assert raw.nodes[i].bytes_read - one.nodes[i].bytes_read == pytest.approx(weight * (1 - 2 / 8), abs=2)

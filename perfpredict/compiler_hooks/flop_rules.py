@@ -47,6 +47,10 @@ def _matmul(name: str, a: Metas, args: Sequence[Any], kwargs: dict, outputs: Seq
         return ops.matmul_flops(_shape(a[1]), _shape(a[2]))
     if name == "einsum":
         return _einsum(args, a)
+    if name == "_grouped_mm" and len(_shape(a[0])) == 2 and len(_shape(a[1])) == 3:
+        # MoE experts: rows (tokens x top-k) of mat_a [M, K], each multiplied by its group's [K, N] of mat_b
+        rows, inner = _shape(a[0])
+        return 2 * rows * inner * _shape(a[1])[2]
     if name == "tensordot":
         # NB: prod(a) * prod(b) * prod(out) = (M*K)(K*N)(M*N) for a pure contraction, so its root is M*N*K.
         return int(2 * math.sqrt(math.prod(_shape(a[0])) * math.prod(_shape(a[1])) * outputs[0].numel))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from perfpredict import ops
 
 _MATMUL = {"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "addmv", "mv", "einsum", "dot",
-           "_scaled_mm", "tensordot", "bilinear"}
+           "_scaled_mm", "tensordot", "bilinear", "_grouped_mm"}
 _CONV = {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolution",
          "_convolution", "convolution_backward", "cudnn_convolution", "mkldnn_convolution"}
 _ATTENTION = {"scaled_dot_product_attention", "_scaled_dot_product_flash_attention",

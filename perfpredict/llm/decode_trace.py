@@ -73,16 +73,22 @@ def _captured(config: Any, dtype: str, trace, replicate: bool) -> OpGraph:
 
 
 def _causal_lm(config: Any, dtype: str):
+    """The config's causal LM (its LM head included) on the meta device, with its cache on."""
     import torch
 
-    from perfpredict.compiler_hooks import hf_frontend as hf
+    from perfpredict.compiler_hooks.hf_frontend import torch_dtype
+    from perfpredict.errors import UnknownModelError, require
 
+    transformers = require("transformers", "hf")
     config = copy.deepcopy(config)
     config.use_cache = True
-    model = hf.build_model(config, dtype=dtype)
-    if not hasattr(model, "lm_head") and not hasattr(model, "get_output_embeddings"):
-        raise InvalidInputError(f"{config.model_type} is not a causal LM: generation needs a decoder with an LM head")
-    return model.to(torch.device("meta"))
+    try:
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch_dtype(dtype))
+    except ValueError as err:  # not a decoder with an LM head (an encoder, a vision model)
+        raise UnknownModelError(f"{config.model_type} has no causal LM in transformers: generation needs a decoder "
+                                "with an LM head") from err
+    return model.eval()
 
 
 def _trace_decode(model: Any, config: Any, batch: int, context: int, dtype: str, cache: str,

@@ -39,7 +39,7 @@ def predict_generation(model_or_config: Any, *, prompt_tokens: int = 512, new_to
     from perfpredict import cost
     from perfpredict.compiler_hooks import hf_frontend as hf
     from perfpredict.devices import get_device
-    from perfpredict.llm import kv_cache, weight_formats
+    from perfpredict.llm import kv_cache, moe, weight_formats
     from perfpredict.llm.decode_trace import prefill_graph
 
     dev = get_device(device)
@@ -50,8 +50,8 @@ def predict_generation(model_or_config: Any, *, prompt_tokens: int = 512, new_to
     fmt = weight_formats.check(weights or {"float16": "fp16"}.get(compute, "bf16"), dev)
     kv_dtype = kv_dtype or compute
     name = config.name_or_path or config.model_type
-    prefill = weight_formats.apply(prefill_graph(config, batch=batch, prompt=prompt_tokens, dtype=compute), fmt, dev,
-                                   many_tokens=True)
+    prefill = moe.apply(weight_formats.apply(prefill_graph(config, batch=batch, prompt=prompt_tokens, dtype=compute),
+                                             fmt, dev, many_tokens=True), config, batch * prompt_tokens)
     pre = _predict(prefill, dev, mode)
     contexts = _contexts(prompt_tokens, new_tokens)
     points = [_decode_point(config, dev, fmt, mode, cache, batch, c, compute, prompt_tokens + new_tokens)
@@ -124,12 +124,17 @@ def _contexts(prompt: int, new: int) -> list[int]:
     return sorted({int(round(c)) for c in np.linspace(first, last, DECODE_POINTS)})
 
 
-def _decode_point(config, device, fmt, mode, cache, batch, context, dtype, max_len):
-    from perfpredict.llm import weight_formats
+def _decode_graph(config, device, fmt, cache, batch, context, dtype, max_len=None):
+    """One decode step's graph, its layer weights in ``fmt`` and its experts (MoE) those the batch reaches."""
+    from perfpredict.llm import moe, weight_formats
     from perfpredict.llm.decode_trace import decode_graph
 
-    graph = weight_formats.apply(decode_graph(config, batch=batch, context=context, dtype=dtype, cache=cache,
-                                              max_cache_len=max_len), fmt, device, many_tokens=False)
+    graph = decode_graph(config, batch=batch, context=context, dtype=dtype, cache=cache, max_cache_len=max_len)
+    return moe.apply(weight_formats.apply(graph, fmt, device, many_tokens=False), config, batch)
+
+
+def _decode_point(config, device, fmt, mode, cache, batch, context, dtype, max_len):
+    graph = _decode_graph(config, device, fmt, cache, batch, context, dtype, max_len)
     out = _predict(graph, device, mode)
     t = out.timeline
     streaming = graph.param_bytes / device.memory_bandwidth_bytes_per_s * 1e3
@@ -146,15 +151,12 @@ def _interpolated_steps(points: list, prompt: int, new: int) -> np.ndarray:
 
 def _sweep(config, device, fmt, mode, cache, dtype, context, max_batch, weights_bytes, per_seq) -> tuple:
     """Tokens/s of the middle decode step for batch 1, 2, 4, ... up to the largest that fits (and one beyond)."""
-    from perfpredict.llm import weight_formats
-    from perfpredict.llm.decode_trace import decode_graph
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays
     from perfpredict.predictors.registry import get_predictor
 
-    graphs = [weight_formats.apply(decode_graph(config, batch=b, context=context, dtype=dtype, cache=cache), fmt,
-                                   device, many_tokens=False) for b in (2, 3)]
-    arrays = CostArrays.fit(*graphs)
+    # NB: a MoE step's expert reads are not affine in the batch; the sweep takes them at batch 2 and 3 as they are
+    arrays = CostArrays.fit(*(_decode_graph(config, device, fmt, cache, b, context, dtype) for b in (2, 3)))
     top = min(max(max_batch, 1) * 2, SWEEP_MAX_BATCH)
     batches = np.unique(np.concatenate([2 ** np.arange(int(np.log2(top)) + 1), [max(max_batch, 1)]])).astype(float)
     predictor = get_predictor("two_timeline")
@@ -170,13 +172,17 @@ def _sweep(config, device, fmt, mode, cache, dtype, context, max_batch, weights_
 def _assumptions(fmt, device, compute, kv_dtype, cache, mode, config) -> dict[str, str]:
     from perfpredict.llm import weight_formats
 
-    experts = getattr(config, "num_local_experts", None) or getattr(config, "num_experts", None)
+    from perfpredict.llm import moe
+
     out = {"compute dtype": compute, "weights": f"{fmt.name}: {fmt.bytes_per_weight:g} bytes per layer weight, "
            f"{weight_formats.route(fmt, device)} on {device.name} (embeddings and LM head in {compute})",
            "kv cache": f"{kv_dtype}, HF {cache} cache", "mode": mode,
            "prefill": "logits of the last position only, as generate() computes them"}
-    if experts:
-        out["experts"] = f"{experts} experts: the traced step routes as the model's code does on meta tensors"
+    if moe.experts_of(config):
+        e, k = moe.experts_of(config)
+        out["experts"] = (f"{e} experts per layer, {k} per token, routed uniformly: a decode step of batch B streams "
+                          f"the weights of E(1-(1-k/E)^B) experts ({moe.expected_experts(e, k, 1):.1f} at batch 1, "
+                          f"{moe.expected_experts(e, k, 16):.1f} at 16); hot experts make it fewer")
     return out
 
 
