@@ -29,7 +29,7 @@ logger.addHandler(logging.NullHandler())
 
 _PACKAGE = Path(__file__).resolve().parent
 # the code that turns a model into an OpGraph: a change to any of it must miss the cache
-_CAPTURE_CODE = ("graph.py", "ops.py", "api.py", "compiler_hooks")
+_CAPTURE_CODE = ("graph.py", "ops.py", "api.py", "hf_capture.py", "compiler_hooks")
 
 
 def store_dir() -> Path:

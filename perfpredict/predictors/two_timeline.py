@@ -195,15 +195,10 @@ class TwoTimelinePredictor:
         unscaled = floor_kernels(raw, device, arrays.graph).sum(axis=0)
         return tl.wall_s.reshape(len(scales), len(device_scales), len(batches)), unscaled
 
-    def _eager_rows(self, graph, device, ev, node_s: np.ndarray,
-                    scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(host, device) seconds [op, config] of an eager step, the optimizer step as the last row; ``scale``
-        replaces the host profile's dispatch scale for this kind of device."""
+    def _eager_rows(self, graph, device, ev, node_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(host, device) seconds [op, config] of an eager step, the optimizer step as the last row."""
         gpu = device.kind == "gpu"
-        profile = self.host_profile
-        if scale is not None:
-            profile = replace(profile, dispatch_scale={**profile.dispatch_scale, "gpu" if gpu else "cpu": scale})
-        h = np.repeat(host_model.node_host_s(graph, profile, device.launch_overhead_s, gpu=gpu)[:, None],
+        h = np.repeat(host_model.node_host_s(graph, self.host_profile, device.launch_overhead_s, gpu=gpu)[:, None],
                       node_s.shape[1], axis=1)
         opt_d, opt_h = self._optimizer(ev, device, gpu, node_s.shape[1])
         return np.vstack([h, opt_h]), np.vstack([node_s, opt_d])
