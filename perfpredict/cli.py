@@ -131,9 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", parents=[common], help="BERT-base and ResNet-50 on H100 and A100")
     p.set_defaults(func=cmd_demo)
-    from perfpredict import cli_adapt, cli_collect, cli_generate, cli_host, cli_roofline, cli_train
+    from perfpredict import cli_adapt, cli_collect, cli_generate, cli_host, cli_roofline, cli_serve, cli_train
 
     cli_generate.register(sub, parents=[common])
+    cli_serve.register(sub, parents=[common])
     cli_roofline.register(sub, parents=[common])
     cli_host.register(sub, parents=[common])
     cli_collect.register(sub, parents=[common])
@@ -155,21 +156,12 @@ def _graph_from_args(args: argparse.Namespace, phase: str) -> tuple[Any, str]:
         from perfpredict.cli_onnx import graph_from_onnx_args
 
         return graph_from_onnx_args(args.onnx, args.input_shape or [], phase=phase), Path(args.onnx).stem
-    from perfpredict import graph_store
-    from perfpredict.compiler_hooks.hf_frontend import raw_config
+    from perfpredict.hf_capture import cached
 
-    fields, name = raw_config(args.hf or args.config)
-    key = graph_store.key(config=fields, name=name, batch=args.batch, seq=args.seq, phase=phase,
-                          dtype=args.run.dtype)
-    graph = None if args.no_cache else graph_store.load(key)
-    if graph is None:
-        from perfpredict.hf_capture import capture
-
-        # built in the run dtype on the meta device; a deep layer stack is traced with two layers and copied
-        graph, name = capture(args.hf or args.config, batch_size=args.batch, seq_len=args.seq, dtype=args.run.dtype,
-                              phase=phase)
-        graph_store.save(key, graph)
-    return graph, name
+    # built in the run dtype on the meta device (a deep layer stack traced with two layers and copied), or read
+    # from the on-disk graph cache
+    return cached(args.hf or args.config, batch_size=args.batch, seq_len=args.seq, dtype=args.run.dtype,
+                  phase=phase, use_cache=not args.no_cache)
 
 
 def _run_dtype(args: argparse.Namespace, device: Any) -> Any:

@@ -3,7 +3,7 @@
 A transformer of L layers is traced with two of them and the rest copied (``layer_replication``); the parameter
 totals come from the full model, built on the meta device (no memory). Where the copy cannot be trusted (layers of
 different kinds, a graph whose layers do not line up, a config that refuses two layers), the whole model is traced,
-as before. The CLI and the web page capture through here.
+as before. ``cached`` adds the on-disk graph cache (``graph_store``): the CLI and the web page capture through it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,30 @@ import copy
 from typing import Any
 
 from perfpredict.graph import OpGraph
+
+
+def cached(id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str, phase: str,
+           use_cache: bool = True) -> tuple[OpGraph, str]:
+    """``capture``, answered from the on-disk graph cache when the same question was captured before. A config
+    given as a dict (an uploaded config.json) is keyed by its fields."""
+    from perfpredict import graph_store
+    from perfpredict.compiler_hooks.hf_frontend import raw_config
+
+    fields, name = (id_or_path, str(id_or_path.get("_name_or_path") or id_or_path.get("model_type", "config"))) \
+        if isinstance(id_or_path, dict) else raw_config(id_or_path)
+    key = graph_store.key(config=fields, name=name, batch=batch_size, seq=seq_len, phase=phase, dtype=dtype)
+    graph = graph_store.load(key) if use_cache else None
+    if graph is None:
+        source = _config_of(fields, name) if isinstance(id_or_path, dict) else id_or_path
+        graph, name = capture(source, batch_size=batch_size, seq_len=seq_len, dtype=dtype, phase=phase)
+        graph_store.save(key, graph)
+    return graph, graph.name or name
+
+
+def _config_of(fields: dict, name: str) -> Any:
+    from perfpredict.compiler_hooks.hf_frontend import config_from_dict
+
+    return config_from_dict(fields, name=name)
 
 
 def capture(id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str, phase: str) -> tuple[OpGraph, str]:

@@ -194,7 +194,8 @@ def test_launch_overhead_is_host_time_never_device_time(bert_bf16):
     """A measured launch overhead (the H100's 6.7 us) moves the host timeline only: device time is physics."""
     from dataclasses import replace
 
-    p = TwoTimelinePredictor(host_model.HostProfile.from_file(host_model.REFERENCE))
+    reference = host_model.HostProfile.from_file(host_model.REFERENCE)
+    p = TwoTimelinePredictor(replace(reference, gpu_launch_us=None))  # each device's own launch figure
     h100 = get_device("H100-SXM")
     slow_launch = replace(h100, launch_overhead_s=h100.launch_overhead_s * 3)
     a, b = (p.predict(bert_bf16, d, RunConfig()).timeline for d in (h100, slow_launch))
@@ -270,3 +271,14 @@ def _linear_graph(batch: int) -> OpGraph:
 
 def _views(graph: OpGraph) -> np.ndarray:
     return np.array([n.is_view for n in graph.nodes])
+
+
+def test_the_launch_cost_is_the_hosts_so_a_measured_gpu_does_not_lose_on_paper(bert_bf16, shipped_ceilings):
+    """The H100's launch cost was measured from its VM's host (6.7 us); the catalog says 3 us for other GPUs. The
+    host profile's one launch cost serves every GPU, so launch-bound BERT is never slower on the H100 than the A100."""
+    p = TwoTimelinePredictor(host_model.HostProfile.from_file(host_model.REFERENCE))
+    h100, a100 = get_device("H100-SXM"), get_device("A100-80GB")
+    assert h100.launch_overhead_s > 2 * a100.launch_overhead_s  # the measured figure is in the shipped catalog
+    assert p.launch_s(h100) == p.launch_s(a100) == pytest.approx(6.698e-6)
+    t_h100, t_a100 = (p.predict(bert_bf16, d, RunConfig()).timeline for d in (h100, a100))
+    assert t_h100.host_ms == pytest.approx(t_a100.host_ms) and t_h100.wall_ms <= t_a100.wall_ms

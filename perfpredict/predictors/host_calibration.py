@@ -101,5 +101,6 @@ def calibrate(name: str = "this host") -> HostProfile:
     return HostProfile(name=name, dispatch_us=dispatch, module_us=module,
                        source="perfpredict calibrate-host (tiny CPU tensors, one thread)",
                        dispatch_scale=dict(HostProfile.from_file(REFERENCE).dispatch_scale),
+                       gpu_launch_us=HostProfile.from_file(REFERENCE).gpu_launch_us,
                        cpu_model=cpu_probe.cpu_model(), torch_version=torch.__version__,
                        created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))

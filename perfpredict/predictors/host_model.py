@@ -42,6 +42,10 @@ class HostProfile:
     # "gpu"), fitted on measured model rows (benchmarks/timeline_accuracy.py --fit --save); calibrate-host
     # keeps the reference's values.
     dispatch_scale: dict[str, float] = field(default_factory=dict)
+    # The CUDA launch cost per kernel on this host, the same for every GPU it drives (a property of the host, the
+    # driver and the runtime, not of the GPU's silicon): one GPU measured on a slower VM host must not lose to
+    # another on paper for it. None: each device's own catalog figure.
+    gpu_launch_us: float | None = None
     cpu_model: str = ""
     torch_version: str = ""
     created_at: str = ""
@@ -83,6 +87,13 @@ def load_profile(path: str | os.PathLike[str] | None = None) -> HostProfile:
         return HostProfile.from_file(path)
     mine = profile_path()
     return HostProfile.from_file(mine if mine.exists() else REFERENCE)
+
+
+def launch_s(profile: HostProfile, device: Any) -> float:
+    """Seconds to launch one kernel on ``device`` from this host: the profile's GPU launch cost where it has one."""
+    if device.kind == "gpu" and profile.gpu_launch_us is not None:
+        return profile.gpu_launch_us * 1e-6
+    return device.launch_overhead_s
 
 
 def node_host_s(graph: Any, profile: HostProfile, launch_s: float, *, gpu: bool) -> np.ndarray:

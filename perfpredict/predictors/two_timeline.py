@@ -99,6 +99,10 @@ class TwoTimelinePredictor:
         self.learned = learned
         self._efficiency: dict[str, object] = {}
 
+    def launch_s(self, device) -> float:
+        """One kernel launch on ``device`` from this host (``host_model.launch_s``)."""
+        return host_model.launch_s(self.host_profile, device)
+
     def efficiency_model(self, device):
         """The learned per-op efficiency for this kind of device, or None (then the analytical fractions)."""
         if not self.learned:
@@ -185,7 +189,7 @@ class TwoTimelinePredictor:
         gpu = device.kind == "gpu"
         unit = replace(self.host_profile, dispatch_scale={"gpu" if gpu else "cpu": 1.0})
         dispatch = host_model.node_host_s(arrays.graph, unit, 0.0, gpu=gpu)  # at scale 1, without launches
-        launch = host_model.node_host_s(arrays.graph, unit, device.launch_overhead_s, gpu=gpu) - dispatch
+        launch = host_model.node_host_s(arrays.graph, unit, self.launch_s(device), gpu=gpu) - dispatch
         opt_d, opt_h = self._optimizer(ev, device, gpu, len(batches))
         d = np.hstack([np.vstack([floor_kernels(raw * float(k), device, arrays.graph), opt_d])
                        for _ in scales for k in device_scales])
@@ -198,7 +202,7 @@ class TwoTimelinePredictor:
     def _eager_rows(self, graph, device, ev, node_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(host, device) seconds [op, config] of an eager step, the optimizer step as the last row."""
         gpu = device.kind == "gpu"
-        h = np.repeat(host_model.node_host_s(graph, self.host_profile, device.launch_overhead_s, gpu=gpu)[:, None],
+        h = np.repeat(host_model.node_host_s(graph, self.host_profile, self.launch_s(device), gpu=gpu)[:, None],
                       node_s.shape[1], axis=1)
         opt_d, opt_h = self._optimizer(ev, device, gpu, node_s.shape[1])
         return np.vstack([h, opt_h]), np.vstack([node_s, opt_d])
@@ -207,7 +211,7 @@ class TwoTimelinePredictor:
         """The optimizer step as one row: its memory-bound device time, and its host dispatch and launches."""
         if not ev.optimizer_s.any():
             return np.zeros((1, configs)), np.zeros((1, configs))
-        launches = OPTIMIZER_KERNELS * (device.launch_overhead_s if gpu else 0.0)
+        launches = OPTIMIZER_KERNELS * (self.launch_s(device) if gpu else 0.0)
         host = OPTIMIZER_KERNELS * self.host_profile.op_us(ops.OPTIMIZER) * 1e-6 + launches
         device_s = ev.optimizer_s - 4 * device.launch_overhead_s  # analytical folds 4 launches into its figure
         return np.maximum(device_s, 0.0)[None, :], np.full((1, configs), host)
@@ -225,7 +229,7 @@ class TwoTimelinePredictor:
             traffic = moved[members].sum(axis=0) - 2 * out_bytes[members[:-1]].sum(axis=0)
             memory = np.maximum(traffic, moved[members].max(axis=0)) / bw
             d[g] = np.maximum(np.maximum(compute, memory) * scale, MIN_KERNEL_S)
-        host = COMPILED_KERNEL_HOST_US * 1e-6 + device.launch_overhead_s
+        host = COMPILED_KERNEL_HOST_US * 1e-6 + self.launch_s(device)
         return d, np.full_like(d, host)
 
     def evaluate(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray):

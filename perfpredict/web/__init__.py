@@ -1,0 +1,1 @@
+"""The web page (``perfpredict serve``): compare devices for one model, in a browser."""

@@ -1,0 +1,143 @@
+"""``perfpredict serve``: a Gradio page to compare GPUs for one model, built on ``compare``.
+
+The page renders what ``compare`` answers: a comparison table across the chosen devices, the roofline of the
+model's ops on the first device, the time per op kind, and the JSON and HTML reports to download. Bad input shows
+one line in the page and the server keeps serving. It binds to 127.0.0.1 unless told otherwise; uploads are
+size-limited and parsed as JSON or ONNX only (no pickle, no remote code).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from perfpredict.web.compare import MAX_ONNX_BYTES, PHASES, Answer, Question, compare, config_from_upload
+
+DEFAULT_DEVICES = ("H100-SXM", "A100-80GB")
+
+
+def build_app():
+    import gradio as gr
+
+    from perfpredict.compiler_hooks.hf_frontend import known_models
+    from perfpredict.devices import list_devices
+
+    names = [d.name for d in list_devices()]
+    slices = [f"{d.name}/{m.name}" for d in list_devices() for m in d.mig_profiles]
+    with gr.Blocks(title="perfpredict: compare GPUs") as app:
+        gr.Markdown("# perfpredict: how fast, how big, how costly, on which GPU\nPredicted at compile time, "
+                    "without the hardware. Pick a model and the devices to compare.")
+        with gr.Row():
+            model = gr.Dropdown(known_models(), value="bert-base-uncased", label="shipped HuggingFace model",
+                                allow_custom_value=True, elem_id="model")
+            upload = gr.File(label="or upload a config.json or an ONNX file", file_types=[".json", ".onnx"],
+                             elem_id="upload")
+        with gr.Row():
+            phase = gr.Radio(list(PHASES), value="inference", label="phase", elem_id="phase")
+            batch = gr.Number(value=1, precision=0, minimum=1, label="batch", elem_id="batch")
+            seq = gr.Number(value=0, precision=0, label="sequence length or prompt (0: the model's default)",
+                            elem_id="seq")
+            dtype = gr.Dropdown(["default", "float32", "bfloat16", "float16"], value="default", label="dtype")
+            precision = gr.Dropdown(["default", "fp32", "bf16", "amp-bf16", "amp-fp16"], value="default",
+                                    label="training precision")
+        devices = gr.CheckboxGroup(names, value=list(DEFAULT_DEVICES), label="devices", elem_id="devices")
+        mig = gr.Dropdown(slices, value=[], multiselect=True, label="MIG slices (optional)")
+        with gr.Row():
+            max_latency = gr.Number(value=0, label="latency target, ms (0: none)")
+            min_throughput = gr.Number(value=0, label="throughput target, samples/s (0: none)")
+        go = gr.Button("Predict", variant="primary", elem_id="predict")
+        message = gr.HTML(elem_id="message")
+        table = gr.HTML(elem_id="table")
+        roofline = gr.HTML(elem_id="roofline")
+        kinds = gr.HTML(elem_id="kinds")
+        files = gr.File(label="reports (JSON and HTML)", file_count="multiple", elem_id="downloads")
+        go.click(answer, [model, upload, phase, batch, seq, dtype, precision, devices, mig, max_latency,
+                          min_throughput], [message, table, roofline, kinds, files])
+    return app
+
+
+def answer(model, upload, phase, batch, seq, dtype, precision, devices, mig, max_latency, min_throughput):
+    """The page's handler: every error becomes one line in the page, never a traceback."""
+    from perfpredict.errors import PerfPredictError
+
+    try:
+        q = _question(model, upload, phase, batch, seq, dtype, precision, list(devices or []) + list(mig or []),
+                      max_latency, min_throughput)
+        result = compare(q)
+    except PerfPredictError as err:
+        return _message(str(err)), "", "", "", None
+    except Exception as err:  # noqa: BLE001 - the server keeps serving; the page says what went wrong
+        return _message(f"perfpredict could not answer this ({type(err).__name__}: {err})"), "", "", "", None
+    return "", table_html(result), _roofline(result), _kinds(result), _downloads(result)
+
+
+def _question(model, upload, phase, batch, seq, dtype, precision, devices, max_latency, min_throughput) -> Question:
+    from perfpredict.errors import InvalidInputError
+
+    source: Any = model or None
+    onnx = None
+    if upload:
+        path = Path(upload if isinstance(upload, str) else upload.name)
+        if path.suffix.lower() == ".onnx":
+            if path.stat().st_size > MAX_ONNX_BYTES:
+                raise InvalidInputError(f"the ONNX file is over {MAX_ONNX_BYTES >> 20} MiB")
+            onnx, source = str(path), None
+        else:
+            source = config_from_upload(path.read_bytes())
+    return Question(model=source, onnx_path=onnx, phase=phase, batch=int(batch or 1), seq=int(seq) if seq else None,
+                    dtype=None if dtype in (None, "default") else dtype,
+                    precision=None if precision in (None, "default") else precision, devices=tuple(devices),
+                    max_latency_ms=max_latency or None, min_throughput_per_s=min_throughput or None)
+
+
+def _message(text: str) -> str:
+    return f'<p class="error" id="error" style="color:#b00">{escape(text)}</p>'
+
+
+def table_html(result: Answer) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in result.columns)
+    body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in result.rows)
+    return f'<table id="comparison"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _roofline(result: Answer) -> str:
+    if result.graph is None or not result.reports:
+        return ""
+    from perfpredict.devices import get_device
+    from perfpredict.kernels.plot import roofline_svg
+
+    return f"<h3>Roofline on {escape(result.reports[0].device)}</h3>" + roofline_svg(
+        result.graph, get_device(result.reports[0].device))
+
+
+def _kinds(result: Answer) -> str:
+    first = result.reports[0] if result.reports else None
+    if first is None or not getattr(first, "by_kind", ()):
+        return ""
+    from perfpredict.render_text import kind_rows
+
+    rows = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in kind_rows(first))
+    return (f"<h3>Time by op kind on {escape(first.device)}</h3><table><thead><tr><th>op kind</th><th>ops</th>"
+            f"<th>time</th><th>share</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+def _downloads(result: Answer) -> list[str]:
+    folder = Path(tempfile.mkdtemp(prefix="perfpredict-"))
+    paths = []
+    for r in result.reports:
+        stem = r.device.replace("/", "_")
+        (folder / f"{stem}.json").write_text(r.to_json() + "\n")
+        paths.append(str(folder / f"{stem}.json"))
+        if hasattr(r, "memory"):  # a PerfReport (a generation report has its own page)
+            from perfpredict.render_html import render_html
+
+            (folder / f"{stem}.html").write_text(render_html(r))
+            paths.append(str(folder / f"{stem}.html"))
+    return paths
+
+
+def serve(host: str = "127.0.0.1", port: int = 7860) -> None:
+    build_app().launch(server_name=host, server_port=port, max_file_size=MAX_ONNX_BYTES, show_error=False,
+                       quiet=True)

@@ -1,0 +1,140 @@
+"""The web page's question and answer, without the web: one model, several devices, one comparison table.
+
+``compare`` captures the model once per run dtype (through the CLI's graph cache, ``hf_capture.cached``) and asks
+every device the same question with the default model, so a second identical request is answered from the cache.
+A model is a shipped HuggingFace id, a config.json's fields (parsed as JSON: no pickle, no remote code) or an ONNX
+file. Every failure the user can fix is a ``PerfPredictError`` with one line that says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfpredict.errors import InvalidInputError
+
+MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few KB; anything near this is not one
+MAX_ONNX_BYTES = 512 << 20
+PHASES = ("inference", "training", "generation")
+
+
+@dataclass(frozen=True)
+class Question:
+    model: str | dict | None = None  # a shipped id, or a config.json's fields
+    onnx_path: str | None = None
+    phase: str = "inference"
+    batch: int = 1
+    seq: int | None = None
+    dtype: str | None = None
+    precision: str | None = None
+    devices: tuple[str, ...] = ("H100-SXM",)
+    max_latency_ms: float | None = None
+    min_throughput_per_s: float | None = None
+    new_tokens: int = 128
+
+
+@dataclass(frozen=True)
+class Answer:
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    reports: tuple[Any, ...] = ()  # PerfReport or GenerationReport, one per device
+    graph: Any = None  # the first device's graph (for the roofline plot)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def config_from_upload(data: bytes) -> dict:
+    """The fields of an uploaded config.json, or one line saying what is wrong with it."""
+    if len(data) > MAX_CONFIG_BYTES:
+        raise InvalidInputError(f"the config is {len(data):,} bytes; a HuggingFace config.json is a few KB")
+    try:
+        fields = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InvalidInputError(f"the uploaded file is not a JSON config.json ({err})") from err
+    if not isinstance(fields, dict) or "model_type" not in fields:
+        raise InvalidInputError("the uploaded JSON is not a HuggingFace config: it has no 'model_type' field")
+    return fields
+
+
+def compare(q: Question) -> Answer:
+    """The comparison table of ``q`` across its devices."""
+    from perfpredict.devices import get_device
+
+    if q.phase not in PHASES:
+        raise InvalidInputError(f"phase {q.phase!r} is not one of {', '.join(PHASES)}")
+    if not q.devices:
+        raise InvalidInputError("choose at least one device")
+    if q.batch < 1 or (q.seq is not None and q.seq < 1):
+        raise InvalidInputError("batch and sequence length must be at least 1")
+    devices = [get_device(d) for d in q.devices]  # an unknown name fails here, with close names
+    if q.phase == "generation":
+        return _generation(q, devices)
+    return _step(q, devices)
+
+
+def _step(q: Question, devices: list) -> Answer:
+    from perfpredict.api import report_for_graph
+    from perfpredict.render_text import fmt_bytes, fmt_carbon_g, fmt_energy_j, fmt_rate, fmt_time_ms, fmt_usd
+
+    reports, first_graph = [], None
+    for device in devices:
+        graph, run = _graph(q, device)
+        first_graph = first_graph or graph
+        reports.append(report_for_graph(graph, device=device, phase=q.phase, precision=run.precision,
+                                        max_latency_ms=q.max_latency_ms, min_throughput_per_s=q.min_throughput_per_s,
+                                        weights_built_in=None, model_name=graph.name, assumed={"dtype": run.source}))
+    per = "1k inferences" if q.phase == "inference" else "training run"
+    columns = ("device", "latency", "80% interval", "throughput", "peak memory", "fits", "energy/sample",
+               "carbon", f"cost per {per}", "MIG pick", "predictor")
+    rows = []
+    for r in reports:
+        lat = r.latency_ms
+        ood = " (outside its data)" if lat.ood is not None and lat.ood > 3 else ""
+        rows.append((r.device, fmt_time_ms(lat.value), f"{fmt_time_ms(lat.low)} - {fmt_time_ms(lat.high)}",
+                     fmt_rate(r.throughput_per_s.value), fmt_bytes(r.peak_memory_bytes.value),
+                     "yes" if r.fits_in_memory else "NO", fmt_energy_j(r.energy_per_sample_j.value),
+                     fmt_carbon_g(r.carbon_g.value), fmt_usd(r.cost_usd.value),
+                     (r.mig.recommended or "none") if r.mig else "-", f"{r.predictor}{ood}"))
+    return Answer(columns, tuple(rows), tuple(reports), first_graph)
+
+
+def _graph(q: Question, device: Any):
+    """(the graph for this device's run dtype, the RunDtype chosen)."""
+    from perfpredict.compiler_hooks.hf_frontend import declared_dtype, raw_config
+    from perfpredict.hf_capture import cached
+    from perfpredict.precision import resolve_run_dtype
+
+    if q.onnx_path:
+        from perfpredict.cli_onnx import graph_from_onnx_args
+
+        run = resolve_run_dtype(None, q.dtype, q.precision, q.phase == "training", device)
+        return graph_from_onnx_args(q.onnx_path, [], phase=q.phase), run
+    if not q.model:
+        raise InvalidInputError("give a model: a shipped HuggingFace id, or upload a config.json or an ONNX file")
+    fields = q.model if isinstance(q.model, dict) else raw_config(q.model)[0]
+    run = resolve_run_dtype(declared_dtype(fields), q.dtype, q.precision, q.phase == "training", device)
+    graph, _ = cached(q.model, batch_size=q.batch, seq_len=q.seq, dtype=run.dtype, phase=q.phase)
+    return graph, run
+
+
+def _generation(q: Question, devices: list) -> Answer:
+    from perfpredict.llm.generation import predict_generation
+    from perfpredict.render_text import fmt_bytes, fmt_rate, fmt_time_ms, fmt_usd
+
+    if isinstance(q.model, dict):
+        from perfpredict.compiler_hooks.hf_frontend import config_from_dict
+
+        source: Any = config_from_dict(q.model, name=str(q.model.get("model_type")))
+    elif q.model:
+        source = q.model
+    else:
+        raise InvalidInputError("generation needs a HuggingFace LLM: a shipped id or an uploaded config.json")
+    reports = [predict_generation(source, prompt_tokens=q.seq or 512, new_tokens=q.new_tokens, batch=q.batch,
+                                  device=d.name, dtype=q.dtype) for d in devices]
+    columns = ("device", "time to first token", "per output token", "tokens/s", "peak memory", "fits",
+               "largest batch", "cost per 1M tokens")
+    rows = tuple((r.device, fmt_time_ms(r.ttft_ms), fmt_time_ms(r.tpot_mean_ms), fmt_rate(r.tokens_per_s, "tokens/s"),
+                  fmt_bytes(r.peak_memory_bytes), "yes" if r.fits else "NO", f"{r.max_batch:,}",
+                  "-" if r.cost_per_million_tokens_usd is None else fmt_usd(r.cost_per_million_tokens_usd))
+                 for r in reports)
+    return Answer(columns, rows, tuple(reports))
