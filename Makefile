@@ -1,6 +1,6 @@
 # The README's two commands. Both create (or reuse) the virtual environment .venv/ in the repository root.
 #   make demo   install perfpredict and predict BERT-base and ResNet-50 on H100 and A100 (no GPU needed)
-#   make test   install the test extras and run the test suite (CPU only)
+#   make test   install the test extras, run the test suite (CPU only) and build the docs strictly
 
 PYTHON ?= python3
 VENV := .venv
@@ -34,6 +34,7 @@ demo: install
 
 test: install-dev
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
