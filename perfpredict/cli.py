@@ -98,7 +98,7 @@ def _add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None
     p.add_argument("--min-throughput", type=_positive_float, default=None,
                    help="throughput target (samples/s) for MIG advice")
     p.add_argument("--no-cache", action="store_true",
-                   help="capture the model again instead of reading the on-disk graph cache (see the docs)")
+                   help="capture the model again instead of reading the on-disk graph cache (and refresh it)")
     p.add_argument("--top", type=_non_negative_int, default=top_default,
                    help="per-op rows to show" + (f" (default {top_default})" if top_default else " (default all)"))
 

@@ -7,7 +7,8 @@ transformers, and a digest of perfpredict's own capture code (so an edited front
 Entries are gzipped JSON (``graph_to_dict``), written atomically; a damaged one is ignored and rewritten.
 
 Where: ``$PERFPREDICT_CACHE_DIR/cli-graphs``, else ``$XDG_CACHE_HOME/perfpredict/cli-graphs``, else
-``~/.cache/perfpredict/cli-graphs``. ``PERFPREDICT_NO_GRAPH_CACHE=1`` (or the CLI's ``--no-cache``) turns it off.
+``~/.cache/perfpredict/cli-graphs``. ``PERFPREDICT_NO_GRAPH_CACHE=1`` turns it off; the CLI's ``--no-cache``
+captures again and refreshes the entry.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ logger.addHandler(logging.NullHandler())
 
 _PACKAGE = Path(__file__).resolve().parent
 # the code that turns a model into an OpGraph: a change to any of it must miss the cache
-_CAPTURE_CODE = ("graph.py", "ops.py", "api.py", "hf_capture.py", "compiler_hooks")
+_CAPTURE_CODE = ("graph.py", "ops.py", "api.py", "hf_capture.py", "compiler_hooks", "data/hf_configs/index.json")
 
 
 def store_dir() -> Path:
@@ -50,7 +52,7 @@ def code_digest() -> str:
     h = hashlib.sha256()
     for name in _CAPTURE_CODE:
         path = _PACKAGE / name
-        for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+        for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:  # code, and the shipped configs' index
             h.update(f.name.encode())
             h.update(f.read_bytes())
     for lib in ("torch", "transformers"):
@@ -75,7 +77,7 @@ def load(cache_key: str) -> OpGraph | None:
         return None
     try:
         return graph_from_dict(json.loads(gzip.decompress(path.read_bytes())))
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError) as err:
         logger.warning("perfpredict: ignoring a damaged graph cache entry %s (%s)", path, err)
         return None
 
@@ -87,7 +89,7 @@ def save(cache_key: str, graph: OpGraph) -> None:
     path = store_dir() / f"{cache_key}.json.gz"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # the web page's threads too
         tmp.write_bytes(gzip.compress(json.dumps(graph_to_dict(graph)).encode(), compresslevel=3))
         tmp.replace(path)
     except OSError as err:

@@ -67,15 +67,32 @@ def _replicated(config: Any, field: str, layers: int, batch_size: int, seq_len: 
     setattr(small, field, lr.TRACE_LAYERS)
     if getattr(small, "layer_types", None):
         small.layer_types = small.layer_types[: lr.TRACE_LAYERS]
+    full = hf.build_model(config, dtype=dtype)  # meta: the parameter totals, at no memory
+    if not layers_alike(full):
+        return None
     try:
         model = hf.build_model(small, dtype=dtype)
-    except Exception:  # noqa: BLE001 - a config that refuses two layers is traced whole
+        inputs = hf.example_inputs(config, batch_size, seq_len, device="meta", dtype=dtype)
+        graph = featurize(model, inputs, phase=phase, name=name)
+    except Exception:  # noqa: BLE001 - a model that will not run with two layers (ConvNeXt's stages) is traced whole
         return None
-    inputs = hf.example_inputs(config, batch_size, seq_len, device="meta", dtype=dtype)
-    graph = featurize(model, inputs, phase=phase, name=name)
-    full = hf.build_model(config, dtype=dtype)  # meta: the parameter totals, at no memory
     added = tuple(a - b for a, b in zip(param_totals(full), param_totals(model)))  # what the copied layers hold
     return lr.replicate(graph, layers, added)
+
+
+def layers_alike(model: Any) -> bool:
+    """Whether every layer of the model's stack from layer 1 on holds the same parameters (names and shapes) as
+    layer 1: a stack whose first layers are dense and the rest MoE (DeepSeek's ``first_k_dense_replace``,
+    Qwen-MoE's sparse steps) is not one layer repeated."""
+    from perfpredict.compiler_hooks import layer_replication as lr
+
+    layers: dict[int, set] = {}
+    for name, p in model.named_parameters():
+        index = lr.layer_of(name)
+        if index is not None:
+            rest = name.split(f".{index}.", 1)[-1]
+            layers.setdefault(index, set()).add((rest, tuple(p.shape)))
+    return len(layers) > lr.TRACE_LAYERS and all(layers[i] == layers[1] for i in layers if i >= 1)
 
 
 def param_totals(model: Any) -> tuple[int, int, int, int]:

@@ -73,7 +73,7 @@ def state_bytes(graph: OpGraph, optimizer: str, trainable: int, weight_bytes: fl
     """The optimizer's state for ``trainable`` parameters whose values take ``weight_bytes`` each."""
     states, value_bytes = OPTIMIZERS[optimizer]
     if optimizer == "adafactor":  # a row and a column vector per matrix; treated as square: 2 sqrt(n) values
-        values = sum(2 * math.isqrt(max(n.params, 0)) for n in graph.nodes if n.params)
+        values = sum(2 * math.isqrt(max(n.params, 0)) for n in graph.nodes[: graph.backward_start] if n.params)
         return int(min(values, trainable) * weight_bytes)
     if value_bytes is not None:
         return int(trainable * states * (value_bytes + 4 / EIGHT_BIT_BLOCK))

@@ -48,6 +48,7 @@ def test_a_decode_step_attends_to_the_cache_and_copied_layers_match_the_whole_tr
     assert keys == ({101} if cache == "dynamic" else {160})  # the new token joins 100 cached ones
     assert [(n.op, n.flops, n.bytes_read) for n in fast.nodes] == [(n.op, n.flops, n.bytes_read) for n in whole.nodes]
     assert set(fast.edges) == set(whole.edges) and fast.param_count == whole.param_count
+    assert fast.keep_alive == whole.keep_alive  # every layer's new K and V leave the step, not the last layer's
     longer = decode_graph(config, batch=2, context=400, dtype="bfloat16")
     assert longer.total_bytes > fast.total_bytes  # a longer cache is read every step
 
@@ -141,3 +142,13 @@ def test_a_moe_decode_step_streams_the_experts_its_batch_reaches():
     i = grouped[0]
     weight = raw.nodes[i].inputs[1].nbytes
     assert raw.nodes[i].bytes_read - one.nodes[i].bytes_read == pytest.approx(weight * (1 - 2 / 8), abs=2)
+
+
+def test_float32_generation_keeps_float32_weights():
+    from perfpredict.llm.generation import predict_generation
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = predict_generation("gpt2", prompt_tokens=16, new_tokens=4, device="V100", dtype="float32")
+    assert r.weights == "fp32" and r.dtype == "float32"
+    assert r.weights_bytes == pytest.approx(124_439_808 * 4, rel=0.01)  # GPT-2's parameters, 4 bytes each

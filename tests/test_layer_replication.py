@@ -58,3 +58,27 @@ def test_layer_indices_are_read_from_module_paths():
     assert lr.layer_of("L['args'][0].model.layers.17.mlp.up_proj") == 17
     assert lr.layer_of("L['self'].encoder.layer.3.attention") == 3
     assert lr.layer_of("L['self'].lm_head") is None
+
+
+def test_stacks_that_are_not_one_layer_repeated_are_traced_whole():
+    import torch
+
+    from perfpredict.hf_capture import layers_alike
+
+    class Stack(torch.nn.Module):
+        def __init__(self, widths):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(8, w) for w in widths)
+
+    assert layers_alike(Stack([8, 8, 8, 8]))
+    assert not layers_alike(Stack([8, 8, 16, 16]))  # dense first layers, then others (DeepSeek-style)
+    # Swin's "num_hidden_layers" counts stages of different sizes; ConvNeXt will not run with two of them
+    for model_id in ("microsoft/swin-tiny-patch4-window7-224", "facebook/convnext-tiny-224"):
+        config = hf.load_config(model_id)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fast, _ = hf_capture.capture(config, batch_size=1, seq_len=None, dtype="float32", phase="inference")
+            model, inputs, name = hf.model_from_hf(config, batch_size=1)
+            full = featurize(model, inputs, name=name)
+        assert not any("copies of layer 1" in n for n in fast.notes), model_id
+        assert fast.total_flops == full.total_flops and len(fast.nodes) == len(full.nodes), model_id

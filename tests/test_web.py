@@ -49,6 +49,8 @@ def test_the_page_answers_what_the_cli_answers_and_says_what_is_wrong_in_one_lin
     assert "not a JSON config.json" in message and table == "" and "Traceback" not in message
     message, *_ = answer("bert-base-uncased", None, "inference", 1, None, "default", "default", [], [], None, None)
     assert "at least one device" in message
+    message, *_ = answer(str(broken), None, "inference", 1, None, "default", "default", ["L4"], [], None, None)
+    assert "not a shipped model id" in message  # a typed path never reads the server's disk
 
 
 def _browser():

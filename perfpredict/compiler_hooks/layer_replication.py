@@ -59,6 +59,8 @@ def regions(graph: OpGraph) -> Regions | None:
     (a training graph): layer 1's span runs from its first op after its forward to the op before layer 0's first,
     and layer 0's is as long. A span may hold ops with no module path (views, the residual add)."""
     labels = [layer_of(n.module_path) for n in graph.nodes]
+    if any(x not in (None, 0, 1) for x in labels):  # not a two-layer stack (Swin's field counts stages)
+        return None
     first = {k: next((i for i, x in enumerate(labels) if x == k), None) for k in (0, 1)}
     if first[0] is None or first[1] is None or first[0] > first[1]:
         return None
@@ -106,10 +108,17 @@ def replicate(graph: OpGraph, layers: int, extra_params: tuple[int, int, int, in
     for p, c in graph.edges:
         edges.update(_map_edge(p, c, r, copies, template, new))
     every, last = range(1, copies + 1), (copies,)
-    # a forward output of layer 1 kept to the end is the stack's output: the last layer's; a backward one is a
-    # parameter gradient: every layer's
-    keep = {new[(i, s)] for i in graph.keep_alive
-            for s in ((last if i in r.f1 else every) if i in template else (0,))}
+    # a forward output of layer 1 kept to the end is the stack's output (the last layer's), unless layer 0 keeps the
+    # same output too (a decode step's new K and V: every layer's); a backward one is a parameter gradient: every
+    # layer's
+    f_off = r.f1.start - r.f0.start
+
+    def slots(i: int):
+        if i not in template:
+            return (0,)
+        return last if i in r.f1 and (i - f_off) not in graph.keep_alive else every
+
+    keep = {new[(i, s)] for i in graph.keep_alive for s in slots(i)}
     grads = {new[(i, s)] for i in graph.grad_outputs for s in (every if i in template else (0,))}
     count, nbytes, trainable, trainable_bytes = extra_params
     nodes = tuple(graph.nodes[i] if s <= 1 else _renumbered(graph.nodes[i], s) for i, s in order)

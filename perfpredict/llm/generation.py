@@ -47,7 +47,7 @@ def predict_generation(model_or_config: Any, *, prompt_tokens: int = 512, new_to
     geometry = kv_cache.kv_geometry(config)
     _check_lengths(prompt_tokens, new_tokens, batch, geometry)
     compute = _compute_dtype(dtype, weights, hf.declared_dtype(config), dev)
-    fmt = weight_formats.check(weights or {"float16": "fp16"}.get(compute, "bf16"), dev)
+    fmt = weight_formats.check(weights or {"float16": "fp16", "float32": "fp32"}.get(compute, "bf16"), dev)
     kv_dtype = kv_dtype or compute
     name = config.name_or_path or config.model_type
     prefill = moe.apply(weight_formats.apply(prefill_graph(config, batch=batch, prompt=prompt_tokens, dtype=compute),
@@ -58,7 +58,11 @@ def predict_generation(model_or_config: Any, *, prompt_tokens: int = 512, new_to
               for c in contexts]
     steps = _interpolated_steps(points, prompt_tokens, new_tokens)
     kv_bytes = kv_cache.kv_cache_bytes(geometry, prompt_tokens + new_tokens, batch, kv_dtype)
-    activations = max(pre.memory.activations_peak_bytes, points[-1][1].memory.activations_peak_bytes)
+    # a dynamic cache's step returns each layer's new K and V: they are the KV cache, counted in kv_bytes
+    step_cache = kv_cache.kv_cache_bytes(geometry, points[-1][0].context + 1, batch, kv_dtype) if cache == "dynamic" \
+        else 0
+    activations = max(pre.memory.activations_peak_bytes,
+                      points[-1][1].memory.activations_peak_bytes - step_cache)
     weights_bytes = prefill.param_bytes
     peak = weights_bytes + kv_bytes + activations + dev.runtime_overhead_bytes
     per_seq = (kv_bytes + activations) / batch
@@ -81,7 +85,7 @@ def predict_generation(model_or_config: Any, *, prompt_tokens: int = 512, new_to
         cost_per_million_tokens_usd=None if price is None else price * e2e_ms / 3.6e6 / tokens * 1e6,
         decode_points=decode,
         batch_sweep=_sweep(config, dev, fmt, mode, cache, compute, contexts[len(contexts) // 2], max_batch,
-                           weights_bytes, per_seq),
+                           weights_bytes, per_seq, prompt_tokens + new_tokens),
         assumptions=_assumptions(fmt, dev, compute, kv_dtype, cache, mode, config),
         warnings=() if peak <= dev.memory_bytes else (
             f"does not fit: needs {peak / 2**30:.1f} GiB, {dev.name} has {dev.memory_bytes / 2**30:.1f} GiB; "
@@ -149,14 +153,14 @@ def _interpolated_steps(points: list, prompt: int, new: int) -> np.ndarray:
     return np.interp(contexts, xs, ys) if len(contexts) else np.zeros(0)
 
 
-def _sweep(config, device, fmt, mode, cache, dtype, context, max_batch, weights_bytes, per_seq) -> tuple:
+def _sweep(config, device, fmt, mode, cache, dtype, context, max_batch, weights_bytes, per_seq, max_len) -> tuple:
     """Tokens/s of the middle decode step for batch 1, 2, 4, ... up to the largest that fits (and one beyond)."""
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays
     from perfpredict.predictors.registry import get_predictor
 
     # NB: a MoE step's expert reads are not affine in the batch; the sweep takes them at batch 2 and 3 as they are
-    arrays = CostArrays.fit(*(_decode_graph(config, device, fmt, cache, b, context, dtype) for b in (2, 3)))
+    arrays = CostArrays.fit(*(_decode_graph(config, device, fmt, cache, b, context, dtype, max_len) for b in (2, 3)))
     top = min(max(max_batch, 1) * 2, SWEEP_MAX_BATCH)
     batches = np.unique(np.concatenate([2 ** np.arange(int(np.log2(top)) + 1), [max(max_batch, 1)]])).astype(float)
     predictor = get_predictor("two_timeline")
@@ -180,6 +184,8 @@ def _assumptions(fmt, device, compute, kv_dtype, cache, mode, config) -> dict[st
            "prefill": "logits of the last position only, as generate() computes them"}
     if moe.experts_of(config):
         e, k = moe.experts_of(config)
+        out["expert weights"] = (f"in {compute} whatever --weights says (their grouped GEMMs are not quantized "
+                                 "here); the weight-streaming bound counts every expert")
         out["experts"] = (f"{e} experts per layer, {k} per token, routed uniformly: a decode step of batch B streams "
                           f"the weights of E(1-(1-k/E)^B) experts ({moe.expected_experts(e, k, 1):.1f} at batch 1, "
                           f"{moe.expected_experts(e, k, 16):.1f} at 16); hot experts make it fewer")

@@ -1,7 +1,8 @@
 """Weight formats for serving: bytes per weight, and the work the step does to use them.
 
 The format applies to the weights of the transformer's linear layers (as bitsandbytes, torchao and vLLM quantize
-them; embeddings, norms and the LM head stay in the compute dtype). Two routes, as the common libraries take them:
+them; embeddings, norms and the LM head stay in the compute dtype). NB: a MoE model's expert weights (grouped GEMMs)
+stay in the compute dtype here; the report says so. Two routes, as the common libraries take them:
 
 - **native**: the GEMM reads the format as it is (bf16/fp16; fp8 on a GPU with FP8 tensor cores, Hopper and later):
   the matmul reads ``bytes_per_weight`` per weight. Its FLOPs are costed at the compute dtype's rate (a decode step
@@ -13,6 +14,7 @@ them; embeddings, norms and the LM head stay in the compute dtype). Two routes, 
 
 | format | bytes per weight | scales | route |
 |---|---:|---|---|
+| fp32 | 4 | - | native |
 | bf16, fp16 | 2 | - | native |
 | int8 | 1 | one float per output row | weight-only |
 | fp8 | 1 | one float per tensor | native on FP8 tensor cores, else weight-only |
@@ -38,6 +40,7 @@ class WeightFormat:
 
 
 FORMATS = {
+    "fp32": WeightFormat("fp32", 4.0, "float32"),
     "bf16": WeightFormat("bf16", 2.0, "bfloat16"),
     "fp16": WeightFormat("fp16", 2.0, "float16"),
     "int8": WeightFormat("int8", 1.0, None),
@@ -48,7 +51,7 @@ FORMATS = {
 
 def route(fmt: WeightFormat, device: Any) -> str:
     """"native" or "weight-only" for this format on this device."""
-    if fmt.name in ("bf16", "fp16"):
+    if fmt.name in ("fp32", "bf16", "fp16"):
         return "native"
     if fmt.name == "fp8" and device.kind == "gpu" and device.peak_flops_per_s.get("fp8_tensor"):
         return "native"

@@ -24,7 +24,7 @@ import numpy as np
 from perfpredict import ops
 from perfpredict.errors import InvalidInputError
 
-HOST_PROFILE_VERSION = 1
+HOST_PROFILE_VERSION = 2  # 2: dispatch scales re-fitted with the device-time scale; gpu_launch_us
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "host_profiles" / "reference.json"
 
 

@@ -58,7 +58,11 @@ def config_from_upload(data: bytes) -> dict:
 
 def compare(q: Question) -> Answer:
     """The comparison table of ``q`` across its devices."""
+    from perfpredict.compiler_hooks.hf_frontend import resolve_id
     from perfpredict.devices import get_device
+
+    if isinstance(q.model, str) and resolve_id(q.model) is None:  # never a path on the server's disk
+        raise InvalidInputError(f"{q.model!r} is not a shipped model id; upload its config.json instead")
 
     if q.phase not in PHASES:
         raise InvalidInputError(f"phase {q.phase!r} is not one of {', '.join(PHASES)}")
