@@ -9,6 +9,7 @@ as before. ``cached`` adds the on-disk graph cache (``graph_store``): the CLI an
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from perfpredict.graph import OpGraph
@@ -42,42 +43,44 @@ def capture(id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str
     """(the OpGraph, the model's name) for a shipped id, alias or config.json, built on the meta device."""
     from perfpredict.api import featurize
     from perfpredict.compiler_hooks import hf_frontend as hf
-    from perfpredict.compiler_hooks import layer_replication as lr
 
     config = hf.load_config(id_or_path)
     name = config.name_or_path or config.model_type
+
+    def trace(model: Any, cfg: Any) -> OpGraph:
+        inputs = hf.example_inputs(config, batch_size, seq_len, device="meta", dtype=dtype)
+        return featurize(model, inputs, phase=phase, name=name)
+
+    return traced_stack(config, lambda cfg: hf.build_model(cfg, dtype=dtype), trace), name
+
+
+def traced_stack(config: Any, build: Callable[[Any], Any], trace: Callable[[Any, Any], OpGraph],
+                 copy_layers: bool = True) -> OpGraph:
+    """``trace(build(config), config)``: for a deep stack of identical layers, on a two-layer copy of the config
+    with the other layers copied (``layer_replication``); on the whole model where that cannot be trusted (layers of
+    different kinds or parameters, a model that will not run with two layers, regions that do not line up)."""
+    from perfpredict.compiler_hooks import layer_replication as lr
+
+    full = build(config)  # meta: no memory; its parameters say whether the layers are alike, and their totals
     field = lr.layer_field(config)
     layers = getattr(config, field) if field else 0
     kinds = getattr(config, "layer_types", None)
-    if layers > lr.TRACE_LAYERS and (not kinds or len(set(kinds)) == 1):
-        graph = _replicated(config, field, layers, batch_size, seq_len, dtype, phase, name)
+    if copy_layers and layers > lr.TRACE_LAYERS and (not kinds or len(set(kinds)) == 1) and layers_alike(full):
+        small = copy.deepcopy(config)
+        setattr(small, field, lr.TRACE_LAYERS)
+        if kinds:
+            small.layer_types = kinds[: lr.TRACE_LAYERS]
+        try:
+            model = build(small)
+            graph = trace(model, small)
+        except Exception:  # noqa: BLE001 - a model that will not run with two layers (ConvNeXt's stages): whole
+            graph = None
         if graph is not None:
-            return graph, name
-    model, inputs, name = hf.model_from_hf(config, batch_size=batch_size, seq_len=seq_len, dtype=dtype)
-    return featurize(model, inputs, phase=phase, name=name), name
-
-
-def _replicated(config: Any, field: str, layers: int, batch_size: int, seq_len: int | None, dtype: str,
-                phase: str, name: str) -> OpGraph | None:
-    from perfpredict.api import featurize
-    from perfpredict.compiler_hooks import hf_frontend as hf
-    from perfpredict.compiler_hooks import layer_replication as lr
-
-    small = copy.deepcopy(config)
-    setattr(small, field, lr.TRACE_LAYERS)
-    if getattr(small, "layer_types", None):
-        small.layer_types = small.layer_types[: lr.TRACE_LAYERS]
-    full = hf.build_model(config, dtype=dtype)  # meta: the parameter totals, at no memory
-    if not layers_alike(full):
-        return None
-    try:
-        model = hf.build_model(small, dtype=dtype)
-        inputs = hf.example_inputs(config, batch_size, seq_len, device="meta", dtype=dtype)
-        graph = featurize(model, inputs, phase=phase, name=name)
-    except Exception:  # noqa: BLE001 - a model that will not run with two layers (ConvNeXt's stages) is traced whole
-        return None
-    added = tuple(a - b for a, b in zip(param_totals(full), param_totals(model)))  # what the copied layers hold
-    return lr.replicate(graph, layers, added)
+            added = tuple(a - b for a, b in zip(param_totals(full), param_totals(model)))  # the copied layers'
+            copied = lr.replicate(graph, layers, added)
+            if copied is not None:
+                return copied
+    return trace(full, config)
 
 
 def layers_alike(model: Any) -> bool:

@@ -50,31 +50,11 @@ def prefill_graph(config: Any, *, batch: int, prompt: int, dtype: str, replicate
 
 
 def _captured(config: Any, dtype: str, trace, replicate: bool) -> OpGraph:
-    """``trace(model, config)`` on a two-layer copy of the model with the other layers copied, or on the whole
-    model where that cannot be trusted."""
-    from perfpredict.compiler_hooks import layer_replication as lr
-    from perfpredict.hf_capture import layers_alike, param_totals
+    """``trace(model, config)`` on the causal LM, its layers copied from two where they can be
+    (``hf_capture.traced_stack``)."""
+    from perfpredict.hf_capture import traced_stack
 
-    field = lr.layer_field(config)
-    layers = getattr(config, field) if field else 0
-    kinds = getattr(config, "layer_types", None)
-    full = _causal_lm(config, dtype)  # meta: no memory
-    if replicate and layers > lr.TRACE_LAYERS and (not kinds or len(set(kinds)) == 1) and layers_alike(full):
-        small = copy.deepcopy(config)
-        setattr(small, field, lr.TRACE_LAYERS)
-        if kinds:
-            small.layer_types = kinds[: lr.TRACE_LAYERS]
-        try:
-            model = _causal_lm(small, dtype)
-            graph = trace(model, small)
-        except Exception:  # noqa: BLE001 - a model that will not run with two layers is traced whole
-            graph = None
-        if graph is not None:
-            added = tuple(a - b for a, b in zip(param_totals(full), param_totals(model)))
-            copied = lr.replicate(graph, layers, added)
-            if copied is not None:
-                return copied
-    return trace(full, config)
+    return traced_stack(config, lambda cfg: _causal_lm(cfg, dtype), trace, copy_layers=replicate)
 
 
 def _causal_lm(config: Any, dtype: str):
