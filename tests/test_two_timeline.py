@@ -282,3 +282,13 @@ def test_the_launch_cost_is_the_hosts_so_a_measured_gpu_does_not_lose_on_paper(b
     assert p.launch_s(h100) == p.launch_s(a100) == pytest.approx(6.698e-6)
     t_h100, t_a100 = (p.predict(bert_bf16, d, RunConfig()).timeline for d in (h100, a100))
     assert t_h100.host_ms == pytest.approx(t_a100.host_ms) and t_h100.wall_ms <= t_a100.wall_ms
+
+
+def test_the_fast_latency_the_mig_advice_uses_is_the_reports_latency(bert_bf16):
+    p = TwoTimelinePredictor(host_model.HostProfile.from_file(host_model.REFERENCE))
+    for name in ("H100-SXM", "H100-SXM/1g.10gb", "cpu"):
+        device = get_device(name)
+        for mode in ("eager", "cuda_graph"):
+            config = RunConfig(mode=mode)
+            assert p.latency_s(bert_bf16, device, config) * 1e3 == pytest.approx(
+                p.predict(bert_bf16, device, config).latency_ms.value, rel=1e-12)

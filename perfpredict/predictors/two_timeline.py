@@ -239,6 +239,12 @@ class TwoTimelinePredictor:
         tl, _ = self.timelines(arrays, device, config, batches, ev)
         return replace(ev, latency_s=tl.wall_s, power_w=busy_power_w(ev.power_w, tl, device))
 
+    def latency_s(self, graph, device, config: RunConfig) -> float:
+        """The wall time alone (the MIG advice asks it once per slice): no report, no other modes."""
+        arrays = CostArrays.from_graph(graph)
+        tl, _ = self.timelines(arrays, device, config, np.array([graph.batch_size]))
+        return float(tl.wall_s[0])
+
     def predict(self, graph, device, config: RunConfig) -> PredictorOutput:
         arrays = CostArrays.from_graph(graph)
         batches = np.array([graph.batch_size])
