@@ -1,6 +1,7 @@
 # The README's two commands. Both create (or reuse) the virtual environment .venv/ in the repository root.
 #   make demo   install perfpredict and predict BERT-base and ResNet-50 on H100 and A100 (no GPU needed)
-#   make test   install the test extras, run the test suite (CPU only) and build the docs strictly
+#   make test   install the test extras, lint, run the test suite (CPU only) and build the docs strictly
+#   make bench  run the CPU benchmark suite (python -m benchmarks all); results in benchmarks/results/
 
 PYTHON ?= python3
 VENV := .venv
@@ -10,7 +11,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: demo test install install-dev clean
+.PHONY: demo test bench install install-dev clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +34,13 @@ demo: install
 	$(VENV)/bin/perfpredict demo
 
 test: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
+
+bench: install-dev
+	$(PY) -m benchmarks all
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

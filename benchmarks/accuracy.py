@@ -29,8 +29,16 @@ from pathlib import Path
 import numpy as np
 
 from perfpredict.devices import get_device
-from perfpredict.predictors.evaluation import (AnalyticalBaseline, FlopsLinearBaseline, cross_validate,
-                                               family_folds, metrics, random_folds, random_row_folds, report)
+from perfpredict.predictors.evaluation import (
+    AnalyticalBaseline,
+    FlopsLinearBaseline,
+    cross_validate,
+    family_folds,
+    metrics,
+    random_folds,
+    random_row_folds,
+    report,
+)
 from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.memory_model import physics_versions
 from perfpredict.predictors.train import dataset_folder, learner_class
@@ -38,8 +46,7 @@ from perfpredict.predictors.training_data import CACHE_VERSIONS, TARGETS, load_t
 from perfpredict.predictors.two_timeline_fit import TwoTimelineLearner
 from perfpredict.profiling.dataset import batch_sweep_inversions, neighbour_oracle_mape, trusted_label
 
-BASELINES = {"analytical": AnalyticalBaseline, "flops_linear": FlopsLinearBaseline,
-             "two_timeline": TwoTimelineLearner}
+BASELINES = {"analytical": AnalyticalBaseline, "flops_linear": FlopsLinearBaseline, "two_timeline": TwoTimelineLearner}
 DEFAULT = ("two_timeline", "analytical", "flops_linear", "xgboost_static", "xgboost", "graphsage", "gae_gnn")
 SPLITS = ("random_5fold", "random_rows_5fold", "leave_one_family_out")
 RESULTS = Path(__file__).parent / "results"
@@ -65,8 +72,11 @@ def evaluate(names, data, seed: int, store: Path, wanted=SPLITS, shard: tuple[in
     ``shard`` = (k, n) runs only the folds whose index is k modulo n, so one split's folds can run in n processes
     (gae_gnn's leave-one-family-out is hours on one core); the report merges the n stored shards once all are in.
     """
-    splits = {"random_5fold": random_folds(data, 5, seed), "random_rows_5fold": random_row_folds(data, 5, seed),
-              "leave_one_family_out": [m for _, m in family_folds(data)]}
+    splits = {
+        "random_5fold": random_folds(data, 5, seed),
+        "random_rows_5fold": random_row_folds(data, 5, seed),
+        "leave_one_family_out": [m for _, m in family_folds(data)],
+    }
     for name in names:
         try:
             cls = make(name)
@@ -74,14 +84,16 @@ def evaluate(names, data, seed: int, store: Path, wanted=SPLITS, shard: tuple[in
             print(f"skip {name}: {err}", file=sys.stderr)
             continue
         for split in (s for s in SPLITS if s in wanted):
-            folds = splits[split] if shard is None else splits[split][shard[0]::shard[1]]
+            folds = splits[split] if shard is None else splits[split][shard[0] :: shard[1]]
             t0 = time.perf_counter()
             oof = cross_validate(cls, data, TARGETS, folds, seed)
             seconds = time.perf_counter() - t0
             save_oof(store / f"{name}__{split}{shard_suffix(shard)}.npz", data, oof, seconds, seed)
             mape = report(data, oof, ("latency_ms",)).get("latency_ms", {}).get("overall", {}).get("mape")
-            print(f"{name:15s} {split:22s}{shard_suffix(shard)} latency MAPE {fmt(mape):>8s}%  ({seconds:.0f} s)",
-                  file=sys.stderr)
+            print(
+                f"{name:15s} {split:22s}{shard_suffix(shard)} latency MAPE {fmt(mape):>8s}%  ({seconds:.0f} s)",
+                file=sys.stderr,
+            )
 
 
 def shard_suffix(shard: tuple[int, int] | None) -> str:
@@ -107,9 +119,14 @@ def features_id(data=None) -> str:
 
 def save_oof(path: Path, data, oof: dict[str, np.ndarray], seconds: float, seed: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"data_hash": data.data_hash, "features": features_id(data), "rows": len(data.keys),
-            "seconds": round(seconds, 1), "seed": seed,
-            "created": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC"}
+    meta = {
+        "data_hash": data.data_hash,
+        "features": features_id(data),
+        "rows": len(data.keys),
+        "seconds": round(seconds, 1),
+        "seed": seed,
+        "created": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC",
+    }
     kept = {t: v.astype(np.float32) for t, v in oof.items() if np.isfinite(v).any()}
     np.savez_compressed(path, meta=json.dumps(meta), keys=np.array(data.keys), **kept)
 
@@ -133,8 +150,10 @@ def load_oof(store: Path, data) -> tuple[dict, dict, list[str]]:
         if merged is None:
             continue
         meta, oof = merged
-        results[key] = {"all": {**report(data, oof, TARGETS), THROUGHPUT: throughput(data, oof)},
-                        "trusted": report(data.subset(trusted), {t: v[trusted] for t, v in oof.items()}, TARGETS)}
+        results[key] = {
+            "all": {**report(data, oof, TARGETS), THROUGHPUT: throughput(data, oof)},
+            "trusted": report(data.subset(trusted), {t: v[trusted] for t, v in oof.items()}, TARGETS),
+        }
         metas[key] = meta
     return results, metas, skipped
 
@@ -171,8 +190,12 @@ def _merge_shards(parts: list[tuple[Path, dict, dict]], skipped: list[str]) -> t
             for _, _, part in shards.values():
                 for t in TARGETS:
                     oof[t] = np.where(np.isfinite(part[t]), part[t], oof[t])
-            meta = {**shards[0][1], "seconds": round(sum(s[1]["seconds"] for s in shards.values()), 1),
-                    "created": max(s[1]["created"] for s in shards.values()), "shards": n}
+            meta = {
+                **shards[0][1],
+                "seconds": round(sum(s[1]["seconds"] for s in shards.values()), 1),
+                "created": max(s[1]["created"] for s in shards.values()),
+                "shards": n,
+            }
             return meta, oof
     skipped += [f"{p[0].name} (shard of an incomplete set)" for p in parts]
     return None
@@ -203,15 +226,19 @@ def fmt(v, digits=2):
 
 
 def _table(lines: list[str], names, results, metas, target: str, which: str) -> None:
-    lines += ["| predictor | split | MAPE % | RMSE | Kendall tau | Acc(10%) % | n | time s |",
-              "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [
+        "| predictor | split | MAPE % | RMSE | Kendall tau | Acc(10%) % | n | time s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for name in names:
         for split in SPLITS:
             m = results.get((name, split), {}).get(which, {}).get(target, {}).get("overall")
             if m:
-                lines.append(f"| {name} | {split} | {fmt(m.get('mape'))} | {m.get('rmse', 0):.4g} | "
-                             f"{fmt(m.get('kendall_tau'), 3)} | {fmt(m.get('acc10'), 1)} | {m.get('n')} | "
-                             f"{metas[(name, split)]['seconds']:.0f} |")
+                lines.append(
+                    f"| {name} | {split} | {fmt(m.get('mape'))} | {m.get('rmse', 0):.4g} | "
+                    f"{fmt(m.get('kendall_tau'), 3)} | {fmt(m.get('acc10'), 1)} | {m.get('n')} | "
+                    f"{metas[(name, split)]['seconds']:.0f} |"
+                )
     lines.append("")
 
 
@@ -219,33 +246,42 @@ def write(path: Path, args, data, store: Path, results, metas, skipped) -> None:
     names = sorted({n for n, _ in results}, key=lambda n: (DEFAULT.index(n) if n in DEFAULT else 99, n))
     runs = sorted({f"{m['created']}" for m in metas.values()})
     trusted = trusted_rows(data)
-    lines = [f"# Accuracy on `{args.device}` ({data.devices[0]})", "",
-             f"- built: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC from {len(results)} stored runs "
-             f"({runs[0] if runs else '-'} to {runs[-1] if runs else '-'}); python {platform.python_version()}",
-             f"- commands: `python benchmarks/accuracy.py --device {args.device} --predictors <names> --splits "
-             f"<splits>` stores each run under `{store.relative_to(RESULTS.parent.parent)}`; "
-             f"`--report-only` rebuilds this file from them",
-             f"- latency target: the {args.latency_stat} of each row's timed runs",
-             f"- rows: {len(data.keys)} measured rows (status ok), {len(set(data.families.tolist()))} families, "
-             f"{len(np.unique(data.group_ids))} architectures; data hash {data.data_hash}",
-             f"- measurement noise floor: median coefficient of variation of the timed runs "
-             f"{fmt(noise_floor(data))}%; {len(trusted)} trusted rows (quiet host, CV < 10%); "
-             "{} of {} batch sweeps have a larger batch measured over 10% faster than a smaller one (label "
-             "noise: see data/README.md)".format(*batch_sweep_inversions(data.rows)),
-             "- neighbour oracle: each interior row of a batch sweep predicted from the same sweep's measured rows "
-             "either side (linear in the batch) is {:.1f}% off (MAPE, {} rows). It knows more than any split "
-             "below allows; its error is the labels' roughness along the batch, plus the curvature a straight line "
-             "misses "
-             "(`benchmarks/results/sweep_recheck-cpu.md` re-measures the CPU's roughest sweeps: their bumps did not "
-             "come back; data/README.md, 'Noise between timed windows')".format(
-                 *neighbour_oracle_mape(data.rows)), ""]
-    lines += [f"- skipped stored runs (other data or features, or shards of an incomplete set): "
-              f"{', '.join(skipped)}", ""] if skipped else []
-    lines += ["Out-of-fold predictions only: every number is on rows the model did not train on. `random_5fold` "
-              "keeps all rows of one architecture in one fold (our headline: the architecture is new). "
-              "`random_rows_5fold` is the research's protocol: rows are shuffled, so the model may have seen the "
-              "same architecture at other batch sizes, phases or dtypes; compare the papers' figures with it. "
-              "`leave_one_family_out` trains on every other family.", ""]
+    lines = [
+        f"# Accuracy on `{args.device}` ({data.devices[0]})",
+        "",
+        f"- built: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC from {len(results)} stored runs "
+        f"({runs[0] if runs else '-'} to {runs[-1] if runs else '-'}); python {platform.python_version()}",
+        f"- commands: `python benchmarks/accuracy.py --device {args.device} --predictors <names> --splits "
+        f"<splits>` stores each run under `{store.relative_to(RESULTS.parent.parent)}`; "
+        f"`--report-only` rebuilds this file from them",
+        f"- latency target: the {args.latency_stat} of each row's timed runs",
+        f"- rows: {len(data.keys)} measured rows (status ok), {len(set(data.families.tolist()))} families, "
+        f"{len(np.unique(data.group_ids))} architectures; data hash {data.data_hash}",
+        f"- measurement noise floor: median coefficient of variation of the timed runs "
+        f"{fmt(noise_floor(data))}%; {len(trusted)} trusted rows (quiet host, CV < 10%); "
+        "{} of {} batch sweeps have a larger batch measured over 10% faster than a smaller one (label "
+        "noise: see data/README.md)".format(*batch_sweep_inversions(data.rows)),
+        "- neighbour oracle: each interior row of a batch sweep predicted from the same sweep's measured rows "
+        "either side (linear in the batch) is {:.1f}% off (MAPE, {} rows). It knows more than any split "
+        "below allows; its error is the labels' roughness along the batch, plus the curvature a straight line "
+        "misses "
+        "(`studies/results/sweep_recheck-cpu.md` re-measures the CPU's roughest sweeps: their bumps did not "
+        "come back; data/README.md, 'Noise between timed windows')".format(*neighbour_oracle_mape(data.rows)),
+        "",
+    ]
+    lines += (
+        [f"- skipped stored runs (other data or features, or shards of an incomplete set): {', '.join(skipped)}", ""]
+        if skipped
+        else []
+    )
+    lines += [
+        "Out-of-fold predictions only: every number is on rows the model did not train on. `random_5fold` "
+        "keeps all rows of one architecture in one fold (our headline: the architecture is new). "
+        "`random_rows_5fold` is the research's protocol: rows are shuffled, so the model may have seen the "
+        "same architecture at other batch sizes, phases or dtypes; compare the papers' figures with it. "
+        "`leave_one_family_out` trains on every other family.",
+        "",
+    ]
     for target in TARGETS:
         if not any(target in r["all"] for r in results.values()):
             lines += [f"## {target}", "", "not measured on this device (no rows carry it)", ""]
@@ -254,20 +290,29 @@ def write(path: Path, args, data, store: Path, results, metas, skipped) -> None:
         _table(lines, names, results, metas, target, "all")
     lines += [f"## {THROUGHPUT} (batch / latency_ms)", ""]
     _table(lines, names, results, metas, THROUGHPUT, "all")
-    lines += ["## latency_ms on trusted rows", "",
-              f"The same out-of-fold predictions, scored on the {len(trusted)} rows whose label is trustworthy "
-              "(measured on a quiet host, timed runs within 10% CV). The gap to the table above is what label "
-              "noise costs.", ""]
+    lines += [
+        "## latency_ms on trusted rows",
+        "",
+        f"The same out-of-fold predictions, scored on the {len(trusted)} rows whose label is trustworthy "
+        "(measured on a quiet host, timed runs within 10% CV). The gap to the table above is what label "
+        "noise costs.",
+        "",
+    ]
     _table(lines, names, results, metas, "latency_ms", "trusted")
     fams = sorted(set(data.families.tolist()))
-    lines += ["## latency_ms MAPE % per family", "", "| predictor | split | " + " | ".join(fams) + " |",
-              "|---|---|" + "---:|" * len(fams)]
+    lines += [
+        "## latency_ms MAPE % per family",
+        "",
+        "| predictor | split | " + " | ".join(fams) + " |",
+        "|---|---|" + "---:|" * len(fams),
+    ]
     for name in names:
         for split in SPLITS:
             per = results.get((name, split), {}).get("all", {}).get("latency_ms", {}).get("families", {})
             if per:
-                lines.append(f"| {name} | {split} | " + " | ".join(fmt(per.get(f, {}).get("mape"), 1) for f in fams)
-                             + " |")
+                lines.append(
+                    f"| {name} | {split} | " + " | ".join(fmt(per.get(f, {}).get("mape"), 1) for f in fams) + " |"
+                )
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -281,21 +326,34 @@ def main() -> int:
     ap.add_argument("--latency-stat", choices=("median", "min"), default="median")
     ap.add_argument("--splits", default=",".join(SPLITS))
     ap.add_argument("--report-only", action="store_true", help="rebuild the report from the stored runs")
-    ap.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
-                    help="run only folds K, K+N, K+2N, ... of each split (N processes share a split; the report "
-                         "merges the shards once all N are stored)")
+    ap.add_argument(
+        "--shard",
+        type=parse_shard,
+        default=None,
+        metavar="K/N",
+        help="run only folds K, K+N, K+2N, ... of each split (N processes share a split; the report "
+        "merges the shards once all N are stored)",
+    )
     args = ap.parse_args()
-    data = load_training_set([dataset_folder(args.device)], max_rows=args.max_rows, progress=True,
-                             latency_stat=args.latency_stat)
+    data = load_training_set(
+        [dataset_folder(args.device)], max_rows=args.max_rows, progress=True, latency_stat=args.latency_stat
+    )
     store = oof_dir(args.device, args.latency_stat)
     if args.max_rows:
         store = store.with_name(f"{store.name}_max{args.max_rows}")
     if not args.report_only:
-        evaluate([n.strip() for n in args.predictors.split(",") if n.strip()], data, args.seed, store,
-                 tuple(args.splits.split(",")), args.shard)
+        evaluate(
+            [n.strip() for n in args.predictors.split(",") if n.strip()],
+            data,
+            args.seed,
+            store,
+            tuple(args.splits.split(",")),
+            args.shard,
+        )
     results, metas, skipped = load_oof(store, data)
-    suffix = ("" if args.latency_stat == "median" else f"_{args.latency_stat}") + \
-        (f"_max{args.max_rows}" if args.max_rows else "")
+    suffix = ("" if args.latency_stat == "median" else f"_{args.latency_stat}") + (
+        f"_max{args.max_rows}" if args.max_rows else ""
+    )
     out = args.out or RESULTS / f"accuracy_{slug(args.device)}{suffix}.md"
     write(out, args, data, store, results, metas, skipped)
     print(f"wrote {out}", file=sys.stderr)

@@ -42,18 +42,25 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "PERFPREDICT_CACHE_DIR": cache}
         torch_s = statistics.median(timed([sys.executable, "-c", "import torch"], env) for _ in range(args.runs))
-        rows = {"first bert": timed(cli + BERT, env),
-                "repeated bert": statistics.median(timed(cli + BERT, env) for _ in range(args.runs)),
-                "first llama-2-7b training": timed(cli + LLAMA, env),
-                "repeated llama-2-7b training": statistics.median(timed(cli + LLAMA, env) for _ in range(args.runs))}
-    lines = ["# CLI answer time, as ratios to `import torch`", "",
-             f"- `python {' '.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])}`, "
-             f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; python {platform.python_version()}, "
-             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end",
-             f"- `python -c \"import torch\"`: {torch_s:.2f} s (median of {args.runs})",
-             f"- questions: `perfpredict {' '.join(BERT)}` and `perfpredict {' '.join(LLAMA)}`; first = empty "
-             f"graph cache, repeated = median of {args.runs} with the cache the first one left", "",
-             "| question | seconds | x import torch | target |", "|---|---:|---:|---|"]
+        rows = {
+            "first bert": timed(cli + BERT, env),
+            "repeated bert": statistics.median(timed(cli + BERT, env) for _ in range(args.runs)),
+            "first llama-2-7b training": timed(cli + LLAMA, env),
+            "repeated llama-2-7b training": statistics.median(timed(cli + LLAMA, env) for _ in range(args.runs)),
+        }
+    lines = [
+        "# CLI answer time, as ratios to `import torch`",
+        "",
+        f"- `python {' '.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])}`, "
+        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end",
+        f'- `python -c "import torch"`: {torch_s:.2f} s (median of {args.runs})',
+        f"- questions: `perfpredict {' '.join(BERT)}` and `perfpredict {' '.join(LLAMA)}`; first = empty "
+        f"graph cache, repeated = median of {args.runs} with the cache the first one left",
+        "",
+        "| question | seconds | x import torch | target |",
+        "|---|---:|---:|---|",
+    ]
     for name, seconds in rows.items():
         ratio = seconds / torch_s
         target = TARGETS.get(name)

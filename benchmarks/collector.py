@@ -25,19 +25,21 @@ from perfpredict.profiling.cpu import cpu_model
 from perfpredict.profiling.dataset import load_dataset
 
 sys.path.insert(0, str(Path(__file__).parent))
-from repeatability import paused  # noqa: E402
+from repeatability import paused
 
 
 def describe(rows: list[dict], seconds: float | None) -> list[str]:
     status = Counter(r["status"] for r in rows)
     per_row = [r["row_seconds"] for r in rows if r.get("row_seconds") is not None]
     total = seconds if seconds is not None else sum(per_row)
-    out = [f"- rows: {len(rows)} ({', '.join(f'{k} {v}' for k, v in sorted(status.items()))}), "
-           f"families: {len({r['family'] for r in rows})}",
-           f"- rows per minute: **{60 * len(rows) / total:.1f}**" + (" (wall clock)" if seconds else
-                                                                    " (from the rows' own row_seconds)"),
-           f"- seconds per row: median {statistics.median(per_row):.2f}, mean {statistics.fmean(per_row):.2f}, "
-           f"max {max(per_row):.1f}"]
+    out = [
+        f"- rows: {len(rows)} ({', '.join(f'{k} {v}' for k, v in sorted(status.items()))}), "
+        f"families: {len({r['family'] for r in rows})}",
+        f"- rows per minute: **{60 * len(rows) / total:.1f}**"
+        + (" (wall clock)" if seconds else " (from the rows' own row_seconds)"),
+        f"- seconds per row: median {statistics.median(per_row):.2f}, mean {statistics.fmean(per_row):.2f}, "
+        f"max {max(per_row):.1f}",
+    ]
     for phase in ("inference", "training"):
         sub = [r["row_seconds"] for r in rows if r["phase"] == phase]
         if sub:
@@ -63,17 +65,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     name = cpu_model() if args.device == "cpu" else torch.cuda.get_device_name()
-    lines = [f"# Collector throughput on {args.device} ({name})", "",
-             f"torch {torch.__version__}, {torch.get_num_threads()} threads. Settings: `--min-seconds "
-             f"{args.min_seconds} --warmup-max-seconds 1 --max-latency-ms {args.max_latency_ms} --graph-features "
-             "deferred` (the committed CPU dataset's settings). The 1-minute load average while the rows were "
-             f"measured: median {_median_load(args.dataset)} on {os.cpu_count()} CPUs (other sessions' jobs "
-             "shared the host; a row's time grows with it).", ""]
+    lines = [
+        f"# Collector throughput on {args.device} ({name})",
+        "",
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads. Settings: `--min-seconds "
+        f"{args.min_seconds} --warmup-max-seconds 1 --max-latency-ms {args.max_latency_ms} --graph-features "
+        "deferred` (the committed CPU dataset's settings). The 1-minute load average while the rows were "
+        f"measured: median {_median_load(args.dataset)} on {os.cpu_count()} CPUs (other sessions' jobs "
+        "shared the host; a row's time grows with it).",
+        "",
+    ]
     if args.minutes > 0:
         with tempfile.TemporaryDirectory() as tmp, paused(args.pause):
-            cfg = CollectConfig(out=Path(tmp), device=args.device, budget_minutes=args.minutes,
-                                min_seconds=args.min_seconds, warmup_max_s=1.0, max_latency_ms=args.max_latency_ms,
-                                graph_features="deferred", progress=False)
+            cfg = CollectConfig(
+                out=Path(tmp),
+                device=args.device,
+                budget_minutes=args.minutes,
+                min_seconds=args.min_seconds,
+                warmup_max_s=1.0,
+                max_latency_ms=args.max_latency_ms,
+                graph_features="deferred",
+                progress=False,
+            )
             t0 = time.monotonic()
             collect(cfg)
             seconds = time.monotonic() - t0

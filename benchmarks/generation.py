@@ -27,12 +27,17 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "generation.md")
     args = p.parse_args()
-    lines = ["# Generation: time to first token, per-token time, and decode against its bound", "",
-             f"`python benchmarks/generation.py`, {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; batch 1, "
-             "prompt 512, 128 new tokens, the config's dtype, HF dynamic cache, predictor two_timeline with the "
-             "reference host profile. Predictions only: no measured generation rows exist yet.", "",
-             "| model | device | TTFT eager | TPOT eager | TTFT CUDA graph | TPOT CUDA graph | decode device / bound "
-             "| largest batch | tokens/s at it (CUDA graph) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Generation: time to first token, per-token time, and decode against its bound",
+        "",
+        f"`python benchmarks/generation.py`, {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; batch 1, "
+        "prompt 512, 128 new tokens, the config's dtype, HF dynamic cache, predictor two_timeline with the "
+        "reference host profile. Predictions only: no measured generation rows exist yet.",
+        "",
+        "| model | device | TTFT eager | TPOT eager | TTFT CUDA graph | TPOT CUDA graph | decode device / bound "
+        "| largest batch | tokens/s at it (CUDA graph) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     ratios = []
     for model in MODELS:
         for device in DEVICES:
@@ -44,16 +49,24 @@ def main() -> int:
             ratio = first.device_ms / first.weight_streaming_ms
             ratios.append(ratio)
             top = max((b for b in graph.batch_sweep if b.fits), key=lambda b: b.batch, default=None)
-            lines.append(f"| {model} | {device} | {eager.ttft_ms:.1f} ms | {eager.tpot_mean_ms:.2f} ms | "
-                         f"{graph.ttft_ms:.1f} ms | {graph.tpot_mean_ms:.2f} ms | {ratio:.2f}x | {graph.max_batch:,} | "
-                         f"{top.tokens_per_s:,.0f} |" if top else "- |")
+            lines.append(
+                f"| {model} | {device} | {eager.ttft_ms:.1f} ms | {eager.tpot_mean_ms:.2f} ms | "
+                f"{graph.ttft_ms:.1f} ms | {graph.tpot_mean_ms:.2f} ms | {ratio:.2f}x | {graph.max_batch:,} | "
+                f"{top.tokens_per_s:,.0f} |"
+                if top
+                else "- |"
+            )
             print(lines[-1], file=sys.stderr)
-    lines += ["", f"Decode device time over the weight-streaming bound: {min(ratios):.2f}x to {max(ratios):.2f}x "
-                  "(target: within 1.25x until measured rows exist). The gap: every layer op's device time is the "
-                  "roofline bound at 90% of the HBM bandwidth times the GPU device-time scale (1.41, fitted on the "
-                  "H100's eager model rows, where it also absorbs what the host adds to device-bound rows), plus "
-                  "the KV cache read and the cache update, plus the 2 us floor of each small kernel. GPU op rows "
-                  "of Measurement v3 will replace the single scale with a per-op efficiency.", ""]
+    lines += [
+        "",
+        f"Decode device time over the weight-streaming bound: {min(ratios):.2f}x to {max(ratios):.2f}x "
+        "(target: within 1.25x until measured rows exist). The gap: every layer op's device time is the "
+        "roofline bound at 90% of the HBM bandwidth times the GPU device-time scale (1.41, fitted on the "
+        "H100's eager model rows, where it also absorbs what the host adds to device-bound rows), plus "
+        "the KV cache read and the cache update, plus the 2 us floor of each small kernel. GPU op rows "
+        "of Measurement v3 will replace the single scale with a per-op efficiency.",
+        "",
+    ]
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

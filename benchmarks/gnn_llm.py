@@ -35,7 +35,7 @@ from perfpredict.predictors.train import dataset_folder, learner_class
 from perfpredict.predictors.training_data import TARGETS, load_training_set
 
 sys.path.insert(0, str(Path(__file__).parent))  # the sibling benchmark modules, however this file is run
-from accuracy import features_id  # noqa: E402
+from accuracy import features_id
 
 OUT = Path(__file__).parent / "results" / "gnn_llm"
 SCORED = ("latency_ms", "peak_memory_bytes")
@@ -68,20 +68,32 @@ def ablation(args) -> None:
     test = random_folds(data, 5, args.seed)[0]
     train, held = data.subset(np.flatnonzero(~test)), data.subset(np.flatnonzero(test))
     # The cheap baselines first, so a run cut short still has the comparison.
-    variants = {"xgboost": ("xgboost", {}), "graphsage": ("graphsage", {}), "gae_gnn": ("gae_gnn", {}),
-                "gnn_llm (all three stages)": ("gnn_llm", {}),
-                "gnn_llm without stage 2 (no graph-text alignment)": ("gnn_llm", {"stage2": False}),
-                "gnn_llm without stage 1 (GIN from scratch)": ("gnn_llm", {"stage1": False})}
+    variants = {
+        "xgboost": ("xgboost", {}),
+        "graphsage": ("graphsage", {}),
+        "gae_gnn": ("gae_gnn", {}),
+        "gnn_llm (all three stages)": ("gnn_llm", {}),
+        "gnn_llm without stage 2 (no graph-text alignment)": ("gnn_llm", {"stage2": False}),
+        "gnn_llm without stage 1 (GIN from scratch)": ("gnn_llm", {"stage1": False}),
+    }
     if args.only:  # add variants to an earlier run's table (same fold, same rows)
         variants = {k: v for k, v in variants.items() if k in args.only.split(",") or v[0] in args.only.split(",")}
-    head = {"device": args.device, "fold": 0, "train_rows": len(train.keys), "test_rows": len(held.keys),
-            **_data_info(data)}
+    head = {
+        "device": args.device,
+        "fold": 0,
+        "train_rows": len(train.keys),
+        "test_rows": len(held.keys),
+        **_data_info(data),
+    }
     earlier = _earlier_results(head) if args.only else {}
     rows = {}
     for i, (label, (name, hyper)) in enumerate(variants.items()):
         learner, seconds = fit(name, train, args.seed, **hyper)
-        rows[label] = {"scores": score(learner, held), "train_seconds": seconds,
-                       "stages": learner.fit_info.get("stages") if hasattr(learner, "fit_info") else None}
+        rows[label] = {
+            "scores": score(learner, held),
+            "train_seconds": seconds,
+            "stages": learner.fit_info.get("stages") if hasattr(learner, "fit_info") else None,
+        }
         log(f"{label}: latency MAPE {rows[label]['scores']['latency_ms']['mape']:.1f}% ({seconds:.0f} s)")
         # Saved after every variant, so a run cut short keeps what it finished.
         save("ablation", {**head, "results": {**earlier, **rows}, "partial": i + 1 < len(variants)})
@@ -150,10 +162,18 @@ def _adapt_curve(base_models: dict, source, target, shots_list: list[int], seed:
 def _concat(a, b):
     from perfpredict.predictors.training_data import TrainingSet
 
-    return TrainingSet(np.concatenate([a.X, b.X]), {t: np.concatenate([a.y[t], b.y[t]]) for t in a.y},
-                       np.concatenate([a.families, b.families]), a.keys + b.keys,
-                       np.concatenate([a.group_ids, b.group_ids]), a.devices, a.rows + b.rows, a.arrays + b.arrays,
-                       a.data_hash, a.problems)
+    return TrainingSet(
+        np.concatenate([a.X, b.X]),
+        {t: np.concatenate([a.y[t], b.y[t]]) for t in a.y},
+        np.concatenate([a.families, b.families]),
+        a.keys + b.keys,
+        np.concatenate([a.group_ids, b.group_ids]),
+        a.devices,
+        a.rows + b.rows,
+        a.arrays + b.arrays,
+        a.data_hash,
+        a.problems,
+    )
 
 
 def adapt_platform(args) -> None:
@@ -166,11 +186,22 @@ def adapt_platform(args) -> None:
     for name in ("gnn_llm", "graphsage"):
         models[name], seconds = fit(name, source, args.seed)
         log(f"{name} trained on {len(source.keys)} source rows in {seconds:.0f} s")
-    head = {"device": args.device, "source": f"{args.device} {args.source_dtype}", **_data_info(data),
-            "target": f"{args.target_device or args.device} {args.target_dtype}",
-            "source_rows": len(source.keys), "target_rows": len(target.keys)}
-    result = _adapt_curve(models, source, target, shots_list, args.seed,
-                          lambda part: save("adapt_platform", {**head, **part, "partial": True}))
+    head = {
+        "device": args.device,
+        "source": f"{args.device} {args.source_dtype}",
+        **_data_info(data),
+        "target": f"{args.target_device or args.device} {args.target_dtype}",
+        "source_rows": len(source.keys),
+        "target_rows": len(target.keys),
+    }
+    result = _adapt_curve(
+        models,
+        source,
+        target,
+        shots_list,
+        args.seed,
+        lambda part: save("adapt_platform", {**head, **part, "partial": True}),
+    )
     save("adapt_platform", {**head, **result})
 
 
@@ -182,10 +213,21 @@ def adapt_family(args) -> None:
     for name in ("gnn_llm", "graphsage"):
         models[name], seconds = fit(name, source, args.seed)
         log(f"{name} trained without {args.family} in {seconds:.0f} s")
-    head = {"device": args.device, "family": args.family, "source_rows": len(source.keys), **_data_info(data),
-            "target_rows": len(target.keys)}
-    result = _adapt_curve(models, source, target, [int(s) for s in args.shots.split(",")], args.seed,
-                          lambda part: save("adapt_family", {**head, **part, "partial": True}))
+    head = {
+        "device": args.device,
+        "family": args.family,
+        "source_rows": len(source.keys),
+        **_data_info(data),
+        "target_rows": len(target.keys),
+    }
+    result = _adapt_curve(
+        models,
+        source,
+        target,
+        [int(s) for s in args.shots.split(",")],
+        args.seed,
+        lambda part: save("adapt_family", {**head, **part, "partial": True}),
+    )
     save("adapt_family", {**head, **result})
 
 
@@ -199,8 +241,9 @@ def main() -> int:
     ap.add_argument("--target-device", default=None, help="another dataset folder as the new platform")
     ap.add_argument("--family", default="swin")
     ap.add_argument("--shots", default=None, help="comma-separated shot counts")
-    ap.add_argument("--only", default=None, help="ablation: run only these variants or predictors, merged into "
-                                                 "the existing results")
+    ap.add_argument(
+        "--only", default=None, help="ablation: run only these variants or predictors, merged into the existing results"
+    )
     args = ap.parse_args()
     if args.experiment == "report":
         from gnn_llm_report import write_report

@@ -39,20 +39,20 @@ print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda
   say "env: $(grep -m1 -o 'NVIDIA H[0-9]*[^|]*' "$STAGE_DIR/env.txt" | head -1)"
 fi
 if has noise; then
-  stage noise 100 $PY benchmarks/timing_noise.py --rows data/nvidia-h100-80gb-hbm3 --out "$STAGE_DIR/timing_noise.json"
+  stage noise 100 $PY studies/timing_noise.py --rows data/nvidia-h100-80gb-hbm3 --out "$STAGE_DIR/timing_noise.json"
   if grep -q "sampler_off_helps=1" "$LOG"; then
     COLLECT_ARGS="$COLLECT_ARGS --power-sample-interval-s 0"; say "noise: power sampling off for the collector"
   fi
 fi
-has nvml && stage nvml 30 $PY benchmarks/nvml_resolution.py --seconds 3 --out "$STAGE_DIR/nvml_resolution.json"
+has nvml && stage nvml 30 $PY studies/nvml_resolution.py --seconds 3 --out "$STAGE_DIR/nvml_resolution.json"
 has roofline && stage roofline 240 $PY benchmarks/roofline.py --device cuda --name h100-sxm
 has pva && stage pva 200 $PY benchmarks/predicted_vs_actual.py measure --device cuda \
   --out "$STAGE_DIR/pva_measured.json"
-has memhist && stage memhist 200 $PY benchmarks/memory_history.py \
-  --split benchmarks/results/memory_split_nvidia-h100-80gb-hbm3.json --out "$STAGE_DIR/memory_history.json"
-has batchorder && stage batchorder 240 $PY benchmarks/batch_order.py --dataset data/nvidia-h100-80gb-hbm3 \
+has memhist && stage memhist 200 $PY studies/memory_history.py \
+  --split studies/results/memory_split_nvidia-h100-80gb-hbm3.json --out "$STAGE_DIR/memory_history.json"
+has batchorder && stage batchorder 240 $PY studies/batch_order.py --dataset data/nvidia-h100-80gb-hbm3 \
   --out "$STAGE_DIR/batch_order.json"
-has gputest && stage gputest 90 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_offline_gpu.py
+has gputest && stage gputest 90 $PY -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_kernels_offline_gpu.py
 if has collect; then
   budget_s=$(( $(left) - 80 ))  # room for the config in flight, compaction and packing
   if (( budget_s >= 60 )); then

@@ -46,9 +46,15 @@ def recheck(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
     models = _ok(src)
     models = rng.sample(models, min(args.models, len(models)))
-    cfg = CollectConfig(out=into, device=args.device, graph_features="none", progress=False,
-                        device_label=models[0]["device"] if models else None,
-                        min_seconds=proto.get("min_seconds", 1.0), warmup_max_s=proto.get("warmup_max_s", 5.0))
+    cfg = CollectConfig(
+        out=into,
+        device=args.device,
+        graph_features="none",
+        progress=False,
+        device_label=models[0]["device"] if models else None,
+        min_seconds=proto.get("min_seconds", 1.0),
+        warmup_max_s=proto.get("warmup_max_s", 5.0),
+    )
     if models:
         collect_rounds(cfg, RoundPolicy(), block=12, specs=[ModelSpec.from_key(r["key"]) for r in models])
     ops = _ok(src / "ops") if (src / "ops").exists() else []
@@ -90,45 +96,67 @@ def report(args: argparse.Namespace) -> int:
     rm = _ok(Path(args.recheck)) if args.recheck else []
     ro = _ok(Path(args.recheck) / "ops") if args.recheck and (Path(args.recheck) / "ops").exists() else []
     device = (models or ops or [{}])[0].get("device", "?")
-    lines = [f"# Measurement v3 on {device}", "",
-             f"`python benchmarks/measurement_v3.py report {args.folder}"
-             + (f" --recheck {args.recheck}" if args.recheck else "") + "`, written "
-             f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; rows from `{args.folder}` "
-             f"({len(models)} model rows, {len(ops)} op rows, status ok).", "",
-             "## Repeatability: the same rows in another collection", "",
-             "| label | rows | median | 90th percentile | target (median / p90) | met |", "|---|---:|---:|---:|---|---|"]
-    for name, a, b, metric in (("device_ms", models, rm, "device_ms"), ("eager_ms", models, rm, "eager_ms"),
-                               ("op device_ms", ops, ro, "device_ms")):
+    lines = [
+        f"# Measurement v3 on {device}",
+        "",
+        f"`python benchmarks/measurement_v3.py report {args.folder}"
+        + (f" --recheck {args.recheck}" if args.recheck else "")
+        + "`, written "
+        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; rows from `{args.folder}` "
+        f"({len(models)} model rows, {len(ops)} op rows, status ok).",
+        "",
+        "## Repeatability: the same rows in another collection",
+        "",
+        "| label | rows | median | 90th percentile | target (median / p90) | met |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for name, a, b, metric in (
+        ("device_ms", models, rm, "device_ms"),
+        ("eager_ms", models, rm, "eager_ms"),
+        ("op device_ms", ops, ro, "device_ms"),
+    ):
         q = _diffs(a, b, metric)
         med, p90 = TARGETS[name]
         met = bool(q) and statistics.median(q) <= med and (p90 is None or _pct(q, 0.9) <= p90)
-        lines.append(f"| {name} | {len(q)} | {statistics.median(q):.1%} | {_pct(q, 0.9):.1%} | "
-                     f"{med:.0%}{f' / {p90:.0%}' if p90 else ''} | {'yes' if met else 'no'} |" if q else
-                     f"| {name} | 0 | - | - | {med:.0%} | not measured |")
+        lines.append(
+            f"| {name} | {len(q)} | {statistics.median(q):.1%} | {_pct(q, 0.9):.1%} | "
+            f"{med:.0%}{f' / {p90:.0%}' if p90 else ''} | {'yes' if met else 'no'} |"
+            if q
+            else f"| {name} | 0 | - | - | {med:.0%} | not measured |"
+        )
     lines += ["", "## Within one collection", "", "| figure | value | target |", "|---|---:|---|"]
     for metric in ("device_ms", "eager_ms"):
         inv, n = ds.batch_sweep_inversions(models, latency_key=metric)
-        lines.append(f"| batch sweeps inverted on {metric} (larger batch > 10% faster) | {inv} of {n}"
-                     f"{f' ({inv / n:.1%})' if n else ''} | under 2% (device_ms) |")
+        lines.append(
+            f"| batch sweeps inverted on {metric} (larger batch > 10% faster) | {inv} of {n}"
+            f"{f' ({inv / n:.1%})' if n else ''} | under 2% (device_ms) |"
+        )
     spreads = sorted(r["device_ms_round_spread"] for r in models if r.get("device_ms_round_spread") is not None)
     op_spreads = sorted(r["device_ms_round_spread"] for r in ops if r.get("device_ms_round_spread") is not None)
     if spreads:
-        lines.append(f"| model rows: round spread of device_ms, median / p90 | {statistics.median(spreads):.1%} / "
-                     f"{_pct(spreads, 0.9):.1%} | re-measured above 3% |")
-        lines.append(f"| model rows re-measured (more than 3 rounds) | "
-                     f"{sum(bool(r.get('remeasured')) for r in models)} of {len(models)} | |")
+        lines.append(
+            f"| model rows: round spread of device_ms, median / p90 | {statistics.median(spreads):.1%} / "
+            f"{_pct(spreads, 0.9):.1%} | re-measured above 3% |"
+        )
+        lines.append(
+            f"| model rows re-measured (more than 3 rounds) | "
+            f"{sum(bool(r.get('remeasured')) for r in models)} of {len(models)} | |"
+        )
     if op_spreads:
-        lines.append(f"| op rows: round spread, median / p90 | {statistics.median(op_spreads):.1%} / "
-                     f"{_pct(op_spreads, 0.9):.1%} | |")
-    for name, rows, folder, target in (("model rows", models, src, "40 / min on a GPU"),
-                                       ("op rows", ops, src / "ops", "1,000 / min on a GPU")):
+        lines.append(
+            f"| op rows: round spread, median / p90 | {statistics.median(op_spreads):.1%} / "
+            f"{_pct(op_spreads, 0.9):.1%} | |"
+        )
+    for name, rows, folder, target in (
+        ("model rows", models, src, "40 / min on a GPU"),
+        ("op rows", ops, src / "ops", "1,000 / min on a GPU"),
+    ):
         rate = _rate(rows, folder) if rows else None
         lines.append(f"| collection rate, {name} | {f'{rate:.0f} / min' if rate else '-'} | {target} |")
     gaps = sorted(r["round_gap_s"] for r in models if r.get("round_gap_s") is not None)
     if gaps:
         lines.append(f"| seconds between a row's rounds, median | {statistics.median(gaps):.0f} s | minutes apart |")
-    lines += ["", f"Host: {os.cpu_count()} cores; load average at the end of the report "
-              f"{os.getloadavg()[0]:.2f}."]
+    lines += ["", f"Host: {os.cpu_count()} cores; load average at the end of the report {os.getloadavg()[0]:.2f}."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -31,8 +31,11 @@ from perfpredict.profiling.dataset import load_dataset
 
 def _scores(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
     ape = np.abs(pred - true) / true
-    return {"mape": 100 * float(ape.mean()), "median": 100 * float(np.median(ape)),
-            "within10": 100 * float((ape <= 0.10).mean())}
+    return {
+        "mape": 100 * float(ape.mean()),
+        "median": 100 * float(np.median(ape)),
+        "within10": 100 * float((ape <= 0.10).mean()),
+    }
 
 
 def _baseline(shapes: list[oe.OpShape], device) -> np.ndarray:
@@ -40,8 +43,13 @@ def _baseline(shapes: list[oe.OpShape], device) -> np.ndarray:
     out = []
     for s in shapes:
         b, compute, memory = oe.bound_s(s, device)
-        out.append(max(compute / frac["tensor" if s.kind in oe.ops.TENSOR_CORE_OPS else "vector"],
-                       memory / frac["memory"], 1e-9))
+        out.append(
+            max(
+                compute / frac["tensor" if s.kind in oe.ops.TENSOR_CORE_OPS else "vector"],
+                memory / frac["memory"],
+                1e-9,
+            )
+        )
     return np.array(out)
 
 
@@ -65,8 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     random_fold = rng.integers(0, 5, len(y))
     fam_names = sorted(set(families))
     results = {}
-    for split, fold_of in (("random 5-fold", random_fold),
-                           ("leave-one-family-out", np.array([fam_names.index(f) for f in families]))):
+    for split, fold_of in (
+        ("random 5-fold", random_fold),
+        ("leave-one-family-out", np.array([fam_names.index(f) for f in families])),
+    ):
         pred = np.zeros(len(y))
         for f in np.unique(fold_of):
             test = fold_of == f
@@ -77,12 +87,18 @@ def main(argv: list[str] | None = None) -> int:
         results[split] = _scores(pred, seconds)
     results["fixed-fraction roofline (analytical)"] = _scores(_baseline(shapes, device), seconds)
     kinds = sorted({s.kind for s in shapes})
-    lines = [f"# Per-op device time on {rows[0]['device'] if rows else '?'}", "",
-             f"`python benchmarks/op_efficiency.py {args.folder} --device {args.device}`, "
-             f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {len(y)} op rows ({len(busy)} taken on a "
-             f"busy host left out), {len(fam_names)} source families, ceilings of catalog device `{device.name}`"
-             + (f", host profile `{profile.name}` taken off each row" if profile else "") + ".", "",
-             "| model | split | MAPE | median APE | within 10% |", "|---|---|---:|---:|---:|"]
+    lines = [
+        f"# Per-op device time on {rows[0]['device'] if rows else '?'}",
+        "",
+        f"`python benchmarks/op_efficiency.py {args.folder} --device {args.device}`, "
+        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {len(y)} op rows ({len(busy)} taken on a "
+        f"busy host left out), {len(fam_names)} source families, ceilings of catalog device `{device.name}`"
+        + (f", host profile `{profile.name}` taken off each row" if profile else "")
+        + ".",
+        "",
+        "| model | split | MAPE | median APE | within 10% |",
+        "|---|---|---:|---:|---:|",
+    ]
     for name, s in results.items():
         model_name, split = ("learned efficiency", name) if "fold" in name or "out" in name else (name, "-")
         lines.append(f"| {model_name} | {split} | {s['mape']:.1f}% | {s['median']:.1f}% | {s['within10']:.0f}% |")
@@ -99,10 +115,17 @@ def main(argv: list[str] | None = None) -> int:
 def save(model: oe.EfficiencyModel, folder: Path, rows: list[dict], device, results: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     model.booster.save_model(str(folder / "efficiency.ubj"))
-    manifest = {"kind": "op_efficiency", "version": 1, "device": device.name, "device_kind": device.kind,
-                "rows_device": rows[0]["device"],
-                "rows": len(rows), "features": list(oe.FEATURE_NAMES), "metrics": results,
-                "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    manifest = {
+        "kind": "op_efficiency",
+        "version": 1,
+        "device": device.name,
+        "device_kind": device.kind,
+        "rows_device": rows[0]["device"],
+        "rows": len(rows),
+        "features": list(oe.FEATURE_NAMES),
+        "metrics": results,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"op_efficiency: saved {folder}", file=sys.stderr)
 

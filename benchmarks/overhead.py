@@ -32,9 +32,9 @@ from typing import Any
 import torch
 
 import perfpredict
-from perfpredict.profiling.cpu import host_summary
-from perfpredict.api import report_for_graph
 from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
+from perfpredict.pipeline import report_for_graph
+from perfpredict.profiling.cpu import host_summary
 
 BATCH, SEQ, IMAGE = 8, 128, 224
 
@@ -77,8 +77,11 @@ def first_call(model: torch.nn.Module, inputs: tuple, backend: Any) -> tuple[flo
     compiled(*inputs)
     wall = _now() - t
     metrics = {k: sum(v) for k, v in compilation_time_metrics.items()}
-    return wall, metrics.get("_compile.compile_inner", float("nan")), metrics.get(
-        "OutputGraph.call_user_compiler", float("nan"))
+    return (
+        wall,
+        metrics.get("_compile.compile_inner", float("nan")),
+        metrics.get("OutputGraph.call_user_compiler", float("nan")),
+    )
 
 
 def capture(model: torch.nn.Module, inputs: tuple) -> list[tuple[Any, list]]:
@@ -142,17 +145,34 @@ def main() -> None:
             capture_s = statistics.median(captures)
             full_delta = statistics.median(pp_first) - statistics.median(noop_first)
             nodes = sum(len(gm.graph.nodes) for gm, _ in graphs)
-            rows.append(dict(name=name, eager=eager, capture=capture_s, noop_first=statistics.median(noop_first),
-                             pp_first=statistics.median(pp_first), total=total, feat=feat, pred=pred,
-                             ratio=total / capture_s, full_delta=full_delta, full_ratio=full_delta / capture_s,
-                             subgraphs=len(graphs), nodes=nodes, inner=statistics.median(noop_inner),
-                             pp_backend=statistics.median(pp_backend),
-                             coverage=report.coverage if report else float("nan")))
+            rows.append(
+                dict(
+                    name=name,
+                    eager=eager,
+                    capture=capture_s,
+                    noop_first=statistics.median(noop_first),
+                    pp_first=statistics.median(pp_first),
+                    total=total,
+                    feat=feat,
+                    pred=pred,
+                    ratio=total / capture_s,
+                    full_delta=full_delta,
+                    full_ratio=full_delta / capture_s,
+                    subgraphs=len(graphs),
+                    nodes=nodes,
+                    inner=statistics.median(noop_inner),
+                    pp_backend=statistics.median(pp_backend),
+                    coverage=report.coverage if report else float("nan"),
+                )
+            )
             r = rows[-1]
-            print(f"{name}: eager {eager*1e3:.0f} ms, dynamo capture {capture_s*1e3:.0f} ms, perfpredict "
-                  f"{total*1e3:.1f} ms ({r['ratio']:.2%}); full compile delta {full_delta*1e3:.0f} ms "
-                  f"({r['full_ratio']:.2%}); dynamo compile_inner {r['inner']*1e3:.0f} ms, perfpredict backend "
-                  f"in situ {r['pp_backend']*1e3:.0f} ms ({r['pp_backend'] / r['inner']:.2%})", flush=True)
+            print(
+                f"{name}: eager {eager * 1e3:.0f} ms, dynamo capture {capture_s * 1e3:.0f} ms, perfpredict "
+                f"{total * 1e3:.1f} ms ({r['ratio']:.2%}); full compile delta {full_delta * 1e3:.0f} ms "
+                f"({r['full_ratio']:.2%}); dynamo compile_inner {r['inner'] * 1e3:.0f} ms, perfpredict backend "
+                f"in situ {r['pp_backend'] * 1e3:.0f} ms ({r['pp_backend'] / r['inner']:.2%})",
+                flush=True,
+            )
             del model
     write(rows, args)
 
@@ -182,7 +202,7 @@ def write(rows: list[dict], args: argparse.Namespace) -> None:
         "",
         "Cross-check from dynamo's own timers (`torch._dynamo.utils.compilation_time_metrics`), which exclude the "
         "eager execution inside the first call and so are far less noisy: `_compile.compile_inner` is dynamo's "
-        "whole compile with the no-op backend; `OutputGraph.call_user_compiler` under `backend=\"perfpredict\"` "
+        'whole compile with the no-op backend; `OutputGraph.call_user_compiler` under `backend="perfpredict"` '
         "is the time spent inside the perfpredict backend (featurize, predict, merge subgraphs, deliver the "
         "report, return the eager forward).",
         "",
@@ -192,13 +212,16 @@ def write(rows: list[dict], args: argparse.Namespace) -> None:
     main_rows = []
     for r in rows:
         main_rows.append(
-            f"| {r['name']} | {r['subgraphs']} | {r['nodes']} | {r['eager']*1e3:.0f} | {r['capture']*1e3:.0f} | "
-            f"{r['total']*1e3:.1f} ({r['feat']*1e3:.1f} + {r['pred']*1e3:.1f}) | **{r['ratio']:.2%}** | "
-            f"{r['full_delta']*1e3:.0f} | {r['full_ratio']:.1%} | {r['coverage']:.3f} |")
-        lines.append(f"| {r['name']} | {r['inner']*1e3:.0f} | {r['pp_backend']*1e3:.0f} | "
-                     f"{r['pp_backend'] / r['inner']:.2%} |")
+            f"| {r['name']} | {r['subgraphs']} | {r['nodes']} | {r['eager'] * 1e3:.0f} | {r['capture'] * 1e3:.0f} | "
+            f"{r['total'] * 1e3:.1f} ({r['feat'] * 1e3:.1f} + {r['pred'] * 1e3:.1f}) | **{r['ratio']:.2%}** | "
+            f"{r['full_delta'] * 1e3:.0f} | {r['full_ratio']:.1%} | {r['coverage']:.3f} |"
+        )
+        lines.append(
+            f"| {r['name']} | {r['inner'] * 1e3:.0f} | {r['pp_backend'] * 1e3:.0f} | "
+            f"{r['pp_backend'] / r['inner']:.2%} |"
+        )
     at = lines.index("ROWS")
-    lines[at:at + 1] = main_rows
+    lines[at : at + 1] = main_rows
     worst = max(rows, key=lambda r: r["ratio"])
     lines += [
         "",

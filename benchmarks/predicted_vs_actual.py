@@ -29,10 +29,23 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PRED_DIR = RESULTS / "predicted_vs_actual"
 
-MODELS = ("bert-base-uncased", "bert-large-uncased", "distilbert-base-uncased", "roberta-base", "gpt2",
-          "gpt2-medium", "google-t5/t5-base", "Qwen/Qwen2-0.5B", "meta-llama/Llama-2-7b-hf", "microsoft/resnet-50",
-          "google/vit-base-patch16-224", "facebook/convnext-tiny-224", "microsoft/swin-tiny-patch4-window7-224",
-          "google/efficientnet-b0", "google/mobilenet_v2_1.0_224")
+MODELS = (
+    "bert-base-uncased",
+    "bert-large-uncased",
+    "distilbert-base-uncased",
+    "roberta-base",
+    "gpt2",
+    "gpt2-medium",
+    "google-t5/t5-base",
+    "Qwen/Qwen2-0.5B",
+    "meta-llama/Llama-2-7b-hf",
+    "microsoft/resnet-50",
+    "google/vit-base-patch16-224",
+    "facebook/convnext-tiny-224",
+    "microsoft/swin-tiny-patch4-window7-224",
+    "google/efficientnet-b0",
+    "google/mobilenet_v2_1.0_224",
+)
 # (dtype, batch): latency-bound single requests, a throughput batch in bf16, and an fp32 batch.
 CONFIGS = (("bfloat16", 1), ("bfloat16", 32), ("float32", 8))
 LLM_CONFIGS = (("bfloat16", 1), ("bfloat16", 8))  # 7B models: fp32 batches are not how anyone serves them
@@ -44,8 +57,9 @@ def configs_for(model_id: str) -> tuple:
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=False).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
     except OSError:
         return ""
 
@@ -57,8 +71,9 @@ def _value(pred) -> float | None:
 def predict_all(device_name: str, models: list[str], predictor: str = "auto") -> dict:
     import torch
 
-    from perfpredict.api import featurize, report_for_graph
+    from perfpredict.api import featurize
     from perfpredict.compiler_hooks.hf_frontend import model_from_hf
+    from perfpredict.pipeline import report_for_graph
 
     rows = []
     for model_id in models:
@@ -67,19 +82,41 @@ def predict_all(device_name: str, models: list[str], predictor: str = "auto") ->
             model, inputs, _ = model_from_hf(model_id, batch_size=batch, dtype=dtype)
             graph = featurize(model, inputs, dtype=dtype, name=model_id)
             # `measure` builds each model straight in its dtype (from_config(dtype=...)): no float32 load to predict
-            rep = report_for_graph(graph, device=device_name, phase="inference", predictor=predictor,
-                                   weights_built_in=None)
-            rows.append({"model": model_id, "dtype": dtype, "batch": batch, "seq_len": rep.seq_len,
-                         "predictor": rep.predictor, "latency_ms": _value(rep.latency_ms),
-                         "latency_low_ms": rep.latency_ms.low, "latency_high_ms": rep.latency_ms.high,
-                         "peak_memory_bytes": _value(rep.peak_memory_bytes), "energy_j": _value(rep.energy_j),
-                         "avg_power_w": _value(rep.avg_power_w), "fits_in_memory": rep.fits_in_memory,
-                         "flops": int(graph.total_flops), "seconds": round(time.perf_counter() - t0, 2)})
-            print(f"predict: {model_id} {dtype} b{batch}: {rows[-1]['latency_ms']:.3f} ms "
-                  f"({rows[-1]['predictor']})", file=sys.stderr, flush=True)
+            rep = report_for_graph(
+                graph, device=device_name, phase="inference", predictor=predictor, weights_built_in=None
+            )
+            rows.append(
+                {
+                    "model": model_id,
+                    "dtype": dtype,
+                    "batch": batch,
+                    "seq_len": rep.seq_len,
+                    "predictor": rep.predictor,
+                    "latency_ms": _value(rep.latency_ms),
+                    "latency_low_ms": rep.latency_ms.low,
+                    "latency_high_ms": rep.latency_ms.high,
+                    "peak_memory_bytes": _value(rep.peak_memory_bytes),
+                    "energy_j": _value(rep.energy_j),
+                    "avg_power_w": _value(rep.avg_power_w),
+                    "fits_in_memory": rep.fits_in_memory,
+                    "flops": int(graph.total_flops),
+                    "seconds": round(time.perf_counter() - t0, 2),
+                }
+            )
+            print(
+                f"predict: {model_id} {dtype} b{batch}: {rows[-1]['latency_ms']:.3f} ms ({rows[-1]['predictor']})",
+                file=sys.stderr,
+                flush=True,
+            )
             torch._dynamo.reset()
-    return {"device_name": device_name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "commit": _commit(), "torch_version": torch.__version__, "phase": "inference", "rows": rows}
+    return {
+        "device_name": device_name,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "commit": _commit(),
+        "torch_version": torch.__version__,
+        "phase": "inference",
+        "rows": rows,
+    }
 
 
 def _random_inputs(inputs: tuple, config, device: str) -> tuple:
@@ -106,8 +143,7 @@ def measure_one(row: dict, monitor, device: str) -> dict:
         monitor.begin_window("pva")  # opened before the build, so the peak counts the weights
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
-            model, inputs, _ = model_from_hf(row["model"], batch_size=row["batch"], dtype=row["dtype"],
-                                             device=device)
+            model, inputs, _ = model_from_hf(row["model"], batch_size=row["batch"], dtype=row["dtype"], device=device)
         model.eval()
         inputs = _random_inputs(inputs, load_config(row["model"]), device)
 
@@ -116,14 +152,22 @@ def measure_one(row: dict, monitor, device: str) -> dict:
                 return model(*inputs)
 
         m = monitor.measure(step, name="pva", begin=False, batch_size=row["batch"])
-        out.update(status="ok", latency_ms=m.latency_ms, latency_cv=m.latency_cv, runs=m.runs,
-                   peak_memory_bytes=m.peak_memory_bytes, energy_j=m.energy_j, avg_power_w=m.avg_power_w,
-                   energy_method=m.energy_method, device_name=m.env.device_name)
+        out.update(
+            status="ok",
+            latency_ms=m.latency_ms,
+            latency_cv=m.latency_cv,
+            runs=m.runs,
+            peak_memory_bytes=m.peak_memory_bytes,
+            energy_j=m.energy_j,
+            avg_power_w=m.avg_power_w,
+            energy_method=m.energy_method,
+            device_name=m.env.device_name,
+        )
     except Exception as err:  # noqa: BLE001 - one failed model must not lose the others
         monitor.abort_window("pva")
         out.update(status="oom" if is_oom(err) else "error", error=f"{type(err).__name__}: {str(err)[:200]}")
     finally:
-        del model, inputs
+        model = inputs = None  # drop the model before the next one is built
         if device != "cpu":
             torch.cuda.empty_cache()
     return out
@@ -139,13 +183,20 @@ def measure_all(predictions: dict, device: str) -> dict:
     for row in predictions["rows"]:
         rows.append(measure_one(row, monitor, device))
         r = rows[-1]
-        print(f"measure: {r['model']} {r['dtype']} b{r['batch']}: "
-              + (f"{r['latency_ms']:.3f} ms, cv {r['latency_cv']:.3f}" if r["status"] == "ok" else r["error"]),
-              file=sys.stderr, flush=True)
-    return {"created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "torch_version": torch.__version__, "cuda": torch.version.cuda,
-            "device_name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-            "predictions_created": predictions["created"], "rows": rows}
+        print(
+            f"measure: {r['model']} {r['dtype']} b{r['batch']}: "
+            + (f"{r['latency_ms']:.3f} ms, cv {r['latency_cv']:.3f}" if r["status"] == "ok" else r["error"]),
+            file=sys.stderr,
+            flush=True,
+        )
+    return {
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "torch_version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device_name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "predictions_created": predictions["created"],
+        "rows": rows,
+    }
 
 
 def _err(pred: float | None, meas: float | None) -> float | None:
@@ -161,39 +212,54 @@ def report(predictions: dict, measured: dict, command: str) -> str:
     # measurement is the torch allocator's peak above the level before the build. Compare tensors with tensors.
     overhead = get_device(predictions["device_name"]).runtime_overhead_bytes
     meas = {(r["model"], r["dtype"], r["batch"]): r for r in measured["rows"]}
-    lines = [f"# Predicted vs measured: {predictions['device_name']} (inference)", "",
-             f"Predictions: {predictions['created']}, commit {predictions['commit']}, torch "
-             f"{predictions['torch_version']}, taken without the GPU{_after(predictions, measured)}. Measured: "
-             f"{measured['created']} on "
-             f"{measured['device_name']}, torch {measured['torch_version']}, CUDA {measured.get('cuda')}; eager "
-             "PyTorch, random weights and inputs, `no_grad`, the collector's protocol (median of timed runs, "
-             "CUDA events; NVML energy over at least 1 s).", "",
-             f"Memory: the predicted peak minus the device's runtime overhead ({overhead / 2**20:.0f} MiB of CUDA "
-             "context and allocator slack, which the report adds), against torch's allocator peak above the level "
-             "before the model was built.", "",
-             f"Command: `{command}`", "",
-             "| model | dtype | batch | predictor | latency predicted (ms) | measured (ms) | error | tensor memory "
-             "predicted (GiB) | measured (GiB) | error | energy predicted (J) | measured (J) | error |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"# Predicted vs measured: {predictions['device_name']} (inference)",
+        "",
+        f"Predictions: {predictions['created']}, commit {predictions['commit']}, torch "
+        f"{predictions['torch_version']}, taken without the GPU{_after(predictions, measured)}. Measured: "
+        f"{measured['created']} on "
+        f"{measured['device_name']}, torch {measured['torch_version']}, CUDA {measured.get('cuda')}; eager "
+        "PyTorch, random weights and inputs, `no_grad`, the collector's protocol (median of timed runs, "
+        "CUDA events; NVML energy over at least 1 s).",
+        "",
+        f"Memory: the predicted peak minus the device's runtime overhead ({overhead / 2**20:.0f} MiB of CUDA "
+        "context and allocator slack, which the report adds), against torch's allocator peak above the level "
+        "before the model was built.",
+        "",
+        f"Command: `{command}`",
+        "",
+        "| model | dtype | batch | predictor | latency predicted (ms) | measured (ms) | error | tensor memory "
+        "predicted (GiB) | measured (GiB) | error | energy predicted (J) | measured (J) | error |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     errs: dict[str, list[float]] = {"latency": [], "memory": [], "energy": []}
     for p in predictions["rows"]:
         m = meas.get((p["model"], p["dtype"], p["batch"]), {"status": "not measured"})
         if m.get("status") != "ok":
-            lines.append(f"| {p['model']} | {p['dtype']} | {p['batch']} | {p['predictor']} | {p['latency_ms']:.3f} | "
-                         f"{m.get('status')} | | | | | | | |")
+            lines.append(
+                f"| {p['model']} | {p['dtype']} | {p['batch']} | {p['predictor']} | {p['latency_ms']:.3f} | "
+                f"{m.get('status')} | | | | | | | |"
+            )
             continue
         tensors = None if p.get("peak_memory_bytes") is None else p["peak_memory_bytes"] - overhead
         cells = []
-        for what, pred, got, scale in (("latency", p.get("latency_ms"), m.get("latency_ms"), 1.0),
-                                       ("memory", tensors, m.get("peak_memory_bytes"), 2**30),
-                                       ("energy", p.get("energy_j"), m.get("energy_j"), 1.0)):
+        for what, pred, got, scale in (
+            ("latency", p.get("latency_ms"), m.get("latency_ms"), 1.0),
+            ("memory", tensors, m.get("peak_memory_bytes"), 2**30),
+            ("energy", p.get("energy_j"), m.get("energy_j"), 1.0),
+        ):
             e = _err(pred, got)
             if e is not None:
                 errs[what].append(abs(e))
             cells += [_fmt(pred, scale), _fmt(got, scale), "-" if e is None else f"{e:+.0%}"]
         lines.append(f"| {p['model']} | {p['dtype']} | {p['batch']} | {p['predictor']} | " + " | ".join(cells) + " |")
-    lines += ["", "Mean absolute percentage error over the measured rows: "
-              + ", ".join(f"{k} {100 * sum(v) / len(v):.1f}% ({len(v)} rows)" for k, v in errs.items() if v) + ".", ""]
+    lines += [
+        "",
+        "Mean absolute percentage error over the measured rows: "
+        + ", ".join(f"{k} {100 * sum(v) / len(v):.1f}% ({len(v)} rows)" for k, v in errs.items() if v)
+        + ".",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -201,8 +267,10 @@ def _after(predictions: dict, measured: dict) -> str:
     """Predictions re-taken after the measurement (a model change checked against it) must say so."""
     if dt.datetime.fromisoformat(predictions["created"]) <= dt.datetime.fromisoformat(measured["created"]):
         return ""
-    return (" **after the measurement** (a later model checked against the same measurements: a post-hoc check, "
-            "not a forecast)")
+    return (
+        " **after the measurement** (a later model checked against the same measurements: a post-hoc check, "
+        "not a forecast)"
+    )
 
 
 def _fmt(value: float | None, scale: float) -> str:
@@ -224,8 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--device-name", default="H100-SXM")
     c.add_argument("--measured", required=True)
     for parser in (a, b, c):
-        parser.add_argument("--tag", default="", help="a second predictions file beside the first, e.g. one re-taken "
-                            "after a model change: predictions_<device>-<tag>.json, predicted_vs_actual_<device>-<tag>.md")
+        parser.add_argument(
+            "--tag",
+            default="",
+            help="a second predictions file beside the first, e.g. one re-taken "
+            "after a model change: predictions_<device>-<tag>.json, predicted_vs_actual_<device>-<tag>.md",
+        )
     args = p.parse_args(argv)
     slug = args.device_name.lower() + (f"-{args.tag}" if args.tag else "")
     pred_path = PRED_DIR / f"predictions_{slug}.json"

@@ -38,24 +38,29 @@ def main() -> None:
     mod = from_exported_program(torch.export.export(model, (ids,)), keep_params_as_input=False)
     pass_s, compile_s = [], []
     for _ in range(args.repeats):
-        seq = tvm.transform.Sequential([relax_pass.PredictPerformance(device="H100-SXM"),
-                                        relax.get_pipeline("default")])
+        seq = tvm.transform.Sequential(
+            [relax_pass.PredictPerformance(device="H100-SXM"), relax.get_pipeline("default")]
+        )
         start = time.perf_counter()
         tvm.compile(mod, target="llvm", relax_pipeline=seq)
         compile_s.append(time.perf_counter() - start)
         pass_s.append(relax_pass.LAST_PASS_SECONDS[0])
     share = [p / c for p, c in zip(pass_s, compile_s)]
-    print(f"BERT-base layers={args.layers} seq={args.seq}: tvm.compile median {statistics.median(compile_s):.2f} s "
-          f"(min {min(compile_s):.2f}), PredictPerformance median {statistics.median(pass_s) * 1e3:.1f} ms "
-          f"(min {min(pass_s) * 1e3:.1f}), share median {statistics.median(share):.2%} (max {max(share):.2%})")
+    print(
+        f"BERT-base layers={args.layers} seq={args.seq}: tvm.compile median {statistics.median(compile_s):.2f} s "
+        f"(min {min(compile_s):.2f}), PredictPerformance median {statistics.median(pass_s) * 1e3:.1f} ms "
+        f"(min {min(pass_s) * 1e3:.1f}), share median {statistics.median(share):.2%} (max {max(share):.2%})"
+    )
     fx = perfpredict.featurize(model, (ids,))
     rx = graph_from_relax(mod)
-    from perfpredict.api import report_for_graph
+    from perfpredict.pipeline import report_for_graph
 
     for name, g in (("fx", fx), ("relax", rx)):
         lat = report_for_graph(g, device="H100-SXM").latency_ms.value
-        print(f"{name:>6}: FLOPs {g.total_flops:.6g}  bytes {g.total_bytes:.6g}  nodes {len(g.nodes)}  "
-              f"H100 analytical {lat:.4f} ms")
+        print(
+            f"{name:>6}: FLOPs {g.total_flops:.6g}  bytes {g.total_bytes:.6g}  nodes {len(g.nodes)}  "
+            f"H100 analytical {lat:.4f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,18 @@ def configs(n: int = 30, seed: int = 7, device: str = "cpu") -> list[zoo.ModelSp
     i = 0
     while len(out) < n:
         family = families[i % len(families)]
-        spec = next(iter(zoo.family_plan(family, seed=seed + i // len(families), archs=1, batches=(4,),
-                                         device=device, profile="cpu" if device == "cpu" else "gpu")))
+        spec = next(
+            iter(
+                zoo.family_plan(
+                    family,
+                    seed=seed + i // len(families),
+                    archs=1,
+                    batches=(4,),
+                    device=device,
+                    profile="cpu" if device == "cpu" else "gpu",
+                )
+            )
+        )
         phase = ("inference", "training")[i % 2]
         dtype = "bfloat16" if zoo.get_family(family).kind == "text" and i % 3 == 0 else "float32"
         out.append(zoo.ModelSpec(spec.family, spec.params, phase, 4, spec.seq, dtype))
@@ -72,8 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="markdown file to write")
     p.add_argument("--pause", default=None, help="a dataset folder whose collector to pause meanwhile")
     args = p.parse_args(argv)
-    cfg = CollectConfig(out=Path("/tmp/unused"), device=args.device, min_seconds=args.min_seconds,
-                        warmup_max_s=args.warmup_max_seconds, graph_features="none", progress=False)
+    cfg = CollectConfig(
+        out=Path("/tmp/unused"),
+        device=args.device,
+        min_seconds=args.min_seconds,
+        warmup_max_s=args.warmup_max_seconds,
+        graph_features="none",
+        progress=False,
+    )
     monitor = Monitor(cfg.device)
     specs = configs(args.n, device=cfg.device)
     runs: list[list[dict]] = [[], []]
@@ -83,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(2):
             for spec in specs:
                 runs[r].append(measure_spec(spec, monitor, cfg, "bench"))
-                print(f"pass {r + 1}: {spec.family} {spec.phase} {spec.dtype} -> "
-                      f"{runs[r][-1].get('latency_ms')}", file=sys.stderr)
+                print(
+                    f"pass {r + 1}: {spec.family} {spec.phase} {spec.dtype} -> {runs[r][-1].get('latency_ms')}",
+                    file=sys.stderr,
+                )
     seconds = time.monotonic() - t0
     load_after = os.getloadavg()[0]
     pairs = [(a, b) for a, b in zip(*runs) if a["status"] == b["status"] == "ok"]
@@ -106,17 +124,24 @@ def main(argv: list[str] | None = None) -> int:
         "| statistic | median over configs | 90th percentile | max |",
         "|---|---|---|---|",
     ]
-    for label, d in (("relative difference of the **median** latency", d_med),
-                     ("relative difference of the **min** latency", d_min),
-                     ("per-run latency CV (both passes)", cvs)):
+    for label, d in (
+        ("relative difference of the **median** latency", d_med),
+        ("relative difference of the **min** latency", d_min),
+        ("per-run latency CV (both passes)", cvs),
+    ):
         q = sorted(d)
         lines.append(f"| {label} | {statistics.median(q):.1%} | {q[int(0.9 * (len(q) - 1))]:.1%} | {q[-1]:.1%} |")
-    lines += ["", "| family | phase | dtype | median ms (pass 1 / 2) | min ms (pass 1 / 2) | CV (pass 1 / 2) |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| family | phase | dtype | median ms (pass 1 / 2) | min ms (pass 1 / 2) | CV (pass 1 / 2) |",
+        "|---|---|---|---|---|---|",
+    ]
     for a, b in pairs:
-        lines.append(f"| {a['family']} | {a['phase']} | {a['dtype']} | {a['latency_ms']:.2f} / {b['latency_ms']:.2f} "
-                     f"| {a['latency_min_ms']:.2f} / {b['latency_min_ms']:.2f} "
-                     f"| {a['latency_cv']:.1%} / {b['latency_cv']:.1%} |")
+        lines.append(
+            f"| {a['family']} | {a['phase']} | {a['dtype']} | {a['latency_ms']:.2f} / {b['latency_ms']:.2f} "
+            f"| {a['latency_min_ms']:.2f} / {b['latency_min_ms']:.2f} "
+            f"| {a['latency_cv']:.1%} / {b['latency_cv']:.1%} |"
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

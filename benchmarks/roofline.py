@@ -30,26 +30,43 @@ def _fmt(key: str, c: dict) -> str:
 def markdown(data: dict, command: str, plot_name: str) -> str:
     env = data.get("environment", {})
     clocks = data.get("clocks", {})
-    lines = [f"# Roofline: {data.get('device_name_reported', data['device'])} ({data['target']})", "",
-             f"Command: `{command}`", "",
-             f"Measured {data.get('created', '')}; {'quick' if data.get('quick') else 'full'} mode. "
-             f"Device: {data.get('device_name_reported')}"
-             + (f" (LLVM cpu `{data.get('llvm_cpu')}`, {data.get('threads')} threads, {data.get('vector_bits')}-bit "
-                f"vectors, caches {data.get('caches_bytes')})" if data["target"] == "cpu" else "") + ".",
-             f"Environment: python {env.get('python')}, numba {env.get('numba')}, numpy {env.get('numpy')}, "
-             f"torch {env.get('torch')}; {env.get('platform')}.", ""]
+    lines = [
+        f"# Roofline: {data.get('device_name_reported', data['device'])} ({data['target']})",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Measured {data.get('created', '')}; {'quick' if data.get('quick') else 'full'} mode. "
+        f"Device: {data.get('device_name_reported')}"
+        + (
+            f" (LLVM cpu `{data.get('llvm_cpu')}`, {data.get('threads')} threads, {data.get('vector_bits')}-bit "
+            f"vectors, caches {data.get('caches_bytes')})"
+            if data["target"] == "cpu"
+            else ""
+        )
+        + ".",
+        f"Environment: python {env.get('python')}, numba {env.get('numba')}, numpy {env.get('numpy')}, "
+        f"torch {env.get('torch')}; {env.get('platform')}.",
+        "",
+    ]
     if data["target"] == "cpu":
         b, a = clocks.get("before", {}), clocks.get("after", {})
-        lines += [f"Clock (dependent-multiply probe): before {(b.get('clock_hz') or 0) / 1e9:.2f} GHz, after "
-                  f"{(a.get('clock_hz') or 0) / 1e9:.2f} GHz; load average before {b.get('loadavg')}, after "
-                  f"{a.get('loadavg')}.", ""]
-    lines += ["| ceiling | best (median) | kernel | of datasheet | at observed clock | spread | samples |",
-              "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"Clock (dependent-multiply probe): before {(b.get('clock_hz') or 0) / 1e9:.2f} GHz, after "
+            f"{(a.get('clock_hz') or 0) / 1e9:.2f} GHz; load average before {b.get('loadavg')}, after "
+            f"{a.get('loadavg')}.",
+            "",
+        ]
+    lines += [
+        "| ceiling | best (median) | kernel | of datasheet | at observed clock | spread | samples |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for key, c in data["ceilings"].items():
         fd, fo = c.get("fraction_of_datasheet"), c.get("fraction_at_observed_clock")
-        lines.append(f"| `{key}` | {_fmt(key, c)} | {c.get('kernel')} ({c.get('implementation')}) | "
-                     f"{'-' if fd is None else f'{fd:.1%}'} | {'-' if fo is None else f'{fo:.1%}'} | "
-                     f"{c['spread']:.1%}{' **>5%**' if c.get('spread_flagged') else ''} | {c.get('samples')} |")
+        lines.append(
+            f"| `{key}` | {_fmt(key, c)} | {c.get('kernel')} ({c.get('implementation')}) | "
+            f"{'-' if fd is None else f'{fd:.1%}'} | {'-' if fo is None else f'{fo:.1%}'} | "
+            f"{c['spread']:.1%}{' **>5%**' if c.get('spread_flagged') else ''} | {c.get('samples')} |"
+        )
     lines += ["", "Method per ceiling:", ""]
     lines += [f"- `{k}`: {c.get('method')}" for k, c in data["ceilings"].items()]
     if data.get("notes"):
@@ -76,10 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     from perfpredict.kernels.plot import plot_roofline
     from perfpredict.kernels.suite import run_roofline
 
-    data = run_roofline(args.device, quick=args.quick, progress=lambda m: print(m, file=sys.stderr),
-                        command=command)
-    name = args.name or ("cpu" if args.device == "cpu" else
-                         "".join(ch if ch.isalnum() else "-" for ch in data["device"].lower()))
+    data = run_roofline(args.device, quick=args.quick, progress=lambda m: print(m, file=sys.stderr), command=command)
+    name = args.name or (
+        "cpu" if args.device == "cpu" else "".join(ch if ch.isalnum() else "-" for ch in data["device"].lower())
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
     write_ceilings(data, RESULTS / f"roofline_{name}.json")
     if args.device == "cpu":

@@ -73,8 +73,9 @@ def main() -> None:
             times = []
             for _ in range(args.runs):
                 t = time.perf_counter()
-                results[(predictor, devices)] = perfpredict.predict_many(model, ids, configs=configs,
-                                                                         predictor=predictor)
+                results[(predictor, devices)] = perfpredict.predict_many(
+                    model, ids, configs=configs, predictor=predictor
+                )
                 times.append(time.perf_counter() - t)
             sweeps[(predictor, devices)] = (len(configs), times)
 
@@ -98,8 +99,7 @@ def main() -> None:
         f"- python {platform.python_version()}, torch {torch.__version__}, "
         f"transformers {__import__('transformers').__version__}, perfpredict {perfpredict.__version__}",
         f"- command: `{command}`",
-        "- model: `BertModel(BertConfig())` built under `torch.device('meta')`, input ids (8, 128) on meta; "
-        "inference",
+        "- model: `BertModel(BertConfig())` built under `torch.device('meta')`, input ids (8, 128) on meta; inference",
         "",
         "| what | predictor | time | rate |",
         "|---|---|---:|---:|",
@@ -109,23 +109,33 @@ def main() -> None:
     for (predictor, devices), (n, times) in sweeps.items():
         sweep_s = statistics.median(times)
         rate = n / sweep_s
-        lines.append(f"| `predict_many`, {n:,} configs (batch 1..{BATCHES[-1]} x {', '.join(devices)}), cached "
-                     f"graphs, median of {args.runs} (runs: {', '.join(f'{s*1e3:.1f}' for s in times)} ms) | "
-                     f"{predictor} | {sweep_s*1e3:.1f} ms | **{rate:,.0f} configs/s** (target > 10,000/s: "
-                     f"{'met' if rate > 10000 else 'NOT met'}) |")
+        lines.append(
+            f"| `predict_many`, {n:,} configs (batch 1..{BATCHES[-1]} x {', '.join(devices)}), cached "
+            f"graphs, median of {args.runs} (runs: {', '.join(f'{s * 1e3:.1f}' for s in times)} ms) | "
+            f"{predictor} | {sweep_s * 1e3:.1f} ms | **{rate:,.0f} configs/s** (target > 10,000/s: "
+            f"{'met' if rate > 10000 else 'NOT met'}) |"
+        )
     for predictor, (single_s, _) in singles.items():
-        lines.append(f"| `perfpredict.predict` on the cached graph, device {SINGLE_DEVICE}, median of 20 | "
-                     f"{predictor} | {single_s*1e3:.1f} ms | {1 / single_s:,.0f} calls/s (target < 50 ms: "
-                     f"{'met' if single_s < 0.05 else 'NOT met'}) |")
-    lines += ["", "Sample of the sweeps' answers:", "",
-              "| predictor | device | batch | latency ms | throughput /s | peak memory GiB | fits |",
-              "|---|---|---:|---:|---:|---:|---|"]
-    for (predictor, devices), got in results.items():
+        lines.append(
+            f"| `perfpredict.predict` on the cached graph, device {SINGLE_DEVICE}, median of 20 | "
+            f"{predictor} | {single_s * 1e3:.1f} ms | {1 / single_s:,.0f} calls/s (target < 50 ms: "
+            f"{'met' if single_s < 0.05 else 'NOT met'}) |"
+        )
+    lines += [
+        "",
+        "Sample of the sweeps' answers:",
+        "",
+        "| predictor | device | batch | latency ms | throughput /s | peak memory GiB | fits |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for (predictor, _devices), got in results.items():
         for r in got.records():
             if r["batch_size"] in (1, 8, 500):
-                lines.append(f"| {predictor} | {r['device']} | {r['batch_size']} | {r['latency_ms']:.3f} | "
-                             f"{r['throughput_per_s']:,.0f} | {r['peak_memory_bytes'] / 2**30:.2f} | "
-                             f"{r['fits_in_memory']} |")
+                lines.append(
+                    f"| {predictor} | {r['device']} | {r['batch_size']} | {r['latency_ms']:.3f} | "
+                    f"{r['throughput_per_s']:,.0f} | {r['peak_memory_bytes'] / 2**30:.2f} | "
+                    f"{r['fits_in_memory']} |"
+                )
     lines += ["", f"First-call answer on {first['device'][0]} at batch 8: {first['latency_ms'][0]:.3f} ms.", ""]
     print("\n".join(lines))
     out = Path(args.out)

@@ -55,9 +55,16 @@ def many_rows(graph, device, n: int):
     batches = np.arange(1, n + 1, dtype=float)
     X = tabular_matrix(arrays, device, RunConfig(), batches)
     rows = [{"batch_size": int(b), "family": "bert", "key": f"bert|{int(b)}"} for b in batches]
-    return TrainingSet(X=X, y={t: np.full(n, np.nan) for t in TARGETS}, families=np.array(["bert"] * n),
-                       keys=[r["key"] for r in rows], group_ids=np.zeros(n, dtype=int), devices=[device.name],
-                       rows=rows, arrays=[arrays] * n)
+    return TrainingSet(
+        X=X,
+        y={t: np.full(n, np.nan) for t in TARGETS},
+        families=np.array(["bert"] * n),
+        keys=[r["key"] for r in rows],
+        group_ids=np.zeros(n, dtype=int),
+        devices=[device.name],
+        rows=rows,
+        arrays=[arrays] * n,
+    )
 
 
 def measure(name: str, graph, device) -> dict | None:
@@ -96,14 +103,19 @@ def main() -> int:
     graph, trace_s = bert_graph()
     results = {n: r for n in ORDER if (r := measure(n, graph, device)) is not None}
     base = results.get("xgboost", {}).get("rate")
-    lines = ["# perfpredict speed: learned predictors", "",
-             f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
-             f"- machine: {host_summary()}; python {platform.python_version()}, torch {torch.__version__}",
-             f"- command: `python benchmarks/speed_learned.py --device {args.device}`",
-             f"- model: BERT-base (`BertModel(BertConfig())` on meta, ids 8 x 128), {len(graph.nodes)} ops; tracing "
-             f"it through dynamo (done once per compile, by every predictor alike): {trace_s:.1f} s",
-             "", "| predictor | featurize + predict, 1 config (median of 20) | predict-only, 1,000 configs | "
-             "xgboost's rate / this |", "|---|---:|---:|---:|"]
+    lines = [
+        "# perfpredict speed: learned predictors",
+        "",
+        f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"- machine: {host_summary()}; python {platform.python_version()}, torch {torch.__version__}",
+        f"- command: `python benchmarks/speed_learned.py --device {args.device}`",
+        f"- model: BERT-base (`BertModel(BertConfig())` on meta, ids 8 x 128), {len(graph.nodes)} ops; tracing "
+        f"it through dynamo (done once per compile, by every predictor alike): {trace_s:.1f} s",
+        "",
+        "| predictor | featurize + predict, 1 config (median of 20) | predict-only, 1,000 configs | "
+        "xgboost's rate / this |",
+        "|---|---:|---:|---:|",
+    ]
     for name, r in results.items():
         ratio = f"{base / r['rate']:.0f}x" if base else "-"
         lines.append(f"| {name} | {r['single_ms']:.1f} ms | {r['rate']:,.0f} configs/s | {ratio} |")

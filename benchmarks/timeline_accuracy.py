@@ -24,7 +24,6 @@ import datetime as dt
 import statistics
 import sys
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -116,9 +115,16 @@ def save(device, band: float, coverage: float, rows: int, label: str, scales: tu
     kind = "gpu" if device.kind == "gpu" else "cpu"
     data = json.loads(CALIBRATION.read_text()) if CALIBRATION.exists() else {}
     entry = data.get(kind, {})
-    entry.update({"level": 0.8, "interval_factor": round(band, 3), "held_out_coverage": round(coverage, 3),
-                  "rows": rows, "rows_device": label,
-                  "source": "benchmarks/timeline_accuracy.py --save (split conformal by architecture)"})
+    entry.update(
+        {
+            "level": 0.8,
+            "interval_factor": round(band, 3),
+            "held_out_coverage": round(coverage, 3),
+            "rows": rows,
+            "rows_device": label,
+            "source": "benchmarks/timeline_accuracy.py --save (split conformal by architecture)",
+        }
+    )
     if scales is not None:
         entry["device_time_scale"] = round(scales[1], 3)
         profile = json.loads(host_model.REFERENCE.read_text())
@@ -134,11 +140,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="catalog device the rows ran on")
     p.add_argument("--out", default=None)
     p.add_argument("--max-rows", type=int, default=None)
-    p.add_argument("--save", action="store_true",
-                   help="store the conformal band (and with --fit the two scales) for this kind of device")
-    p.add_argument("--fit", action="store_true",
-                   help="fit the dispatch and device-time scales for the device's kind (all rows, and "
-                        "leave-one-family-out)")
+    p.add_argument(
+        "--save",
+        action="store_true",
+        help="store the conformal band (and with --fit the two scales) for this kind of device",
+    )
+    p.add_argument(
+        "--fit",
+        action="store_true",
+        help="fit the dispatch and device-time scales for the device's kind (all rows, and leave-one-family-out)",
+    )
     args = p.parse_args(argv)
     device = get_device(args.device)
     rows = [r for r in load_dataset(args.folder).rows if r.get("status") == "ok" and quiet_host(r)]
@@ -150,49 +161,70 @@ def main(argv: list[str] | None = None) -> int:
     true = np.array([r[label_key] for r in rows]) * 1e-3
     fitted = None
     if args.fit:
-        *fitted, preds["two_timeline_lofo"] = fit_scales(args.folder, device,
-                                                         np.array([r["family"] for r in rows]),
-                                                         [r["key"] for r in rows])
+        *fitted, preds["two_timeline_lofo"] = fit_scales(
+            args.folder, device, np.array([r["family"] for r in rows]), [r["key"] for r in rows]
+        )
     ok = np.isfinite(preds["two_timeline"])
-    lines = [f"# Two-timeline latency on {rows[0]['device']}", "",
-             f"`python benchmarks/timeline_accuracy.py {' '.join(argv if argv is not None else sys.argv[1:])}`, "
-             f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {int(ok.sum())} of {len(rows)} rows scored "
-             f"(protocol {'v3' if v3 else 'v2'}, label `{label_key}`), ceilings of `{device.name}`; "
-             f"host profile `{TwoTimelinePredictor().host_profile.name}`.", "",
-             "| model | MAPE | median APE | within 10% | Kendall tau |", "|---|---:|---:|---:|---:|"]
-    for name in [k for k in ("two_timeline", "two_timeline_lofo", "two_timeline_fixed", "analytical")
-                 if k in preds]:
+    lines = [
+        f"# Two-timeline latency on {rows[0]['device']}",
+        "",
+        f"`python benchmarks/timeline_accuracy.py {' '.join(argv if argv is not None else sys.argv[1:])}`, "
+        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {int(ok.sum())} of {len(rows)} rows scored "
+        f"(protocol {'v3' if v3 else 'v2'}, label `{label_key}`), ceilings of `{device.name}`; "
+        f"host profile `{TwoTimelinePredictor().host_profile.name}`.",
+        "",
+        "| model | MAPE | median APE | within 10% | Kendall tau |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name in [k for k in ("two_timeline", "two_timeline_lofo", "two_timeline_fixed", "analytical") if k in preds]:
         ape = np.abs(preds[name][ok] - true[ok]) / true[ok]
-        lines.append(f"| {name} | {100 * ape.mean():.1f}% | {100 * np.median(ape):.1f}% | "
-                     f"{100 * (ape <= 0.1).mean():.0f}% | {_tau(preds[name][ok], true[ok]):.2f} |")
+        lines.append(
+            f"| {name} | {100 * ape.mean():.1f}% | {100 * np.median(ape):.1f}% | "
+            f"{100 * (ape <= 0.1).mean():.0f}% | {_tau(preds[name][ok], true[ok]):.2f} |"
+        )
     if v3 and any(r.get("device_method") != "wall" for r in rows):
         dev_true = np.array([r["device_ms"] for r in rows])[ok] * 1e-3
         ape = np.abs(preds["device_s"][ok] - dev_true) / dev_true
-        lines.append(f"| two_timeline device time vs `device_ms` | {100 * ape.mean():.1f}% | "
-                     f"{100 * np.median(ape):.1f}% | {100 * (ape <= 0.1).mean():.0f}% | - |")
+        lines.append(
+            f"| two_timeline device time vs `device_ms` | {100 * ape.mean():.1f}% | "
+            f"{100 * np.median(ape):.1f}% | {100 * (ape <= 0.1).mean():.0f}% | - |"
+        )
     if fitted is not None:
-        lines += ["", f"Fitted on every row: dispatch scale {fitted[0]:.2f} (the reference profile's "
-                      f"`dispatch_scale[\"{'gpu' if device.kind == 'gpu' else 'cpu'}\"]`), device-time scale "
-                      f"{fitted[1]:.2f} (`two_timeline_calibration.json`); `two_timeline` above uses the shipped "
-                      "values, `two_timeline_lofo` predicts each family with the scales fitted on the other families, "
-                      "so its figure is held out."]
+        lines += [
+            "",
+            f"Fitted on every row: dispatch scale {fitted[0]:.2f} (the reference profile's "
+            f'`dispatch_scale["{"gpu" if device.kind == "gpu" else "cpu"}"]`), device-time scale '
+            f"{fitted[1]:.2f} (`two_timeline_calibration.json`); `two_timeline` above uses the shipped "
+            "values, `two_timeline_lofo` predicts each family with the scales fitted on the other families, "
+            "so its figure is held out.",
+        ]
         ok &= np.isfinite(preds["two_timeline_lofo"])
     pred = preds["two_timeline_lofo" if fitted is not None else "two_timeline"][ok]
     factor = interval_factor(device)
     inside = float(((true[ok] >= pred / factor) & (true[ok] <= pred * factor)).mean())
     groups = [zoo.ModelSpec.from_key(r["key"]).arch_key() for r, k in zip(rows, ok) if k]
     band, coverage = conformal(pred, true[ok], groups)
-    lines += ["", "## Intervals (80%)", "",
-              f"- the interval the predictor reports (x/÷ {factor:.2f}): {100 * inside:.0f}% of rows inside.",
-              f"- split conformal (half the architectures calibrate): x/÷ {band:.2f}, coverage "
-              f"{100 * coverage:.0f}% on the other half.", "", "## Per family (two_timeline)", "",
-              "| family | rows | MAPE | median signed error |", "|---|---:|---:|---:|"]
+    lines += [
+        "",
+        "## Intervals (80%)",
+        "",
+        f"- the interval the predictor reports (x/÷ {factor:.2f}): {100 * inside:.0f}% of rows inside.",
+        f"- split conformal (half the architectures calibrate): x/÷ {band:.2f}, coverage "
+        f"{100 * coverage:.0f}% on the other half.",
+        "",
+        "## Per family (two_timeline)",
+        "",
+        "| family | rows | MAPE | median signed error |",
+        "|---|---:|---:|---:|",
+    ]
     fam = defaultdict(list)
     for r, pr, t in zip([r for r, k in zip(rows, ok) if k], pred, true[ok]):
         fam[(r["family"], r["phase"])].append((pr - t) / t)
     for (f, ph), errs in sorted(fam.items()):
-        lines.append(f"| {f} {ph} | {len(errs)} | {100 * statistics.fmean(map(abs, errs)):.0f}% | "
-                     f"{100 * statistics.median(errs):+.0f}% |")
+        lines.append(
+            f"| {f} {ph} | {len(errs)} | {100 * statistics.fmean(map(abs, errs)):.0f}% | "
+            f"{100 * statistics.median(errs):+.0f}% |"
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

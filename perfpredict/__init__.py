@@ -3,7 +3,7 @@
 ``import perfpredict`` stays light: torch and every optional dependency load only when a function needs them.
 
     >>> model = torch.compile(model, backend="perfpredict", options={"device": "H100-SXM"})
-    >>> model(x); print(perfpredict.last_report())
+    >>> model(x); perfpredict.show()  # the last report, as tables
     >>> perfpredict.predict(model, (x,), device="A100-40GB-SXM", phase="training")
 """
 
@@ -19,10 +19,14 @@ _LAZY = {
     "predict": "perfpredict.api",
     "predict_many": "perfpredict.api",
     "predict_generation": "perfpredict.llm.generation",
+    "parallel_report": "perfpredict.parallel.api",
+    "ParallelReport": "perfpredict.parallel.report",
     "featurize": "perfpredict.api",
-    "report_for_graph": "perfpredict.api",
+    "report_for_graph": "perfpredict.pipeline",
     "ManyPredictions": "perfpredict.api",
     "last_report": "perfpredict.delivery",
+    "show": "perfpredict.delivery",
+    "render_text": "perfpredict.render_text",
     "PerfReport": "perfpredict.report",
     "Prediction": "perfpredict.report",
     "OpGraph": "perfpredict.graph",

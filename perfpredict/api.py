@@ -15,23 +15,36 @@ from typing import Any
 
 from perfpredict.errors import FrontendError, InvalidInputError
 from perfpredict.graph import OpGraph, merge_graphs
+from perfpredict.pipeline import DEFAULT_DEVICE, report_for_graph
 from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
-from perfpredict.report import PerfReport
 
-DEFAULT_DEVICE = "H100-SXM"
 _DTYPES = ("float32", "float16", "bfloat16", "float64")
 _CACHE: OrderedDict[tuple, tuple[Any, OpGraph]] = OrderedDict()
 _CACHE_SIZE = 32
 
 
-def predict(model: Any, example_inputs: Any = (), *, device: str = DEFAULT_DEVICE, phase: str = "inference",
-            dtype: str | None = None, predictor: str = "auto", optimizer: str = "adamw", tf32: bool = False,
-            model_name: str | None = None, max_latency_ms: float | None = None,
-            min_throughput_per_s: float | None = None, grid_g_per_kwh: float | None = None,
-            workload_calls: int | None = None, top_ops: int = 25,
-            example_kwargs: Mapping[str, Any] | None = None,
-            weights_built_in: str | None = MEASURED_BUILD_DTYPE, mode: str = "eager",
-            precision: str | None = None) -> PerfReport:
+def predict(
+    model: Any,
+    example_inputs: Any = (),
+    *,
+    device: str = DEFAULT_DEVICE,
+    phase: str = "inference",
+    dtype: str | None = None,
+    predictor: str = "auto",
+    optimizer: str = "adamw",
+    tf32: bool = False,
+    model_name: str | None = None,
+    max_latency_ms: float | None = None,
+    min_throughput_per_s: float | None = None,
+    grid_g_per_kwh: float | None = None,
+    workload_calls: int | None = None,
+    top_ops: int = 25,
+    example_kwargs: Mapping[str, Any] | None = None,
+    weights_built_in: str | None = MEASURED_BUILD_DTYPE,
+    mode: str = "eager",
+    precision: str | None = None,
+    parallel: Mapping[str, Any] | None = None,
+) -> Any:
     """Predict ``model`` called as ``model(*example_inputs, **example_kwargs)`` on ``device``.
 
     ``phase="training"`` predicts one step: forward, backward and an ``optimizer`` step. ``dtype`` casts a copy
@@ -42,46 +55,65 @@ def predict(model: Any, example_inputs: Any = (), *, device: str = DEFAULT_DEVIC
     predictor, ``predictor="two_timeline"``, reads it). ``precision`` is a training recipe of
     :mod:`perfpredict.precision` ("fp32", "bf16", "amp-bf16", "amp-fp16"): the weights, gradients and optimizer
     state it holds per parameter; ``None`` keeps the model's dtype for all of them.
+
+    ``parallel`` spreads one step over several GPUs (``{"dp": 8, "tp": 2, "pp": 2, "fsdp": True, "sp": True,
+    "microbatches": 8}``; see :mod:`perfpredict.parallel`) and returns a ``ParallelReport`` instead: per-rank time
+    and memory, communication, the pipeline bubble and the scaling efficiency. The batch of ``example_inputs`` is
+    then one rank's micro-batch.
     """
     from perfpredict.delivery import forget
 
     forget()  # a prediction that fails must not leave the previous model's report as last_report()
-    graph = featurize(model, example_inputs, phase=phase, dtype=dtype, example_kwargs=example_kwargs,
-                      name=model_name or type(model).__name__)
-    return report_for_graph(graph, device=device, phase=phase, predictor=predictor, optimizer=optimizer,
-                            tf32=tf32, max_latency_ms=max_latency_ms, min_throughput_per_s=min_throughput_per_s,
-                            grid_g_per_kwh=grid_g_per_kwh, workload_calls=workload_calls, top_ops=top_ops,
-                            model_name=model_name, weights_built_in=weights_built_in, mode=mode,
-                            precision=precision)
+    graph = featurize(
+        model,
+        example_inputs,
+        phase=phase,
+        dtype=dtype,
+        example_kwargs=example_kwargs,
+        name=model_name or type(model).__name__,
+    )
+    if parallel is not None:
+        from perfpredict.parallel import parallel_report
+
+        return parallel_report(
+            graph,
+            parallel,
+            device=device,
+            predictor=predictor,
+            optimizer=optimizer,
+            precision=precision,
+            mode=mode,
+            tf32=tf32,
+            model_name=model_name or graph.name,
+        )
+    return report_for_graph(
+        graph,
+        device=device,
+        phase=phase,
+        predictor=predictor,
+        optimizer=optimizer,
+        tf32=tf32,
+        max_latency_ms=max_latency_ms,
+        min_throughput_per_s=min_throughput_per_s,
+        grid_g_per_kwh=grid_g_per_kwh,
+        workload_calls=workload_calls,
+        top_ops=top_ops,
+        model_name=model_name,
+        weights_built_in=weights_built_in,
+        mode=mode,
+        precision=precision,
+    )
 
 
-def report_for_graph(graph: OpGraph, *, device: Any = DEFAULT_DEVICE, phase: str | None = None,
-                     predictor: str = "auto", optimizer: str = "adamw", tf32: bool = False,
-                     max_latency_ms: float | None = None, min_throughput_per_s: float | None = None,
-                     grid_g_per_kwh: float | None = None, workload_calls: int | None = None, top_ops: int = 25,
-                     model_name: str | None = None,
-                     weights_built_in: str | None = MEASURED_BUILD_DTYPE, mode: str = "eager",
-                     precision: str | None = None, assumed: Mapping[str, str] | None = None) -> PerfReport:
-    """A PerfReport for an OpGraph any frontend produced (FX, AOT, Relax, ONNX). ``assumed``: choices made for the
-    user that the report should state (see perfpredict.assumptions)."""
-    from perfpredict.assemble import build_report
-    from perfpredict.delivery import forget, record
-    from perfpredict.devices import Device, get_device
-    from perfpredict.predictors.base import RunConfig
-
-    forget()
-    dev = device if isinstance(device, Device) else get_device(device)
-    config = RunConfig(phase=phase or graph.phase, optimizer=optimizer, tf32=tf32, top_ops=top_ops,
-                       weights_built_in=weights_built_in, mode=mode, precision=precision)
-    report = build_report(graph, dev, config, predictor, model_name=model_name or graph.name or "model",
-                          max_latency_ms=max_latency_ms, min_throughput_per_s=min_throughput_per_s,
-                          grid_g_per_kwh=grid_g_per_kwh, workload_calls=workload_calls, assumed=assumed)
-    record(report)
-    return report
-
-
-def featurize(model: Any, example_inputs: Any = (), *, phase: str = "inference", dtype: str | None = None,
-              example_kwargs: Mapping[str, Any] | None = None, name: str = "") -> OpGraph:
+def featurize(
+    model: Any,
+    example_inputs: Any = (),
+    *,
+    phase: str = "inference",
+    dtype: str | None = None,
+    example_kwargs: Mapping[str, Any] | None = None,
+    name: str = "",
+) -> OpGraph:
     """Capture ``model`` into one OpGraph (subgraphs of graph breaks merged), cached by model and shapes."""
     args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
     kwargs = dict(example_kwargs or {})
@@ -109,9 +141,11 @@ def _capture(model: Any, args: tuple, kwargs: dict, phase: str, name: str) -> Op
 
     graphs: list[OpGraph] = []
     if phase == "training":
+
         def backend(gm: Any, ex: list) -> Any:
             return _training(gm, ex, BackendOptions(phase="training", strict=True, model_name=name), graphs.append)
     else:
+
         def backend(gm: Any, ex: list) -> Any:
             graphs.append(graph_from_fx(gm, ex, name=name))
             return gm.forward
@@ -127,14 +161,24 @@ def _capture(model: Any, args: tuple, kwargs: dict, phase: str, name: str) -> Op
         if was_training is not None:
             model.train(was_training)
     if not graphs:
-        raise FrontendError(f"torch.compile captured no graph from {name or type(model).__name__!r}; "
-                            "check that it runs eagerly with these inputs")
+        raise FrontendError(
+            f"torch.compile captured no graph from {name or type(model).__name__!r}; "
+            "check that it runs eagerly with these inputs"
+        )
     return merge_graphs(graphs, name=name)
 
 
 #: the columns predict_many returns, one value per configuration, in the order the configurations were given
-MANY_COLUMNS = ("device", "batch_size", "latency_ms", "throughput_per_s", "peak_memory_bytes", "fits_in_memory",
-                "energy_j", "avg_power_w")
+MANY_COLUMNS = (
+    "device",
+    "batch_size",
+    "latency_ms",
+    "throughput_per_s",
+    "peak_memory_bytes",
+    "fits_in_memory",
+    "energy_j",
+    "avg_power_w",
+)
 
 
 class ManyPredictions(dict):
@@ -149,14 +193,25 @@ class ManyPredictions(dict):
         return require("pandas", "data").DataFrame(dict(self))
 
     def records(self) -> list[dict[str, Any]]:
-        return [{k: v[i].item() if hasattr(v[i], "item") else v[i] for k, v in self.items()}
-                for i in range(len(self["latency_ms"]))]
+        return [
+            {k: v[i].item() if hasattr(v[i], "item") else v[i] for k, v in self.items()}
+            for i in range(len(self["latency_ms"]))
+        ]
 
 
-def predict_many(model: Any, example_inputs: Any, configs: Sequence[Mapping[str, Any]], *,
-                 phase: str = "inference", dtype: str | None = None, optimizer: str = "adamw",
-                 tf32: bool = False, predictor: str = "auto",
-                 weights_built_in: str | None = MEASURED_BUILD_DTYPE, frame: bool = False) -> Any:
+def predict_many(
+    model: Any,
+    example_inputs: Any,
+    configs: Sequence[Mapping[str, Any]],
+    *,
+    phase: str = "inference",
+    dtype: str | None = None,
+    optimizer: str = "adamw",
+    tf32: bool = False,
+    predictor: str = "auto",
+    weights_built_in: str | None = MEASURED_BUILD_DTYPE,
+    frame: bool = False,
+) -> Any:
     """Predict many (device, batch_size) configurations of one architecture in one call.
 
     The model is captured twice (at its example batch b and at b+1); every per-op FLOP and byte count is

@@ -24,11 +24,20 @@ TRAINING_WORKLOAD_STEPS = 1000
 COVERAGE_WARNING_BELOW = 0.95
 
 
-def build_report(graph: OpGraph, device: Device, config: RunConfig, predictor: str = "auto", *,
-                 model_name: str = "", max_latency_ms: float | None = None,
-                 min_throughput_per_s: float | None = None, grid_g_per_kwh: float | None = None,
-                 price_usd_per_hour: float | None = None, workload_calls: int | None = None,
-                 assumed: Mapping[str, str] | None = None) -> PerfReport:
+def build_report(
+    graph: OpGraph,
+    device: Device,
+    config: RunConfig,
+    predictor: str = "auto",
+    *,
+    model_name: str = "",
+    max_latency_ms: float | None = None,
+    min_throughput_per_s: float | None = None,
+    grid_g_per_kwh: float | None = None,
+    price_usd_per_hour: float | None = None,
+    workload_calls: int | None = None,
+    assumed: Mapping[str, str] | None = None,
+) -> PerfReport:
     """The report for ``graph`` on ``device``. ``assumed``: what the caller chose for the user (where the dtype
     came from, ...), listed first in the report's assumptions."""
     from perfpredict import carbon, cost, mig
@@ -42,32 +51,74 @@ def build_report(graph: OpGraph, device: Device, config: RunConfig, predictor: s
     grid = carbon.grid_intensity_g_per_kwh(grid_g_per_kwh)
     price = price_usd_per_hour if price_usd_per_hour is not None else cost.price_usd_per_hour(device)
     lat = out.latency_ms
-    throughput = Prediction(batch / lat.value * 1e3, "samples/s", batch / lat.high * 1e3,
-                            batch / max(lat.low, 1e-12) * 1e3, lat.predictor, lat.predictor_version, lat.ood)
+    throughput = Prediction(
+        batch / lat.value * 1e3,
+        "samples/s",
+        batch / lat.high * 1e3,
+        batch / max(lat.low, 1e-12) * 1e3,
+        lat.predictor,
+        lat.predictor_version,
+        lat.ood,
+    )
     carbon_per_call = out.energy_j.scaled(calls * carbon.carbon_g(1.0, grid), "g")
     cost_pred = lat.scaled(calls * cost.cost_usd(1e-3, price or 0.0), "USD")
     advice = None
     if device.mig_profiles:
-        advice = mig.advise_mig(device, int(out.peak_memory_bytes.value),
-                                lambda d: _latency_ms(model, graph, d, config), batch,
-                                max_latency_ms=max_latency_ms, min_throughput_per_s=min_throughput_per_s)
+        advice = mig.advise_mig(
+            device,
+            int(out.peak_memory_bytes.value),
+            lambda d: _latency_ms(model, graph, d, config),
+            batch,
+            max_latency_ms=max_latency_ms,
+            min_throughput_per_s=min_throughput_per_s,
+        )
     fits = out.peak_memory_bytes.value <= device.memory_bytes
     return PerfReport(
-        model_name=model_name or graph.name, device=device.name, phase=config.phase, batch_size=batch,
-        seq_len=graph.seq_len, dtype=graph.dtype, latency_ms=lat, throughput_per_s=throughput,
-        peak_memory_bytes=out.peak_memory_bytes, memory=out.memory, fits_in_memory=fits,
-        device_memory_bytes=device.memory_bytes, energy_j=out.energy_j,
-        energy_per_sample_j=out.energy_j.scaled(1.0 / batch), avg_power_w=out.avg_power_w,
-        carbon_g=carbon_per_call, grid_intensity_g_per_kwh=grid, cost_usd=cost_pred, price_usd_per_hour=price,
-        workload=workload, workload_calls=calls, per_op=out.per_op, by_kind=out.by_kind, blocks=out.blocks,
+        model_name=model_name or graph.name,
+        device=device.name,
+        phase=config.phase,
+        batch_size=batch,
+        seq_len=graph.seq_len,
+        dtype=graph.dtype,
+        latency_ms=lat,
+        throughput_per_s=throughput,
+        peak_memory_bytes=out.peak_memory_bytes,
+        memory=out.memory,
+        fits_in_memory=fits,
+        device_memory_bytes=device.memory_bytes,
+        energy_j=out.energy_j,
+        energy_per_sample_j=out.energy_j.scaled(1.0 / batch),
+        avg_power_w=out.avg_power_w,
+        carbon_g=carbon_per_call,
+        grid_intensity_g_per_kwh=grid,
+        cost_usd=cost_pred,
+        price_usd_per_hour=price,
+        workload=workload,
+        workload_calls=calls,
+        per_op=out.per_op,
+        by_kind=out.by_kind,
+        blocks=out.blocks,
         coverage=graph.coverage,
-        graph=GraphSummary(len(graph.nodes), len(graph.edges), graph.subgraphs, graph.total_flops,
-                           graph.total_bytes, graph.param_count, graph.source),
-        mig=advice, warnings=(_warnings(graph, device, fits, out.peak_memory_bytes.value) + out.warnings
-                              + dtype_warnings(graph, device)),
-        notes=(_notes(graph, device, predictor, price) + _load_note(graph, config, out)
-               + ((choice_note,) if choice_note else ())),
-        device_source=device.source, timeline=out.timeline,
+        graph=GraphSummary(
+            len(graph.nodes),
+            len(graph.edges),
+            graph.subgraphs,
+            graph.total_flops,
+            graph.total_bytes,
+            graph.param_count,
+            graph.source,
+        ),
+        mig=advice,
+        warnings=(
+            _warnings(graph, device, fits, out.peak_memory_bytes.value) + out.warnings + dtype_warnings(graph, device)
+        ),
+        notes=(
+            _notes(graph, device, predictor, price)
+            + _load_note(graph, config, out)
+            + ((choice_note,) if choice_note else ())
+        ),
+        device_source=device.source,
+        timeline=out.timeline,
         assumptions=assumptions(graph, device, config, out, assumed),
     )
 
@@ -95,16 +146,19 @@ def _warnings(graph: OpGraph, device: Device, fits: bool, peak_bytes: float) -> 
     if graph.coverage < COVERAGE_WARNING_BELOW:
         unknown = sorted(graph.unknown_targets.items(), key=lambda kv: -kv[1])
         names = ", ".join(f"{name} x{count}" for name, count in unknown[:8])
-        message = (f"coverage {graph.coverage:.0%}: no cost model for {names}; they are charged memory traffic "
-                   "and launch overhead only")
+        message = (
+            f"coverage {graph.coverage:.0%}: no cost model for {names}; they are charged memory traffic "
+            "and launch overhead only"
+        )
         warnings.warn(f"perfpredict: {message}", UserWarning, stacklevel=3)
         out.append(message)
     elif graph.unknown_targets:
         names = ", ".join(sorted(graph.unknown_targets))
         out.append(f"ops without a cost model (charged memory traffic only): {names}")
     if not fits:
-        out.append(f"does not fit: needs {peak_bytes / 2**30:.1f} GiB, {device.name} has "
-                   f"{device.memory_bytes / 2**30:.1f} GiB")
+        out.append(
+            f"does not fit: needs {peak_bytes / 2**30:.1f} GiB, {device.name} has {device.memory_bytes / 2**30:.1f} GiB"
+        )
     return tuple(out)
 
 
@@ -112,16 +166,20 @@ def _load_note(graph: OpGraph, config: RunConfig, out: PredictorOutput) -> tuple
     extra = out.memory.load_transient_bytes
     if extra <= 0:
         return ()
-    return (f"peak memory includes {extra / 2**30:.2f} GiB for building the weights in {config.weights_built_in} "
-            f"and casting them to {graph.dtype}; loaded straight in {graph.dtype} (weights_built_in=None) the peak "
-            f"is {(out.peak_memory_bytes.value - extra) / 2**30:.2f} GiB",)
+    return (
+        f"peak memory includes {extra / 2**30:.2f} GiB for building the weights in {config.weights_built_in} "
+        f"and casting them to {graph.dtype}; loaded straight in {graph.dtype} (weights_built_in=None) the peak "
+        f"is {(out.peak_memory_bytes.value - extra) / 2**30:.2f} GiB",
+    )
 
 
 def _notes(graph: OpGraph, device: Device, predictor: str, price: float | None) -> tuple[str, ...]:
     notes = list(graph.notes)
     if predictor == "analytical":
-        notes.append("analytical estimate: per-op roofline without fusion, not calibrated against measurements; "
-                     "the interval is a heuristic band")
+        notes.append(
+            "analytical estimate: per-op roofline without fusion, not calibrated against measurements; "
+            "the interval is a heuristic band"
+        )
     if graph.subgraphs > 1:
         notes.append(f"{graph.subgraphs} subgraphs (graph breaks) summed; time between them is not modelled")
     if device.measured:

@@ -20,31 +20,43 @@ if TYPE_CHECKING:
     from perfpredict.predictors.base import PredictorOutput, RunConfig
 
 
-def assumptions(graph: OpGraph, device: Device, config: RunConfig, out: PredictorOutput,
-                given: Mapping[str, str] | None = None) -> dict[str, str]:
+def assumptions(
+    graph: OpGraph, device: Device, config: RunConfig, out: PredictorOutput, given: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The report's assumptions block. ``given`` (from the caller: where the dtype came from, ...) goes first."""
     found = dict(given or {})
     found.setdefault("dtype", f"{graph.dtype} (the model's own)")
-    amp = config.phase == "training" and config.precision is not None and \
-        PRECISIONS[config.precision].weight_dtype != graph.dtype
+    amp = (
+        config.phase == "training"
+        and config.precision is not None
+        and PRECISIONS[config.precision].weight_dtype != graph.dtype
+    )
     if amp:
-        found["weights"] = (f"held in {PRECISIONS[config.precision].weight_dtype} (AMP's master copy); autocast "
-                            f"runs the step in {graph.dtype}")
+        found["weights"] = (
+            f"held in {PRECISIONS[config.precision].weight_dtype} (AMP's master copy); autocast "
+            f"runs the step in {graph.dtype}"
+        )
     elif config.weights_built_in in (None, graph.dtype):
         found["weights"] = f"loaded in {graph.dtype} (from_pretrained(..., dtype=...)); no float32 copy at load"
     else:
-        found["weights"] = (f"built in {config.weights_built_in}, then cast to {graph.dtype} (Model(config).to(...)): "
-                            f"the load peaks at the {config.weights_built_in} size")
+        found["weights"] = (
+            f"built in {config.weights_built_in}, then cast to {graph.dtype} (Model(config).to(...)): "
+            f"the load peaks at the {config.weights_built_in} size"
+        )
     if config.phase == "training":
         found["precision"] = _precision(graph, config)
         states, value_bytes = OPTIMIZERS[config.optimizer]
-        found["optimizer"] = (f"{config.optimizer}: {states} state(s) per parameter"
-                              + (f", {value_bytes} byte each" if value_bytes else ""))
-    if device.kind == "gpu" and any(n.op in TENSOR_CORE_OPS and (n.outputs and n.outputs[0].dtype == "float32")
-                                    for n in graph.nodes):
-        found["tf32"] = (f"float32 convolutions {'as TF32' if config.conv_tf32 else 'in FP32'} (cuDNN's default: "
-                         f"allowed), matmuls {'as TF32' if config.tf32 else 'in FP32'} (torch's default: not; "
-                         "--tf32 / tf32=True allows it)")
+        found["optimizer"] = f"{config.optimizer}: {states} state(s) per parameter" + (
+            f", {value_bytes} byte each" if value_bytes else ""
+        )
+    if device.kind == "gpu" and any(
+        n.op in TENSOR_CORE_OPS and (n.outputs and n.outputs[0].dtype == "float32") for n in graph.nodes
+    ):
+        found["tf32"] = (
+            f"float32 convolutions {'as TF32' if config.conv_tf32 else 'in FP32'} (cuDNN's default: "
+            f"allowed), matmuls {'as TF32' if config.tf32 else 'in FP32'} (torch's default: not; "
+            "--tf32 / tf32=True allows it)"
+        )
     if out.timeline is not None:
         found["mode"] = f"{config.mode} (what --mode / mode= changes)"
         found["host"] = f"host profile {out.timeline.host_profile!r} (perfpredict calibrate-host measures yours)"
@@ -59,8 +71,10 @@ def _precision(graph: OpGraph, config: RunConfig) -> str:
     p = PRECISIONS[config.precision]
     per = bytes_per_parameter(config.precision, config.optimizer)
     master = "float32 master weights" if p.weight_dtype == "float32" else f"{p.weight_dtype} weights"
-    return (f"{config.precision}: compute in {p.compute_dtype}, {master} and gradients, "
-            f"{per:.1f} bytes per trainable parameter with {config.optimizer}")
+    return (
+        f"{config.precision}: compute in {p.compute_dtype}, {master} and gradients, "
+        f"{per:.1f} bytes per trainable parameter with {config.optimizer}"
+    )
 
 
 def dtype_warnings(graph: OpGraph, device: Device) -> tuple[str, ...]:
@@ -69,5 +83,4 @@ def dtype_warnings(graph: OpGraph, device: Device) -> tuple[str, ...]:
         return ()
     fix = "use float16 (with a GradScaler when training)" if graph.dtype == "bfloat16" else "use bfloat16 or float16"
     _, unit = device.peak_flops(graph.dtype, True)
-    return (f"{device.name} has no {graph.dtype} hardware: PyTorch emulates it, costed here at the {unit} rate; "
-            f"{fix}",)
+    return (f"{device.name} has no {graph.dtype} hardware: PyTorch emulates it, costed here at the {unit} rate; {fix}",)

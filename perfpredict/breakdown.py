@@ -26,8 +26,7 @@ def by_kind(rows: Sequence[OpContribution]) -> tuple[TimeShare, ...]:
     for r in rows:
         times[r.op] += r.time_ms
         counts[r.op] += 1
-    return tuple(sorted((TimeShare(k, t, t / total, counts[k]) for k, t in times.items()),
-                        key=lambda s: -s.time_ms))
+    return tuple(sorted((TimeShare(k, t, t / total, counts[k]) for k, t in times.items()), key=lambda s: -s.time_ms))
 
 
 def repeated_blocks(rows: Sequence[OpContribution], top: int = 5) -> tuple[BlockShare, ...]:
@@ -39,8 +38,9 @@ def repeated_blocks(rows: Sequence[OpContribution], top: int = 5) -> tuple[Block
         if found is None:
             continue
         prefix, index, part = found
-        b = blocks.setdefault(prefix, {"indices": set(), "time": 0.0, "parts": defaultdict(float),
-                                       "counts": defaultdict(int)})
+        b = blocks.setdefault(
+            prefix, {"indices": set(), "time": 0.0, "parts": defaultdict(float), "counts": defaultdict(int)}
+        )
         b["indices"].add(index)
         b["time"] += r.time_ms
         b["parts"][part] += r.time_ms
@@ -49,8 +49,12 @@ def repeated_blocks(rows: Sequence[OpContribution], top: int = 5) -> tuple[Block
     for prefix, b in blocks.items():
         if len(b["indices"]) < 2:
             continue
-        parts = tuple(sorted((TimeShare(p, t, t / b["time"] if b["time"] else 0.0, b["counts"][p])
-                              for p, t in b["parts"].items()), key=lambda s: -s.time_ms))
+        parts = tuple(
+            sorted(
+                (TimeShare(p, t, t / b["time"] if b["time"] else 0.0, b["counts"][p]) for p, t in b["parts"].items()),
+                key=lambda s: -s.time_ms,
+            )
+        )
         out.append(BlockShare(f"{prefix}.*", len(b["indices"]), b["time"], b["time"] / total, parts))
     return tuple(sorted(out, key=lambda s: -s.time_ms)[:top])
 
@@ -60,6 +64,6 @@ def _split(path: str) -> tuple[str, int, str] | None:
     segments = _ROOT.sub("", path).split(".")
     for i, seg in enumerate(segments):
         if seg.isdigit() and i > 0:
-            rest = segments[i + 1:]
+            rest = segments[i + 1 :]
             return ".".join(segments[:i]), int(seg), rest[0] if rest else "(the block itself)"
     return None

@@ -28,24 +28,29 @@ class GridIntensity:
 
 
 DEFAULT_GRID = GridIntensity(
-    "world", 480.0,
+    "world",
+    480.0,
     "world average carbon intensity of electricity generation in 2023: 480 gCO2/kWh "
-    "(Ember, Global Electricity Review 2024)")
+    "(Ember, Global Electricity Review 2024)",
+)
 
 # Approximate 2023 annual averages of generation intensity, rounded to 10 g; Ember data (Global Electricity
 # Review 2024 and its country data). Indicative only: they move every year.
 _EMBER_2023 = "Ember 2023 annual average, approximate (rounded)"
-REGIONS: dict[str, GridIntensity] = {g.region: g for g in (
-    DEFAULT_GRID,
-    GridIntensity("eu", 250.0, _EMBER_2023),
-    GridIntensity("us", 370.0, _EMBER_2023),
-    GridIntensity("china", 580.0, _EMBER_2023),
-    GridIntensity("india", 710.0, _EMBER_2023),
-    GridIntensity("germany", 380.0, _EMBER_2023),
-    GridIntensity("uk", 240.0, _EMBER_2023),
-    GridIntensity("france", 60.0, _EMBER_2023),
-    GridIntensity("sweden", 40.0, _EMBER_2023),
-)}
+REGIONS: dict[str, GridIntensity] = {
+    g.region: g
+    for g in (
+        DEFAULT_GRID,
+        GridIntensity("eu", 250.0, _EMBER_2023),
+        GridIntensity("us", 370.0, _EMBER_2023),
+        GridIntensity("china", 580.0, _EMBER_2023),
+        GridIntensity("india", 710.0, _EMBER_2023),
+        GridIntensity("germany", 380.0, _EMBER_2023),
+        GridIntensity("uk", 240.0, _EMBER_2023),
+        GridIntensity("france", 60.0, _EMBER_2023),
+        GridIntensity("sweden", 40.0, _EMBER_2023),
+    )
+}
 
 
 def resolve_grid(grid: float | str | None = None) -> GridIntensity:
@@ -81,12 +86,15 @@ def _parse(value: float | str, where: str) -> GridIntensity:
             close = close_matches(region, REGIONS)
             raise InvalidInputError(
                 f"{where} is {value!r}: set it to grams CO2e per kWh (for example 480) or a region: "
-                f"{', '.join(REGIONS)}" + (f" (did you mean {close}?)" if close else "")) from None
+                f"{', '.join(REGIONS)}" + (f" (did you mean {close}?)" if close else "")
+            ) from None
     else:
         number = value
     if not _finite(number) or number < 0:
-        raise InvalidInputError(f"{where} is {value!r}: grid intensity must be a non-negative number of grams CO2e "
-                                f"per kWh, for example 480 (world average) or 60 (France)")
+        raise InvalidInputError(
+            f"{where} is {value!r}: grid intensity must be a non-negative number of grams CO2e "
+            f"per kWh, for example 480 (world average) or 60 (France)"
+        )
     return GridIntensity("custom", float(number), f"set by {where}")
 
 

@@ -18,8 +18,17 @@ from perfpredict.devices import ENV_PRICES, PRICES_FILE, Device, get_device, lis
 from perfpredict.errors import InvalidInputError, UnknownDeviceError
 
 SECONDS_PER_HOUR = 3600.0
-__all__ = ["ENV_PRICES", "PRICES_FILE", "Price", "cost_per_1k_inferences_usd", "cost_usd", "load_prices",
-           "price_for", "price_usd_per_hour", "training_run_cost_usd"]
+__all__ = [
+    "ENV_PRICES",
+    "PRICES_FILE",
+    "Price",
+    "cost_per_1k_inferences_usd",
+    "cost_usd",
+    "load_prices",
+    "price_for",
+    "price_usd_per_hour",
+    "training_run_cost_usd",
+]
 
 
 @dataclass(frozen=True)
@@ -42,15 +51,18 @@ def price_for(device: str | Device, prices: Mapping[str, float] | str | os.PathL
         full = price_for(parent, prices)
         if full.usd_per_hour is None:
             return full
-        return Price(full.usd_per_hour * profile.compute_slices / 7,
-                     f"{full.source}; MIG slice {profile.name}: full price x {profile.compute_slices}/7")
+        return Price(
+            full.usd_per_hour * profile.compute_slices / 7,
+            f"{full.source}; MIG slice {profile.name}: full price x {profile.compute_slices}/7",
+        )
     if device.price_usd_per_hour is not None:
         return Price(device.price_usd_per_hour, device.price_source or "set on the device")
     return Price(None, f"no price for {device.name!r}: pass prices={{...}} or set ${ENV_PRICES} to a JSON file")
 
 
-def price_usd_per_hour(device: str | Device,
-                       prices: Mapping[str, float] | str | os.PathLike[str] | None = None) -> float | None:
+def price_usd_per_hour(
+    device: str | Device, prices: Mapping[str, float] | str | os.PathLike[str] | None = None
+) -> float | None:
     """$/hour for ``device`` (None when no price is known, e.g. the local CPU)."""
     return price_for(device, prices).usd_per_hour
 

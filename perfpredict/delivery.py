@@ -48,12 +48,31 @@ def deliver(report: PerfReport, target: ReportTarget = None) -> None:
     elif target is not None:
         if not isinstance(target, (str, os.PathLike)):
             raise InvalidInputError(
-                f"report target {target!r} is neither a path nor a callable; pass e.g. 'report.html' or print")
+                f"report target {target!r} is neither a path nor a callable; pass e.g. 'report.html' or print"
+            )
         from perfpredict.render_html import write_report
 
         write_report(report, target)
     logger.info(
         "perfpredict: %s on %s (%s, batch %d): %.3f ms [%.3f, %.3f], peak memory %.2f GiB, %s predictor",
-        report.model_name or "model", report.device, report.phase, report.batch_size, report.latency_ms.value,
-        report.latency_ms.low, report.latency_ms.high, report.peak_memory_bytes.value / 2**30, report.predictor,
+        report.model_name or "model",
+        report.device,
+        report.phase,
+        report.batch_size,
+        report.latency_ms.value,
+        report.latency_ms.low,
+        report.latency_ms.high,
+        report.peak_memory_bytes.value / 2**30,
+        report.predictor,
     )
+
+
+def show(report: PerfReport | None = None, top_ops: int | None = 10) -> None:
+    """Print ``report`` (by default the last one, :func:`perfpredict.last_report`) as the terminal tables."""
+    from perfpredict.render_text import print_report
+
+    report = report if report is not None else last_report()
+    if report is None:
+        print("no report yet: call perfpredict.predict(...) or run a model compiled with backend='perfpredict'")
+        return
+    print_report(report, top_ops=top_ops)

@@ -65,5 +65,5 @@ def require(module: str, extra: str):
         return importlib.import_module(module)
     except ImportError as err:
         raise MissingDependencyError(
-            f"{module!r} is not installed; install it with: pip install \"perfpredict[{extra}]\""
+            f'{module!r} is not installed; install it with: pip install "perfpredict[{extra}]"'
         ) from err

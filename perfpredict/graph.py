@@ -135,8 +135,10 @@ class OpGraph:
         """A stable hash of ops, targets, shapes, dtypes and edges: equal graphs share one featurization."""
         h = hashlib.sha256()
         for n in self.nodes:
-            h.update(f"{n.op}|{n.target}|{[(t.shape, t.dtype) for t in n.inputs]}|"
-                     f"{[(t.shape, t.dtype) for t in n.outputs]}\n".encode())
+            h.update(
+                f"{n.op}|{n.target}|{[(t.shape, t.dtype) for t in n.inputs]}|"
+                f"{[(t.shape, t.dtype) for t in n.outputs]}\n".encode()
+            )
         h.update(json.dumps(sorted(self.edges)).encode())
         h.update(f"{self.phase}|{self.param_bytes}".encode())
         return h.hexdigest()[:16]
@@ -169,37 +171,89 @@ def merge_graphs(graphs: Iterable[OpGraph], name: str = "") -> OpGraph:
         notes.extend(x for x in g.notes if x not in notes)
     first = graphs[0]
     return OpGraph(
-        nodes=tuple(nodes), edges=tuple(edges), phase=first.phase, batch_size=first.batch_size,
-        seq_len=first.seq_len, dtype=first.dtype, source=first.source,
-        param_count=sum(g.param_count for g in graphs), param_bytes=sum(g.param_bytes for g in graphs),
+        nodes=tuple(nodes),
+        edges=tuple(edges),
+        phase=first.phase,
+        batch_size=first.batch_size,
+        seq_len=first.seq_len,
+        dtype=first.dtype,
+        source=first.source,
+        param_count=sum(g.param_count for g in graphs),
+        param_bytes=sum(g.param_bytes for g in graphs),
         trainable_param_count=sum(g.trainable_param_count for g in graphs),
         trainable_param_bytes=sum(g.trainable_param_bytes for g in graphs),
-        input_bytes=first.input_bytes, keep_alive=frozenset(keep), grad_outputs=frozenset(grads),
-        notes=tuple(notes), subgraphs=sum(g.subgraphs for g in graphs), name=name or first.name,
+        input_bytes=first.input_bytes,
+        keep_alive=frozenset(keep),
+        grad_outputs=frozenset(grads),
+        notes=tuple(notes),
+        subgraphs=sum(g.subgraphs for g in graphs),
+        name=name or first.name,
     )
 
 
 def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
     """A JSON-ready dict of the graph (for local feature caches; datasets store specs, not graphs)."""
-    nodes = [[n.name, n.op, n.target, [[list(t.shape), t.dtype] for t in n.inputs],
-              [[list(t.shape), t.dtype] for t in n.outputs], n.flops, n.bytes_read, n.bytes_written, n.params,
-              dict(n.attrs), n.module_path] for n in graph.nodes]
-    head = {k: getattr(graph, k) for k in ("phase", "batch_size", "seq_len", "dtype", "source", "param_count",
-                                            "param_bytes", "trainable_param_count", "trainable_param_bytes",
-                                            "input_bytes", "subgraphs", "name")}
-    return {**head, "nodes": nodes, "edges": [list(e) for e in graph.edges], "keep_alive": sorted(graph.keep_alive),
-            "grad_outputs": sorted(graph.grad_outputs), "notes": list(graph.notes)}
+    nodes = [
+        [
+            n.name,
+            n.op,
+            n.target,
+            [[list(t.shape), t.dtype] for t in n.inputs],
+            [[list(t.shape), t.dtype] for t in n.outputs],
+            n.flops,
+            n.bytes_read,
+            n.bytes_written,
+            n.params,
+            dict(n.attrs),
+            n.module_path,
+        ]
+        for n in graph.nodes
+    ]
+    head = {
+        k: getattr(graph, k)
+        for k in (
+            "phase",
+            "batch_size",
+            "seq_len",
+            "dtype",
+            "source",
+            "param_count",
+            "param_bytes",
+            "trainable_param_count",
+            "trainable_param_bytes",
+            "input_bytes",
+            "subgraphs",
+            "name",
+        )
+    }
+    return {
+        **head,
+        "nodes": nodes,
+        "edges": [list(e) for e in graph.edges],
+        "keep_alive": sorted(graph.keep_alive),
+        "grad_outputs": sorted(graph.grad_outputs),
+        "notes": list(graph.notes),
+    }
 
 
 def graph_from_dict(data: Mapping[str, Any]) -> OpGraph:
     """The inverse of :func:`graph_to_dict`."""
+
     def metas(items: Any) -> tuple[TensorMeta, ...]:
         return tuple(TensorMeta(tuple(shape), dtype) for shape, dtype in items)
 
-    nodes = tuple(OpNode(name, op, target, metas(ins), metas(outs), flops, read, written, params,
-                         MappingProxyType(dict(attrs)), path)
-                  for name, op, target, ins, outs, flops, read, written, params, attrs, path in data["nodes"])
+    nodes = tuple(
+        OpNode(
+            name, op, target, metas(ins), metas(outs), flops, read, written, params, MappingProxyType(dict(attrs)), path
+        )
+        for name, op, target, ins, outs, flops, read, written, params, attrs, path in data["nodes"]
+    )
     fields = {k: v for k, v in data.items() if k not in ("nodes", "edges", "keep_alive", "grad_outputs", "notes")}
-    return OpGraph(nodes=nodes, edges=tuple(tuple(e) for e in data["edges"]),
-                   keep_alive=frozenset(data["keep_alive"]), grad_outputs=frozenset(data["grad_outputs"]),
-                   notes=tuple(data["notes"]), **fields)
+    return OpGraph(
+        nodes=nodes,
+        edges=tuple(tuple(e) for e in data["edges"]),
+        keep_alive=frozenset(data["keep_alive"]),
+        grad_outputs=frozenset(data["grad_outputs"]),
+        notes=tuple(data["notes"]),
+        **fields,
+    )

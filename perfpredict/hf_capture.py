@@ -15,15 +15,19 @@ from typing import Any
 from perfpredict.graph import OpGraph
 
 
-def cached(id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str, phase: str,
-           use_cache: bool = True) -> tuple[OpGraph, str]:
+def cached(
+    id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str, phase: str, use_cache: bool = True
+) -> tuple[OpGraph, str]:
     """``capture``, answered from the on-disk graph cache when the same question was captured before. A config
     given as a dict (an uploaded config.json) is keyed by its fields."""
     from perfpredict import graph_store
     from perfpredict.compiler_hooks.hf_frontend import raw_config
 
-    fields, name = (id_or_path, str(id_or_path.get("_name_or_path") or id_or_path.get("model_type", "config"))) \
-        if isinstance(id_or_path, dict) else raw_config(id_or_path)
+    fields, name = (
+        (id_or_path, str(id_or_path.get("_name_or_path") or id_or_path.get("model_type", "config")))
+        if isinstance(id_or_path, dict)
+        else raw_config(id_or_path)
+    )
     key = graph_store.key(config=fields, name=name, batch=batch_size, seq=seq_len, phase=phase, dtype=dtype)
     graph = graph_store.load(key) if use_cache else None
     if graph is None:
@@ -54,8 +58,9 @@ def capture(id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str
     return traced_stack(config, lambda cfg: hf.build_model(cfg, dtype=dtype), trace), name
 
 
-def traced_stack(config: Any, build: Callable[[Any], Any], trace: Callable[[Any, Any], OpGraph],
-                 copy_layers: bool = True) -> OpGraph:
+def traced_stack(
+    config: Any, build: Callable[[Any], Any], trace: Callable[[Any, Any], OpGraph], copy_layers: bool = True
+) -> OpGraph:
     """``trace(build(config), config)``: for a deep stack of identical layers, on a two-layer copy of the config
     with the other layers copied (``layer_replication``); on the whole model where that cannot be trusted (layers of
     different kinds or parameters, a model that will not run with two layers, regions that do not line up)."""
@@ -102,5 +107,9 @@ def param_totals(model: Any) -> tuple[int, int, int, int]:
     """(parameters, their bytes, trainable ones, their bytes) of a model."""
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]
-    return (sum(p.numel() for p in params), sum(p.numel() * p.element_size() for p in params),
-            sum(p.numel() for p in trainable), sum(p.numel() * p.element_size() for p in trainable))
+    return (
+        sum(p.numel() for p in params),
+        sum(p.numel() * p.element_size() for p in params),
+        sum(p.numel() for p in trainable),
+        sum(p.numel() * p.element_size() for p in trainable),
+    )

@@ -30,16 +30,44 @@ LOSS = "loss"
 OPTIMIZER = "optimizer"
 UNKNOWN = "unknown"
 
-KNOWN_OPS = frozenset({MATMUL, CONV, ATTENTION, NORM, SOFTMAX, ELEMENTWISE, REDUCTION, EMBEDDING, POOLING,
-                       VIEW, COPY, CREATION, LOSS, OPTIMIZER})
+KNOWN_OPS = frozenset(
+    {
+        MATMUL,
+        CONV,
+        ATTENTION,
+        NORM,
+        SOFTMAX,
+        ELEMENTWISE,
+        REDUCTION,
+        EMBEDDING,
+        POOLING,
+        VIEW,
+        COPY,
+        CREATION,
+        LOSS,
+        OPTIMIZER,
+    }
+)
 ALL_OPS = tuple(sorted(KNOWN_OPS | {UNKNOWN}))
 VIEW_OPS = frozenset({VIEW})
 # Ops that run on tensor cores when the dtype allows it.
 TENSOR_CORE_OPS = frozenset({MATMUL, CONV, ATTENTION})
 
 DTYPE_BYTES = {
-    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
-    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "complex64": 8,
+    "complex128": 16,
 }
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
@@ -47,9 +75,30 @@ FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "f
 # the SFU; we count them as a handful so compute-heavy activations are not free, but these ops stay
 # memory-bound on every GPU in the catalog either way.
 ELEMENTWISE_FLOPS_PER_ELEMENT = {
-    "add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "relu": 1, "abs": 1, "where": 1, "clamp": 1,
-    "maximum": 1, "minimum": 1, "pow": 2, "sqrt": 2, "rsqrt": 2, "exp": 4, "log": 4, "sigmoid": 5,
-    "tanh": 6, "silu": 6, "gelu": 8, "erf": 6, "softplus": 6, "hardswish": 4, "dropout": 2,
+    "add": 1,
+    "sub": 1,
+    "mul": 1,
+    "div": 1,
+    "neg": 1,
+    "relu": 1,
+    "abs": 1,
+    "where": 1,
+    "clamp": 1,
+    "maximum": 1,
+    "minimum": 1,
+    "pow": 2,
+    "sqrt": 2,
+    "rsqrt": 2,
+    "exp": 4,
+    "log": 4,
+    "sigmoid": 5,
+    "tanh": 6,
+    "silu": 6,
+    "gelu": 8,
+    "erf": 6,
+    "softplus": 6,
+    "hardswish": 4,
+    "dropout": 2,
 }
 NORM_FLOPS_PER_ELEMENT = 8  # NB: mean, variance, normalise, scale, shift
 SOFTMAX_FLOPS_PER_ELEMENT = 5  # NB: max, subtract, exp, sum, divide
@@ -83,13 +132,20 @@ def conv_flops(x_shape: Shape, w_shape: Shape, out_shape: Shape, transposed: boo
     return 2 * batch * math.prod(spatial) * math.prod(kernel) * c_out * c_in
 
 
-def conv_backward_flops(grad_out_shape: Shape, x_shape: Shape, w_shape: Shape, transposed: bool,
-                        need_input_grad: bool, need_weight_grad: bool) -> int:
+def conv_backward_flops(
+    grad_out_shape: Shape,
+    x_shape: Shape,
+    w_shape: Shape,
+    transposed: bool,
+    need_input_grad: bool,
+    need_weight_grad: bool,
+) -> int:
     """Backward of a convolution: one conv-sized product per gradient asked for, counted as torch counts it.
 
     The input gradient is a convolution of the output gradient with the weight in the other direction; the
     weight gradient one of the input with the output gradient, batch and channel axes swapped.
     """
+
     def swap(shape: Shape) -> list[int]:
         return [shape[1], shape[0], *shape[2:]]
 

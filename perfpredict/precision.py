@@ -50,8 +50,16 @@ PRECISION_FOR_DTYPE = {"float32": "fp32", "bfloat16": "amp-bf16", "float16": "am
 
 #: optimizer -> (state tensors per parameter, bytes per state value or None for the weights' dtype)
 OPTIMIZERS: dict[str, tuple[int, int | None]] = {
-    "adamw": (2, None), "adam": (2, None), "sgd": (0, None), "sgd_momentum": (1, None), "rmsprop": (1, None),
-    "adagrad": (1, None), "adafactor": (1, None), "adamw-8bit": (2, 1), "none": (0, None)}
+    "adamw": (2, None),
+    "adam": (2, None),
+    "sgd": (0, None),
+    "sgd_momentum": (1, None),
+    "rmsprop": (1, None),
+    "adagrad": (1, None),
+    "adafactor": (1, None),
+    "adamw-8bit": (2, 1),
+    "none": (0, None),
+}
 EIGHT_BIT_BLOCK = 2048  # bitsandbytes' blockwise quantisation: one float32 absmax per block of each state
 
 
@@ -88,15 +96,17 @@ def training_bytes(graph: OpGraph, phase: str, optimizer: str, precision: str | 
     if precision is None:
         count = graph.trainable_param_count or graph.trainable_param_bytes // DTYPE_BYTES.get(graph.dtype, 4)
         each = graph.trainable_param_bytes / max(count, 1)
-        return TrainingBytes(graph.param_bytes, graph.trainable_param_bytes,
-                             state_bytes(graph, optimizer, count, each), 0)
+        return TrainingBytes(
+            graph.param_bytes, graph.trainable_param_bytes, state_bytes(graph, optimizer, count, each), 0
+        )
     p = PRECISIONS[precision]
     w = DTYPE_BYTES[p.weight_dtype]
     frozen = graph.param_count - graph.trainable_param_count  # frozen weights stay in the compute dtype
     params = graph.trainable_param_count * w + frozen * DTYPE_BYTES[p.compute_dtype]
     copies = graph.trainable_param_count * DTYPE_BYTES[p.compute_dtype] if p.autocast_copies else 0
-    return TrainingBytes(params, graph.trainable_param_count * w,
-                         state_bytes(graph, optimizer, graph.trainable_param_count, w), copies)
+    return TrainingBytes(
+        params, graph.trainable_param_count * w, state_bytes(graph, optimizer, graph.trainable_param_count, w), copies
+    )
 
 
 def bytes_per_parameter(precision: str, optimizer: str) -> float:
@@ -127,8 +137,9 @@ def default_training_precision(device: Any = None) -> str:
     return DEFAULT_TRAINING_PRECISION if device.supports_dtype("bfloat16") else "amp-fp16"
 
 
-def resolve_run_dtype(declared: str | None, dtype: str | None, precision: str | None, training: bool,
-                      device: Any = None) -> RunDtype:
+def resolve_run_dtype(
+    declared: str | None, dtype: str | None, precision: str | None, training: bool, device: Any = None
+) -> RunDtype:
     """Choose the run dtype and precision from what the user said and what the model's config declares.
 
     Inference: ``dtype``, else the config's ``torch_dtype``, else float32. Training: ``precision`` (its compute
@@ -141,12 +152,14 @@ def resolve_run_dtype(declared: str | None, dtype: str | None, precision: str | 
         if precision not in PRECISIONS:
             raise InvalidInputError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
         if not training:
-            raise InvalidInputError("a precision recipe applies to a training step: add --training, or give "
-                                    "--dtype alone for inference")
+            raise InvalidInputError(
+                "a precision recipe applies to a training step: add --training, or give --dtype alone for inference"
+            )
         compute = PRECISIONS[precision].compute_dtype
         if dtype is not None and dtype != compute:
-            raise InvalidInputError(f"--dtype {dtype} contradicts --precision {precision}, which computes in "
-                                    f"{compute}; give one of them")
+            raise InvalidInputError(
+                f"--dtype {dtype} contradicts --precision {precision}, which computes in {compute}; give one of them"
+            )
         return RunDtype(compute, precision, f"{compute} (from --precision {precision})")
     if training:
         default = default_training_precision(device)

@@ -11,9 +11,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfpredict.errors import InvalidInputError
-from perfpredict.render_text import (MIG_COLUMNS, OP_COLUMNS, block_lines, coverage_line, estimate_label,
-                                     header_lines, kind_rows, mig_recommendation, mig_rows, mig_targets, op_row,
-                                     ops_in_graph, shown_ops, sorted_ops, summary_rows, unknown_op_counts)
+from perfpredict.render_text import (
+    MIG_COLUMNS,
+    OP_COLUMNS,
+    block_lines,
+    coverage_line,
+    estimate_label,
+    header_lines,
+    kind_rows,
+    mig_recommendation,
+    mig_rows,
+    mig_targets,
+    op_row,
+    ops_in_graph,
+    shown_ops,
+    sorted_ops,
+    summary_rows,
+    unknown_op_counts,
+)
 
 if TYPE_CHECKING:
     from perfpredict.report import PerfReport
@@ -39,30 +54,38 @@ footer { margin-top: 2rem; font-size: .8rem; color: #7a828c; }
 """
 
 
-def _table(columns: tuple[str, ...], rows: list[tuple[str, ...]], numeric: set[str] = frozenset(),
-           row_class=None) -> str:
+def _table(
+    columns: tuple[str, ...], rows: list[tuple[str, ...]], numeric: set[str] = frozenset(), row_class=None
+) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in columns)
     body = []
     for row in rows:
         cls = row_class(row) if row_class else ""
-        cells = "".join(f'<td class="num">{escape(v)}</td>' if c in numeric else f"<td>{escape(v)}</td>"
-                        for c, v in zip(columns, row))
+        cells = "".join(
+            f'<td class="num">{escape(v)}</td>' if c in numeric else f"<td>{escape(v)}</td>"
+            for c, v in zip(columns, row)
+        )
         body.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def _header(report: PerfReport) -> str:
     pairs = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in header_lines(report))
-    return (f"<h1>perfpredict: {escape(report.model_name)} on {escape(report.device)}</h1>"
-            f'<p><span class="label">{escape(estimate_label(report))}</span></p><dl class="run">{pairs}</dl>')
+    return (
+        f"<h1>perfpredict: {escape(report.model_name)} on {escape(report.device)}</h1>"
+        f'<p><span class="label">{escape(estimate_label(report))}</span></p><dl class="run">{pairs}</dl>'
+    )
 
 
 def _summary(report: PerfReport) -> str:
     rows = summary_rows(report)
     columns = ("metric", "value", "interval [low, high]", "detail")
     return "<h2>Predicted performance</h2>" + _table(
-        columns, rows, numeric={"value", "interval [low, high]"},
-        row_class=lambda r: "bad" if r[0] == "Peak memory" and not report.fits_in_memory else "")
+        columns,
+        rows,
+        numeric={"value", "interval [low, high]"},
+        row_class=lambda r: "bad" if r[0] == "Peak memory" and not report.fits_in_memory else "",
+    )
 
 
 def _ops(report: PerfReport, top_ops: int | None) -> str:
@@ -75,26 +98,39 @@ def _ops(report: PerfReport, top_ops: int | None) -> str:
         cells = list(op_row(op))
         # The share bar is drawn with CSS width alone, so the page needs no script or image.
         bar = f'<span class="bar" style="width:{max(0.0, min(op.share, 1.0)) * 6:.2f}rem"></span>'
-        tds = [f"<td>{escape(cells[0])}</td>", f"<td><code>{escape(cells[1])}</code></td>",
-               f"<td><code>{escape(cells[2])}</code></td>", f'<td class="num">{escape(cells[3])}</td>',
-               f'<td class="num">{bar}{escape(cells[4])}</td>', f"<td>{escape(cells[5])}</td>",
-               f'<td class="num">{escape(cells[6])}</td>']
+        tds = [
+            f"<td>{escape(cells[0])}</td>",
+            f"<td><code>{escape(cells[1])}</code></td>",
+            f"<td><code>{escape(cells[2])}</code></td>",
+            f'<td class="num">{escape(cells[3])}</td>',
+            f'<td class="num">{bar}{escape(cells[4])}</td>',
+            f"<td>{escape(cells[5])}</td>",
+            f'<td class="num">{escape(cells[6])}</td>',
+        ]
         body.append(f"<tr>{''.join(tds)}</tr>")
     kinds = _table(("op kind", "ops", "time", "share"), kind_rows(report), numeric={"ops", "time", "share"})
     blocks = "".join(f"<li>{escape(line)}</li>" for line in block_lines(report))
-    return (f"<h2>Time by op kind (all {ops_in_graph(report):,} ops)</h2>{kinds}"
-            + (f"<h2>Repeated blocks</h2><ul>{blocks}</ul>" if blocks else "")
-            + f"<h2>Per-op contributors ({escape(shown_ops(report, len(ops)))}, by predicted time)</h2>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    return (
+        f"<h2>Time by op kind (all {ops_in_graph(report):,} ops)</h2>{kinds}"
+        + (f"<h2>Repeated blocks</h2><ul>{blocks}</ul>" if blocks else "")
+        + f"<h2>Per-op contributors ({escape(shown_ops(report, len(ops)))}, by predicted time)</h2>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )
 
 
 def _mig(report: PerfReport) -> str:
     if report.mig is None:
         return ""
-    table = _table(MIG_COLUMNS, mig_rows(report), numeric={"memory", "latency", "throughput", "instances/GPU"},
-                   row_class=lambda r: "" if r[2] == "yes" else "dim")
-    return (f"<h2>MIG profiles on {escape(report.mig.device)}</h2><p>{escape(mig_targets(report))}</p>{table}"
-            f'<p class="rec">{escape(mig_recommendation(report))}</p>')
+    table = _table(
+        MIG_COLUMNS,
+        mig_rows(report),
+        numeric={"memory", "latency", "throughput", "instances/GPU"},
+        row_class=lambda r: "" if r[2] == "yes" else "dim",
+    )
+    return (
+        f"<h2>MIG profiles on {escape(report.mig.device)}</h2><p>{escape(mig_targets(report))}</p>{table}"
+        f'<p class="rec">{escape(mig_recommendation(report))}</p>'
+    )
 
 
 def _coverage(report: PerfReport) -> str:
@@ -104,14 +140,19 @@ def _coverage(report: PerfReport) -> str:
         items = "".join(f"<li><code>{escape(t)}</code> x{n}</li>" for t, n in sorted(unknown.items()))
         parts.append(f"<p>Ops without a cost model among the listed ops:</p><ul>{items}</ul>")
     if report.assumptions:
-        parts.append("<h2>Assumptions</h2><ul>" + "".join(f"<li><b>{escape(k)}</b>: {escape(v)}</li>"
-                                                         for k, v in report.assumptions.items()) + "</ul>")
+        parts.append(
+            "<h2>Assumptions</h2><ul>"
+            + "".join(f"<li><b>{escape(k)}</b>: {escape(v)}</li>" for k, v in report.assumptions.items())
+            + "</ul>"
+        )
     if report.warnings:
-        parts.append("<h2>Warnings</h2><ul>" + "".join(f'<li class="warn">{escape(w)}</li>'
-                                                       for w in report.warnings) + "</ul>")
+        parts.append(
+            "<h2>Warnings</h2><ul>" + "".join(f'<li class="warn">{escape(w)}</li>' for w in report.warnings) + "</ul>"
+        )
     if report.notes:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f'<li class="note">{escape(n)}</li>'
-                                                    for n in report.notes) + "</ul>")
+        parts.append(
+            "<h2>Notes</h2><ul>" + "".join(f'<li class="note">{escape(n)}</li>' for n in report.notes) + "</ul>"
+        )
     return "".join(parts)
 
 
@@ -121,16 +162,25 @@ def render_html(report: PerfReport, extra_sections: dict[str, str] | None = None
     ``extra_sections`` maps a section title (escaped) to trusted HTML inserted as is, e.g. an inline ``<svg>``.
     ``top_ops`` limits the per-op table as in :func:`perfpredict.render_text.render_text`.
     """
-    extra = "".join(f"<section><h2>{escape(title)}</h2>{body}</section>"
-                    for title, body in (extra_sections or {}).items())
+    extra = "".join(
+        f"<section><h2>{escape(title)}</h2>{body}</section>" for title, body in (extra_sections or {}).items()
+    )
     title = escape(f"perfpredict: {report.model_name} on {report.device}")
-    body = (_header(report) + _summary(report) + _ops(report, top_ops) + _mig(report) + extra
-            + _coverage(report)
-            + f"<footer>perfpredict report, schema version {report.schema_version}. Every number here is a "
-              f"prediction, not a measurement.</footer>")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<style>{_CSS}</style></head><body>{body}</body></html>\n")
+    body = (
+        _header(report)
+        + _summary(report)
+        + _ops(report, top_ops)
+        + _mig(report)
+        + extra
+        + _coverage(report)
+        + f"<footer>perfpredict report, schema version {report.schema_version}. Every number here is a "
+        f"prediction, not a measurement.</footer>"
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<style>{_CSS}</style></head><body>{body}</body></html>\n"
+    )
 
 
 def write_report(report: PerfReport, path: str | Path) -> Path:

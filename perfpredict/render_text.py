@@ -27,7 +27,7 @@ def _scaled(value: float, steps: Sequence[tuple[float, str]], digits: int = 3) -
         return NA
     if value == 0:
         return f"0 {steps[-1][1]}"
-    for factor, name in steps:
+    for factor, name in steps:  # noqa: B007 - the unit after the loop is the one that matched
         if abs(value) >= factor:
             break
     scaled = value / factor
@@ -37,14 +37,18 @@ def _scaled(value: float, steps: Sequence[tuple[float, str]], digits: int = 3) -
 
 def fmt_time_ms(ms: float | None) -> str:
     """1.5e-3 ms -> '1.50 us'; 1234 ms -> '1.23 s'."""
-    return NA if _bad(ms) else _scaled(ms * 1e-3, [(3600, "h"), (60, "min"), (1, "s"), (1e-3, "ms"), (1e-6, "us"),
-                                                   (1e-9, "ns")])
+    return (
+        NA
+        if _bad(ms)
+        else _scaled(ms * 1e-3, [(3600, "h"), (60, "min"), (1, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")])
+    )
 
 
 def fmt_bytes(n: float | None) -> str:
     """Binary units, as device memory is quoted: 1.5 * 2**30 -> '1.50 GiB'."""
-    return NA if _bad(n) else _scaled(float(n), [(2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"),
-                                                 (1, "B")])
+    return (
+        NA if _bad(n) else _scaled(float(n), [(2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")])
+    )
 
 
 def fmt_energy_j(j: float | None) -> str:
@@ -132,9 +136,15 @@ def header_lines(report: PerfReport) -> list[tuple[str, str]]:
 
 def memory_terms(report: PerfReport) -> str:
     m = report.memory
-    terms = [("params", m.params_bytes), ("grads", m.gradients_bytes), ("optimizer", m.optimizer_state_bytes),
-             ("activations", m.activations_peak_bytes), ("runtime", m.runtime_overhead_bytes),
-             ("weights load", m.load_transient_bytes), ("autocast copies", m.weight_copies_bytes)]
+    terms = [
+        ("params", m.params_bytes),
+        ("grads", m.gradients_bytes),
+        ("optimizer", m.optimizer_state_bytes),
+        ("activations", m.activations_peak_bytes),
+        ("runtime", m.runtime_overhead_bytes),
+        ("weights load", m.load_transient_bytes),
+        ("autocast copies", m.weight_copies_bytes),
+    ]
     return " + ".join(f"{name} {fmt_bytes(v)}" for name, v in terms if v) or "0 B"
 
 
@@ -155,26 +165,42 @@ def summary_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
 
     return [
         row("Latency", r.latency_ms, fmt_time_ms, f"per call ({per_call})"),
-        row("Throughput", r.throughput_per_s, lambda v: fmt_rate(v, rate), f"{rate}, batch {r.batch_size}",
-            lambda v: fmt_rate(v, "")),
+        row(
+            "Throughput",
+            r.throughput_per_s,
+            lambda v: fmt_rate(v, rate),
+            f"{rate}, batch {r.batch_size}",
+            lambda v: fmt_rate(v, ""),
+        ),
         row("Peak memory", r.peak_memory_bytes, fmt_bytes, f"{memory_terms(r)}; {fits_text(r)}"),
         row("Energy / call", r.energy_j, fmt_energy_j, "one call"),
         row("Energy / sample", r.energy_per_sample_j, fmt_energy_j, f"energy per call / batch {r.batch_size}"),
         row("Average power", r.avg_power_w, fmt_power_w, "while running"),
-        row("Carbon (CO2e)", r.carbon_g, fmt_carbon_g,
-            f"workload: {r.workload}; grid {r.grid_intensity_g_per_kwh:g} g CO2e/kWh"),
+        row(
+            "Carbon (CO2e)",
+            r.carbon_g,
+            fmt_carbon_g,
+            f"workload: {r.workload}; grid {r.grid_intensity_g_per_kwh:g} g CO2e/kWh",
+        ),
         row("Cost", r.cost_usd, fmt_usd, f"workload: {r.workload}; price {price}"),
     ]
 
 
 def sorted_ops(report: PerfReport, top_ops: int | None) -> list[OpContribution]:
     ops = sorted(report.per_op, key=lambda o: o.time_ms, reverse=True)
-    return ops if top_ops is None else ops[:max(top_ops, 0)]
+    return ops if top_ops is None else ops[: max(top_ops, 0)]
 
 
 def op_row(op: OpContribution) -> tuple[str, ...]:
-    return (op.op, op.target, op.module_path or "-", fmt_time_ms(op.time_ms), fmt_share(op.share), op.bound,
-            fmt_sig(op.arithmetic_intensity_flop_per_byte))
+    return (
+        op.op,
+        op.target,
+        op.module_path or "-",
+        fmt_time_ms(op.time_ms),
+        fmt_share(op.share),
+        op.bound,
+        fmt_sig(op.arithmetic_intensity_flop_per_byte),
+    )
 
 
 OP_COLUMNS = ("op", "target", "module path", "time", "share", "bound", "FLOP/byte")
@@ -185,9 +211,19 @@ def mig_rows(report: PerfReport) -> list[tuple[str, ...]]:
     if report.mig is None:
         return []
     rate = throughput_unit(report)
-    return [(o.profile, fmt_bytes(o.memory_bytes), "yes" if o.fits else "no", fmt_time_ms(o.latency_ms),
-             fmt_rate(o.throughput_per_s, rate), str(o.instances_per_gpu), "yes" if o.meets_targets else "no",
-             o.reason) for o in report.mig.options]
+    return [
+        (
+            o.profile,
+            fmt_bytes(o.memory_bytes),
+            "yes" if o.fits else "no",
+            fmt_time_ms(o.latency_ms),
+            fmt_rate(o.throughput_per_s, rate),
+            str(o.instances_per_gpu),
+            "yes" if o.meets_targets else "no",
+            o.reason,
+        )
+        for o in report.mig.options
+    ]
 
 
 def mig_targets(report: PerfReport) -> str:
@@ -213,9 +249,11 @@ def mig_recommendation(report: PerfReport) -> str:
 
 def coverage_line(report: PerfReport) -> str:
     g = report.graph
-    return (f"Coverage: {report.coverage * 100:.1f}% of ops have a cost model. Graph ({g.source}): {g.nodes:,} "
-            f"nodes, {g.edges:,} edges, {g.subgraphs} subgraph(s), {fmt_count(g.total_flops, 'FLOP')}, "
-            f"{fmt_bytes(g.total_bytes)} moved, {fmt_count(g.param_count)} parameters")
+    return (
+        f"Coverage: {report.coverage * 100:.1f}% of ops have a cost model. Graph ({g.source}): {g.nodes:,} "
+        f"nodes, {g.edges:,} edges, {g.subgraphs} subgraph(s), {fmt_count(g.total_flops, 'FLOP')}, "
+        f"{fmt_bytes(g.total_bytes)} moved, {fmt_count(g.param_count)} parameters"
+    )
 
 
 def unknown_op_counts(report: PerfReport) -> dict[str, int]:
@@ -234,9 +272,11 @@ def measured_line(report: PerfReport) -> str:
         return ""
     cv = f", CV {m.latency_cv:.1%}" if m.latency_cv is not None else ""
     energy = f"; energy {m.energy_j:.3g} J" if m.energy_j is not None else "; energy not measurable here"
-    return (f"Predicted vs measured on {m.device}: predicted {fmt_time_ms(report.latency_ms.value)}, measured "
-            f"{fmt_time_ms(m.latency_ms)} (median of {m.runs}, min {fmt_time_ms(m.latency_min_ms)}{cv}): "
-            f"error {m.latency_error_pct:+.1f}%{energy}" + (f". {m.note}" if m.note else ""))
+    return (
+        f"Predicted vs measured on {m.device}: predicted {fmt_time_ms(report.latency_ms.value)}, measured "
+        f"{fmt_time_ms(m.latency_ms)} (median of {m.runs}, min {fmt_time_ms(m.latency_min_ms)}{cv}): "
+        f"error {m.latency_error_pct:+.1f}%{energy}" + (f". {m.note}" if m.note else "")
+    )
 
 
 def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
@@ -245,15 +285,18 @@ def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
 
     title = Text(f"perfpredict: {report.model_name} on {report.device}", style="bold")
     pairs = dict(header_lines(report))
-    info = Text("  ".join(f"{k}={pairs[k]}" for k in ("phase", "batch", "seq", "dtype", "predictor"))
-                + f"\ndevice: {pairs['device']}")
+    info = Text(
+        "  ".join(f"{k}={pairs[k]}" for k in ("phase", "batch", "seq", "dtype", "predictor"))
+        + f"\ndevice: {pairs['device']}"
+    )
     label = Text(estimate_label(report), style="italic yellow")
     parts: list[Any] = [title, info, label, _summary_table(report)]
     if report.timeline is not None:
         parts.append(Text(timeline_line(report)))
     if report.assumptions:
-        parts.append(Text("assumptions:\n" + "\n".join(f"  {k}: {v}" for k, v in report.assumptions.items()),
-                          style="cyan"))
+        parts.append(
+            Text("assumptions:\n" + "\n".join(f"  {k}: {v}" for k, v in report.assumptions.items()), style="cyan")
+        )
     if report.per_op and top_ops != 0:
         parts.append(_ops_table(report, top_ops))
     if report.mig is not None:
@@ -269,12 +312,16 @@ def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
 def timeline_line(report: PerfReport) -> str:
     """Device, host and wall time of the step, and, when the device idles, what CUDA graphs or torch.compile give."""
     t = report.timeline
-    text = (f"timelines ({t.mode}): device {fmt_time_ms(t.device_ms)}, host {fmt_time_ms(t.host_ms)}, "
-            f"wall {fmt_time_ms(t.wall_ms)}; host profile: {t.host_profile}")
+    text = (
+        f"timelines ({t.mode}): device {fmt_time_ms(t.device_ms)}, host {fmt_time_ms(t.host_ms)}, "
+        f"wall {fmt_time_ms(t.wall_ms)}; host profile: {t.host_profile}"
+    )
     if t.launch_bound and t.other_modes_ms:
         best = min(t.other_modes_ms, key=t.other_modes_ms.get)
-        text += (f"\nlaunch-bound: the GPU idles {t.device_idle_share:.0%} of the step; {best.replace('_', ' ')} "
-                 f"would take it from {fmt_time_ms(t.wall_ms)} to {fmt_time_ms(t.other_modes_ms[best])}")
+        text += (
+            f"\nlaunch-bound: the GPU idles {t.device_idle_share:.0%} of the step; {best.replace('_', ' ')} "
+            f"would take it from {fmt_time_ms(t.wall_ms)} to {fmt_time_ms(t.other_modes_ms[best])}"
+        )
     return text
 
 
@@ -306,12 +353,14 @@ def _ops_table(report: PerfReport, top_ops: int | None):
     from rich.table import Table
 
     ops = sorted_ops(report, top_ops)
-    table = Table(title=_plain(f"Per-op contributors ({shown_ops(report, len(ops))}, by predicted time)"),
-                  title_justify="left")
+    table = Table(
+        title=_plain(f"Per-op contributors ({shown_ops(report, len(ops))}, by predicted time)"), title_justify="left"
+    )
     for name in OP_COLUMNS:
         right = name in ("time", "share", "FLOP/byte")
-        table.add_column(name, justify="right" if right else "left", overflow="fold",
-                         no_wrap=name in ("time", "share", "bound"))
+        table.add_column(
+            name, justify="right" if right else "left", overflow="fold", no_wrap=name in ("time", "share", "bound")
+        )
     for op in ops:
         table.add_row(*_cells(op_row(op)))
     return table
@@ -334,8 +383,9 @@ def _mig_table(report: PerfReport):
     table = Table(title=_plain(f"MIG profiles on {report.mig.device} ({mig_targets(report)})"), title_justify="left")
     widest_profile = max((len(o.profile) for o in report.mig.options), default=7)
     for name in MIG_COLUMNS:
-        table.add_column(name, overflow="fold", no_wrap=name != "reason",
-                         min_width=widest_profile if name == "profile" else None)
+        table.add_column(
+            name, overflow="fold", no_wrap=name != "reason", min_width=widest_profile if name == "profile" else None
+        )
     for row in mig_rows(report):
         table.add_row(*_cells(row), style=None if row[2] == "yes" else "dim")
     return table
@@ -348,8 +398,9 @@ def render_text(report: PerfReport, top_ops: int | None = 10, width: int = 110) 
     """
     from rich.console import Console
 
-    console = Console(record=True, file=io.StringIO(), width=width, color_system=None, force_terminal=False,
-                      soft_wrap=False)
+    console = Console(
+        record=True, file=io.StringIO(), width=width, color_system=None, force_terminal=False, soft_wrap=False
+    )
     for part in renderables(report, top_ops):
         console.print(part)
     return console.export_text()
@@ -382,8 +433,12 @@ def kind_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
 
 def block_lines(report: PerfReport) -> list[str]:
     """One line per repeated block: "12 x encoder.layer.*: 91% of the op time (attention 40%, output 30%)"."""
-    return [f"{b.repeats} x {b.path}: {fmt_share(b.share)} of the op time ("
-            + ", ".join(f"{p.name} {fmt_share(p.share)}" for p in b.parts[:5]) + ")" for b in report.blocks]
+    return [
+        f"{b.repeats} x {b.path}: {fmt_share(b.share)} of the op time ("
+        + ", ".join(f"{p.name} {fmt_share(p.share)}" for p in b.parts[:5])
+        + ")"
+        for b in report.blocks
+    ]
 
 
 def explain_renderables(report: PerfReport, top_ops: int | None = None) -> list[Any]:
@@ -399,8 +454,12 @@ def explain_renderables(report: PerfReport, top_ops: int | None = None) -> list[
     if report.by_kind:
         parts.append(_kinds_table(report))
     if report.blocks:
-        parts.append(Text("Repeated blocks (time summed over the repeats, then split by the module under them):\n"
-                          + "\n".join(f"  {line}" for line in block_lines(report))))
+        parts.append(
+            Text(
+                "Repeated blocks (time summed over the repeats, then split by the module under them):\n"
+                + "\n".join(f"  {line}" for line in block_lines(report))
+            )
+        )
     if report.per_op:
         parts.append(_ops_table(report, top_ops))
     else:

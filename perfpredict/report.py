@@ -69,9 +69,15 @@ class MemoryBreakdown:
 
     @property
     def total_bytes(self) -> int:
-        return (self.params_bytes + self.gradients_bytes + self.optimizer_state_bytes
-                + self.activations_peak_bytes + self.runtime_overhead_bytes + self.load_transient_bytes
-                + self.weight_copies_bytes)
+        return (
+            self.params_bytes
+            + self.gradients_bytes
+            + self.optimizer_state_bytes
+            + self.activations_peak_bytes
+            + self.runtime_overhead_bytes
+            + self.load_transient_bytes
+            + self.weight_copies_bytes
+        )
 
 
 @dataclass(frozen=True)
@@ -228,8 +234,16 @@ class PerfReport:
     def from_dict(cls, data: dict[str, Any]) -> PerfReport:
         """Rebuild a report from :meth:`to_dict` output (a JSON file written by ``--json`` or ``report=path``)."""
         d = dict(data)
-        for key in ("latency_ms", "throughput_per_s", "peak_memory_bytes", "energy_j", "energy_per_sample_j",
-                    "avg_power_w", "carbon_g", "cost_usd"):
+        for key in (
+            "latency_ms",
+            "throughput_per_s",
+            "peak_memory_bytes",
+            "energy_j",
+            "energy_per_sample_j",
+            "avg_power_w",
+            "carbon_g",
+            "cost_usd",
+        ):
             d[key] = Prediction(**d[key])
         d["memory"] = MemoryBreakdown(**d["memory"])
         d["graph"] = GraphSummary(**d["graph"])
@@ -246,11 +260,17 @@ class PerfReport:
         d["notes"] = tuple(d.get("notes", ()))
         d["assumptions"] = dict(d.get("assumptions", {}))
         d["by_kind"] = tuple(TimeShare(**t) for t in d.get("by_kind", ()))
-        d["blocks"] = tuple(BlockShare(**{**b, "parts": tuple(TimeShare(**t) for t in b["parts"])})
-                            for b in d.get("blocks", ()))
+        d["blocks"] = tuple(
+            BlockShare(**{**b, "parts": tuple(TimeShare(**t) for t in b["parts"])}) for b in d.get("blocks", ())
+        )
         return cls(**d)
 
     def __str__(self) -> str:
-        from perfpredict.render_text import render_text
-
-        return render_text(self)
+        """One line of the headline numbers; the full tables are a renderer's job (``perfpredict.show(report)``)."""
+        fits = "fits" if self.fits_in_memory else "does not fit"
+        return (
+            f"{self.model_name} on {self.device} ({self.phase}, batch {self.batch_size}, {self.dtype}): "
+            f"latency {self.latency_ms.value:.4g} ms [{self.latency_ms.low:.4g}, {self.latency_ms.high:.4g}], "
+            f"peak memory {self.peak_memory_bytes.value / 2**30:.3g} GiB ({fits}), "
+            f"energy {self.energy_j.value:.3g} J; predictor {self.predictor}"
+        )

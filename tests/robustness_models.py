@@ -100,9 +100,17 @@ class ConvBlock(nn.Module):
             out, groups = rng.choice([4, 5, 8, 16]), 1
         pad = dilation * (k - 1) // 2
         conv = nn.Conv1d if dims == 1 else nn.Conv2d
-        self.conv = conv(channels, out, k, stride=stride, padding=pad, dilation=dilation, groups=groups,
-                         bias=rng.random() < 0.5, padding_mode=rng.choice(["zeros", "zeros", "reflect"])
-                         if pad and min(spatial) > pad else "zeros")
+        self.conv = conv(
+            channels,
+            out,
+            k,
+            stride=stride,
+            padding=pad,
+            dilation=dilation,
+            groups=groups,
+            bias=rng.random() < 0.5,
+            padding_mode=rng.choice(["zeros", "zeros", "reflect"]) if pad and min(spatial) > pad else "zeros",
+        )
         self.norm = _channel_norm(rng, out, dims)
         self.act = _Act(rng.choice(_Act.NAMES))
         self.residual = out == channels and stride == 1 and rng.random() < 0.6
@@ -124,8 +132,16 @@ class ConvTransposeBlock(nn.Module):
         stride = rng.choice([1, 2])
         output_padding = 1 if stride == 2 and k >= 3 and rng.random() < 0.5 else 0
         tconv = nn.ConvTranspose1d if dims == 1 else nn.ConvTranspose2d
-        self.up = tconv(channels, out, k, stride=stride, padding=rng.choice([0, 1]) if k > 2 else 0,
-                        output_padding=output_padding, groups=groups, dilation=1)
+        self.up = tconv(
+            channels,
+            out,
+            k,
+            stride=stride,
+            padding=rng.choice([0, 1]) if k > 2 else 0,
+            output_padding=output_padding,
+            groups=groups,
+            dilation=1,
+        )
         conv = nn.Conv1d if dims == 1 else nn.Conv2d
         self.down = conv(out, channels, 3, stride=stride, padding=1)
         self.act = _Act(rng.choice(_Act.NAMES))
@@ -140,8 +156,11 @@ class PoolBlock(nn.Module):
     def __init__(self, rng: random.Random, channels: int, dims: int, spatial: tuple[int, ...]) -> None:
         super().__init__()
         small = min(spatial) < 2
-        kind = rng.choice(["avg_same", "adaptive_avg", "adaptive_max"] if small else
-                          ["max", "avg", "avg_same", "adaptive_avg", "adaptive_max", "max_fn", "avg_fn"])
+        kind = rng.choice(
+            ["avg_same", "adaptive_avg", "adaptive_max"]
+            if small
+            else ["max", "avg", "avg_same", "adaptive_avg", "adaptive_max", "max_fn", "avg_fn"]
+        )
         self.kind, self.dims = kind, dims
         two = dims == 2
         if kind == "max":
@@ -203,8 +222,9 @@ class ResampleBlock(nn.Module):
         if self.mode == "nearest":
             return F.interpolate(x, scale_factor=2, mode="nearest")
         if self.mode == "linear":
-            return F.interpolate(x, scale_factor=1.5, mode="bilinear" if self.dims == 2 else "linear",
-                                 align_corners=False)
+            return F.interpolate(
+                x, scale_factor=1.5, mode="bilinear" if self.dims == 2 else "linear", align_corners=False
+            )
         if self.mode == "pad_constant":
             return F.pad(x, (1, 2) * self.dims, value=0.5)
         if self.mode == "pad_reflect":
@@ -305,7 +325,7 @@ class EinsumBlock(nn.Module):
 
     def __init__(self, rng: random.Random, dim: int, length: int) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(dim, dim) / dim ** 0.5)
+        self.weight = nn.Parameter(torch.randn(dim, dim) / dim**0.5)
         self.mode = rng.choice(["proj", "gram", "ellipsis", "outer_sum", "matmul", "bmm"])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -372,7 +392,7 @@ class IndexBlock(nn.Module):
             return x.flip(1) + torch.roll(x, shifts=1, dims=-1).masked_fill(x > 1.0, 1.0)
         if self.mode == "narrow":
             d = x.shape[-1]
-            return torch.cat([x.narrow(-1, 0, d // 2), x[..., d // 2:] * 0.5], dim=-1)
+            return torch.cat([x.narrow(-1, 0, d // 2), x[..., d // 2 :] * 0.5], dim=-1)
         return x.masked_fill(x > 0.5, 0.5)
 
 
@@ -480,10 +500,22 @@ class Break(nn.Module):
 # --------------------------------------------------------------------------------------------- the generator
 
 # (name, stream it needs, factory(rng, stream_state) -> module)
-_CHANNEL_BLOCKS = {"conv": ConvBlock, "conv_transpose": ConvTransposeBlock, "pool": PoolBlock,
-                   "channel_split": ChannelSplitBlock, "resample": ResampleBlock}
-_SEQ_BLOCKS = {"sdpa": AttentionBlock, "mha": MHABlock, "mlp": MLPBlock, "einsum": EinsumBlock,
-               "split_stack": SplitStackBlock, "index": IndexBlock, "softmax": SoftmaxBlock}
+_CHANNEL_BLOCKS = {
+    "conv": ConvBlock,
+    "conv_transpose": ConvTransposeBlock,
+    "pool": PoolBlock,
+    "channel_split": ChannelSplitBlock,
+    "resample": ResampleBlock,
+}
+_SEQ_BLOCKS = {
+    "sdpa": AttentionBlock,
+    "mha": MHABlock,
+    "mlp": MLPBlock,
+    "einsum": EinsumBlock,
+    "split_stack": SplitStackBlock,
+    "index": IndexBlock,
+    "softmax": SoftmaxBlock,
+}
 BLOCKS: tuple[tuple[str, str], ...] = (
     *((name, "image") for name in _CHANNEL_BLOCKS),
     *((name, "seq") for name in _SEQ_BLOCKS),
@@ -509,8 +541,10 @@ class Case:
 
     def describe(self) -> str:
         shapes = ", ".join(f"{tuple(t.shape)}:{str(t.dtype).replace('torch.', '')}" for t in self.inputs)
-        return (f"seed={self.seed} dtype={str(self.dtype).replace('torch.', '')} inputs=[{shapes}] "
-                f"blocks={list(self.blocks)} breaks={[b for b in self.breaks if b != 'none']} grad={self.grad}")
+        return (
+            f"seed={self.seed} dtype={str(self.dtype).replace('torch.', '')} inputs=[{shapes}] "
+            f"blocks={list(self.blocks)} breaks={[b for b in self.breaks if b != 'none']} grad={self.grad}"
+        )
 
 
 class _Sequential(nn.Module):
@@ -528,8 +562,7 @@ class _Sequential(nn.Module):
 
 def _out_shape(layer: nn.Module, shape: tuple[int, ...], dtype: torch.dtype) -> tuple[int, ...]:
     with torch.no_grad():
-        probe = torch.zeros(1, *shape, dtype=dtype) if dtype.is_floating_point else torch.ones(1, *shape,
-                                                                                                dtype=dtype)
+        probe = torch.zeros(1, *shape, dtype=dtype) if dtype.is_floating_point else torch.ones(1, *shape, dtype=dtype)
         return tuple(layer(probe).shape[1:])
 
 
@@ -610,17 +643,21 @@ def build_case(seed: int) -> Case:
         if kind != "none":
             layers.insert(rng.randint(1, len(layers)), Break(kind))
 
-    layers.append(Head(stream, shape[0] if stream != "seq" else shape[1], rng.choice([3, 10]),
-                       rng.random() < 0.3))
+    layers.append(Head(stream, shape[0] if stream != "seq" else shape[1], rng.choice([3, 10]), rng.random() < 0.3))
     model = _Sequential(layers).eval()
     if dtype != torch.float32:
         model = model.to(dtype)
         inputs = tuple(t.to(dtype) if t.is_floating_point() else t for t in inputs)
-    return Case(seed=seed, model=model, inputs=inputs, dtype=dtype, breaks=tuple(breaks), blocks=tuple(names),
-                grad=rng.random() < 0.3)
+    return Case(
+        seed=seed,
+        model=model,
+        inputs=inputs,
+        dtype=dtype,
+        breaks=tuple(breaks),
+        blocks=tuple(names),
+        grad=rng.random() < 0.3,
+    )
 
 
 def build_cases(count: int = 60, start: int = 0) -> list[Case]:
     return [build_case(seed) for seed in range(start, start + count)]
-
-

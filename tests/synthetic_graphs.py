@@ -38,7 +38,7 @@ def synthetic_targets(ts) -> None:
     """LEARNING CHECK ONLY, not measured data: targets derived from the analytical prediction."""
     lat = ts.analytical("latency_ms")
     mem = ts.analytical("peak_memory_bytes")
-    ts.y["latency_ms"] = 4.0 * lat ** 0.85  # a sub-linear, scaled version of the roofline
+    ts.y["latency_ms"] = 4.0 * lat**0.85  # a sub-linear, scaled version of the roofline
     ts.y["peak_memory_bytes"] = 1.3 * mem + 2e5  # a runtime overhead on top of the memory model
 
 
@@ -64,10 +64,16 @@ def traced_set():
             families.append(name[:3])
             groups.append(gid)
     n = len(rows)
-    ts = TrainingSet(X=np.concatenate(X), y={t: np.full(n, np.nan) for t in TARGETS}, families=np.array(families),
-                     keys=[r["key"] for r in rows], group_ids=np.array(groups), devices=[device.name], rows=rows,
-                     arrays=arrays, data_hash="synthetic")
+    ts = TrainingSet(
+        X=np.concatenate(X),
+        y={t: np.full(n, np.nan) for t in TARGETS},
+        families=np.array(families),
+        keys=[r["key"] for r in rows],
+        group_ids=np.array(groups),
+        devices=[device.name],
+        rows=rows,
+        arrays=arrays,
+        data_hash="synthetic",
+    )
     synthetic_targets(ts)
     return ts, device
-
-

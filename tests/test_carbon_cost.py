@@ -8,16 +8,21 @@ import pytest
 
 from perfpredict import devices
 from perfpredict.carbon import DEFAULT_GRID, carbon_g, grid_intensity_g_per_kwh, resolve_grid
-from perfpredict.cost import (cost_per_1k_inferences_usd, cost_usd, load_prices, price_for, price_usd_per_hour,
-                              training_run_cost_usd)
+from perfpredict.cost import (
+    cost_per_1k_inferences_usd,
+    cost_usd,
+    load_prices,
+    price_for,
+    price_usd_per_hour,
+    training_run_cost_usd,
+)
 from perfpredict.devices import get_device, load_device_file
 from perfpredict.errors import InvalidInputError, UnknownDeviceError
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
-    for var in ("PERFPREDICT_DEVICES", "PERFPREDICT_MEASURED_DIR", "PERFPREDICT_PRICES",
-                "PERFPREDICT_GRID_G_PER_KWH"):
+    for var in ("PERFPREDICT_DEVICES", "PERFPREDICT_MEASURED_DIR", "PERFPREDICT_PRICES", "PERFPREDICT_GRID_G_PER_KWH"):
         monkeypatch.delenv(var, raising=False)
     devices.reset_catalog()
     yield
@@ -25,6 +30,7 @@ def clean_env(monkeypatch):
 
 
 # -- carbon ---------------------------------------------------------------------------------------------------------
+
 
 def test_default_grid_is_world_average_with_source():
     assert grid_intensity_g_per_kwh() == 480.0
@@ -61,6 +67,7 @@ def test_negative_energy_or_grid_raises():
 
 
 # -- cost -----------------------------------------------------------------------------------------------------------
+
 
 def test_catalog_prices_exist_for_gpus_not_cpu():
     assert price_usd_per_hour("H100-SXM") > 0 and price_usd_per_hour("h100") == price_usd_per_hour("H100-SXM")
@@ -128,9 +135,15 @@ def test_cost_arithmetic():
     assert training_run_cost_usd(500.0, 1000, 3.0, num_gpus=8) == pytest.approx(500 / 3600 * 3.0 * 8)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: cost_usd(-1, 2.0), lambda: cost_usd(1, float("nan")), lambda: cost_per_1k_inferences_usd(1.0, 0, 1.0),
-    lambda: training_run_cost_usd(1.0, 10, 1.0, num_gpus=0)])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: cost_usd(-1, 2.0),
+        lambda: cost_usd(1, float("nan")),
+        lambda: cost_per_1k_inferences_usd(1.0, 0, 1.0),
+        lambda: training_run_cost_usd(1.0, 10, 1.0, num_gpus=0),
+    ],
+)
 def test_bad_cost_inputs_raise(call):
     with pytest.raises(InvalidInputError):
         call()

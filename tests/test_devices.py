@@ -8,13 +8,28 @@ import sys
 
 import pytest
 
-from perfpredict import devices
-from perfpredict.devices import (GIB, MIB, Device, apply_ceilings, get_device, list_devices, load_device_file,
-                                 local_cpu)
+from perfpredict import cpu_detection, devices
+from perfpredict.devices import GIB, MIB, Device, apply_ceilings, get_device, list_devices, load_device_file, local_cpu
 from perfpredict.errors import InvalidInputError, PerfPredictError, UnknownDeviceError
 
-REQUIRED = ["V100-SXM2-16GB", "V100-SXM2-32GB", "V100-PCIe-16GB", "A100-40GB", "A100-80GB", "A100-40GB-PCIe",
-            "A100-80GB-PCIe", "H100-SXM", "H100-PCIe", "H100-NVL", "H200", "B200", "L4", "L40S", "T4", "RTX-4090"]
+REQUIRED = [
+    "V100-SXM2-16GB",
+    "V100-SXM2-32GB",
+    "V100-PCIe-16GB",
+    "A100-40GB",
+    "A100-80GB",
+    "A100-40GB-PCIe",
+    "A100-80GB-PCIe",
+    "H100-SXM",
+    "H100-PCIe",
+    "H100-NVL",
+    "H200",
+    "B200",
+    "L4",
+    "L40S",
+    "T4",
+    "RTX-4090",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -28,12 +43,22 @@ def clean_catalog(monkeypatch):
 
 # -- lookup ---------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, canonical", [
-    ("h100", "H100-SXM"), ("H100-SXM5-80GB", "H100-SXM"), ("h100_sxm", "H100-SXM"), ("H100 SXM", "H100-SXM"),
-    ("NVIDIA H100 80GB HBM3", "H100-SXM"),  # torch.cuda.get_device_name() on an H100 SXM
-    ("NVIDIA GeForce RTX 4090", "RTX-4090"), ("Tesla T4", "T4"), ("a100 40gb", "A100-40GB"),
-    ("A100-SXM4-80GB", "A100-80GB"), ("local_cpu", "cpu"),
-])
+
+@pytest.mark.parametrize(
+    "name, canonical",
+    [
+        ("h100", "H100-SXM"),
+        ("H100-SXM5-80GB", "H100-SXM"),
+        ("h100_sxm", "H100-SXM"),
+        ("H100 SXM", "H100-SXM"),
+        ("NVIDIA H100 80GB HBM3", "H100-SXM"),  # torch.cuda.get_device_name() on an H100 SXM
+        ("NVIDIA GeForce RTX 4090", "RTX-4090"),
+        ("Tesla T4", "T4"),
+        ("a100 40gb", "A100-40GB"),
+        ("A100-SXM4-80GB", "A100-80GB"),
+        ("local_cpu", "cpu"),
+    ],
+)
 def test_get_device_matches_names_and_aliases(name, canonical):
     assert get_device(name).name == canonical
 
@@ -85,6 +110,7 @@ def test_peak_flops_picks_tensor_core_keys():
 
 # -- MIG ------------------------------------------------------------------------------------------------------------
 
+
 def test_mig_tables_are_consistent():
     for d in list_devices():
         if not d.mig_profiles:
@@ -95,8 +121,16 @@ def test_mig_tables_are_consistent():
             assert 0 < p.memory_bytes <= d.memory_bytes and 0 < p.sm_count <= full[0].sm_count
             assert p.max_instances == 1 if p.name.endswith("+me") else p.max_instances >= 1
     assert {d.name for d in list_devices() if d.mig_profiles} == {
-        "A100-40GB", "A100-80GB", "A100-40GB-PCIe", "A100-80GB-PCIe", "H100-SXM", "H100-PCIe", "H100-NVL", "H200",
-        "B200"}
+        "A100-40GB",
+        "A100-80GB",
+        "A100-40GB-PCIe",
+        "A100-80GB-PCIe",
+        "H100-SXM",
+        "H100-PCIe",
+        "H100-NVL",
+        "H200",
+        "B200",
+    }
     assert get_device("H100-PCIe").mig_profile("7g.80gb").sm_count == 114
     assert get_device("A100-40GB").mig_profile("1g.5gb").memory_bytes == int(4.75 * GIB)
 
@@ -130,6 +164,7 @@ def test_with_mig_rejects_unknown_profile_and_non_mig_devices():
 
 # -- local CPU ------------------------------------------------------------------------------------------------------
 
+
 def test_local_cpu_returns_sane_numbers():
     cpu = local_cpu()
     assert cpu.name == "cpu" and cpu.kind == "cpu" and get_device("local-cpu") == cpu
@@ -143,11 +178,11 @@ def test_local_cpu_returns_sane_numbers():
 def test_detect_cpu_from_fake_proc(monkeypatch):
     files = {
         "/proc/cpuinfo": "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Fake Xeon\ncpu MHz\t\t: 3000.000\n"
-                         "siblings\t: 4\ncpu cores\t: 2\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\n",
+        "siblings\t: 4\ncpu cores\t: 2\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\n",
         "/proc/meminfo": "MemTotal:       16384000 kB\n",
     }
-    monkeypatch.setattr(devices, "_read_text", lambda path: files.get(str(path), ""))
-    monkeypatch.setattr(devices.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(cpu_detection, "_read_text", lambda path: files.get(str(path), ""))
+    monkeypatch.setattr(cpu_detection.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     devices.detect_local_cpu.cache_clear()
     cpu = devices.detect_local_cpu()
     # 4 logical CPUs / (4 siblings / 2 cores) = 2 cores; 2 x 3.0 GHz x 32 FLOP/cycle (avx2+fma) = 192 GFLOP/s
@@ -164,13 +199,16 @@ def test_detect_cpu_from_fake_proc(monkeypatch):
     assert devices.detect_local_cpu().peak_flops_per_s["bf16"] == pytest.approx(2 * 192e9)  # VDPBF16PS
 
 
-@pytest.mark.parametrize("flags, flop_per_cycle", [
-    ({"avx512f", "avx2", "fma"}, 32), ({"avx2", "fma"}, 32), ({"avx"}, 16), ({"sse2"}, 8), (set(), 8)])
+@pytest.mark.parametrize(
+    "flags, flop_per_cycle",
+    [({"avx512f", "avx2", "fma"}, 32), ({"avx2", "fma"}, 32), ({"avx"}, 16), ({"sse2"}, 8), (set(), 8)],
+)
 def test_fp32_flop_per_cycle_from_flags(flags, flop_per_cycle):
-    assert devices._fp32_flop_per_cycle(flags) == flop_per_cycle
+    assert cpu_detection._fp32_flop_per_cycle(flags) == flop_per_cycle
 
 
 # -- user device files ----------------------------------------------------------------------------------------------
+
 
 def test_user_override_merges_field_by_field(tmp_path):
     path = tmp_path / "mine.json"
@@ -185,14 +223,16 @@ def test_user_override_merges_field_by_field(tmp_path):
 
 def test_user_yaml_adds_a_device_with_defaults(tmp_path):
     path = tmp_path / "mine.yaml"
-    path.write_text("devices:\n"
-                    "  - name: MyAccel\n"
-                    "    aliases: [my-accel-v2]\n"
-                    "    memory_gib: 32\n"
-                    "    memory_bandwidth_gb_per_s: 1200\n"
-                    "    peak_tflops: {fp32: 40, bf16_tensor: 400}\n"
-                    "    tdp_w: 300\n"
-                    "    price_usd_per_hour: 1.5\n")
+    path.write_text(
+        "devices:\n"
+        "  - name: MyAccel\n"
+        "    aliases: [my-accel-v2]\n"
+        "    memory_gib: 32\n"
+        "    memory_bandwidth_gb_per_s: 1200\n"
+        "    peak_tflops: {fp32: 40, bf16_tensor: 400}\n"
+        "    tdp_w: 300\n"
+        "    price_usd_per_hour: 1.5\n"
+    )
     load_device_file(path)
     d = get_device("my_accel_v2")
     assert d.name == "MyAccel" and d.memory_bytes == 32 * GIB
@@ -276,8 +316,10 @@ def test_ceilings_measured_elsewhere_warn():
 
 
 def test_device_modules_import_light():
-    code = ("import sys, perfpredict.devices, perfpredict.mig, perfpredict.carbon, perfpredict.cost; "
-            "print(sorted(m for m in ('torch', 'yaml') if m in sys.modules))")
+    code = (
+        "import sys, perfpredict.devices, perfpredict.mig, perfpredict.carbon, perfpredict.cost; "
+        "print(sorted(m for m in ('torch', 'yaml') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -99,8 +99,9 @@ def test_no_mig_device_gives_none():
     assert advise_mig("cpu", 3e9, ten_ms_on_h100, 1) is None
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"peak_memory_bytes": -1}, {"batch_size": 0}, {"max_latency_ms": 0}, {"min_throughput_per_s": -5.0}])
+@pytest.mark.parametrize(
+    "kwargs", [{"peak_memory_bytes": -1}, {"batch_size": 0}, {"max_latency_ms": 0}, {"min_throughput_per_s": -5.0}]
+)
 def test_bad_inputs_raise(kwargs):
     args = {"peak_memory_bytes": 3e9, "batch_size": 1, **kwargs}
     with pytest.raises(InvalidInputError):

@@ -28,8 +28,19 @@ def test_llama_2_7b_in_bf16_fits_an_l4_because_pretrained_weights_load_in_bf16(t
     assert r["memory"]["load_transient_bytes"] == 0 and r["fits_in_memory"]
     assert "loaded in bfloat16" in r["assumptions"]["weights"]
     # the float32-build case stays an option, and then it does not fit
-    built = _report(tmp_path, "--hf", "llama-2-7b", "--device", "L4", "--dtype", "bfloat16", "--seq", "128",
-                    "--weights-built-in", "float32")
+    built = _report(
+        tmp_path,
+        "--hf",
+        "llama-2-7b",
+        "--device",
+        "L4",
+        "--dtype",
+        "bfloat16",
+        "--seq",
+        "128",
+        "--weights-built-in",
+        "float32",
+    )
     assert not built["fits_in_memory"] and "built in float32" in built["assumptions"]["weights"]
 
 
@@ -43,8 +54,20 @@ def test_llama_2_7b_training_amp_adamw_does_not_fit_an_h100_but_pure_bf16_with_8
     assert m["gradients_bytes"] == params * 4
     assert m["optimizer_state_bytes"] == params * 8 and m["weight_copies_bytes"] == params * 2
     assert amp["assumptions"]["precision"].startswith("amp-bf16") and "master" in amp["assumptions"]["weights"]
-    small = _report(tmp_path, "--hf", "llama-2-7b", "--device", "H100-SXM", "--training", "--seq", "128",
-                    "--precision", "bf16", "--optimizer", "adamw-8bit")
+    small = _report(
+        tmp_path,
+        "--hf",
+        "llama-2-7b",
+        "--device",
+        "H100-SXM",
+        "--training",
+        "--seq",
+        "128",
+        "--precision",
+        "bf16",
+        "--optimizer",
+        "adamw-8bit",
+    )
     assert small["fits_in_memory"] and small["memory"]["params_bytes"] == pytest.approx(params * 2, abs=1024)
     assert small["memory"]["optimizer_state_bytes"] == pytest.approx(params * 2, rel=0.01)
 
@@ -75,9 +98,18 @@ def test_training_precision_follows_the_dtype_given_and_defaults_to_amp_bf16():
     assert resolve_run_dtype("float16", None, None, False).dtype == "float16"  # inference: the config's dtype
 
 
-@pytest.mark.parametrize(("precision", "optimizer", "expected"), [
-    ("fp32", "adamw", 16), ("bf16", "adamw", 8), ("amp-bf16", "adamw", 18), ("amp-fp16", "sgd", 10),
-    ("fp32", "sgd_momentum", 12), ("bf16", "adamw-8bit", 6 + 8 / 2048), ("fp32", "none", 8)])
+@pytest.mark.parametrize(
+    ("precision", "optimizer", "expected"),
+    [
+        ("fp32", "adamw", 16),
+        ("bf16", "adamw", 8),
+        ("amp-bf16", "adamw", 18),
+        ("amp-fp16", "sgd", 10),
+        ("fp32", "sgd_momentum", 12),
+        ("bf16", "adamw-8bit", 6 + 8 / 2048),
+        ("fp32", "none", 8),
+    ],
+)
 def test_bytes_per_parameter_of_each_recipe(precision, optimizer, expected):
     assert bytes_per_parameter(precision, optimizer) == pytest.approx(expected)
 
@@ -89,8 +121,9 @@ def test_tf32_follows_pytorchs_defaults_per_op():
     assert default.tensor_cores(ops.CONV, "float32", gpu=True)  # cudnn.allow_tf32 is on by default
     assert not default.tensor_cores(ops.MATMUL, "float32", gpu=True)  # matmul.allow_tf32 is off
     assert RunConfig(tf32=True).tensor_cores(ops.MATMUL, "float32", gpu=True)
-    assert default.tensor_cores(ops.MATMUL, "bfloat16", gpu=True) and not default.tensor_cores(ops.CONV, "float32",
-                                                                                               gpu=False)
+    assert default.tensor_cores(ops.MATMUL, "bfloat16", gpu=True) and not default.tensor_cores(
+        ops.CONV, "float32", gpu=False
+    )
 
 
 def test_a_convolution_in_float32_is_costed_at_the_tf32_rate_on_a_gpu():
@@ -112,10 +145,36 @@ def test_a_convolution_in_float32_is_costed_at_the_tf32_rate_on_a_gpu():
 
 
 def test_bf16_on_a_gpu_without_bf16_hardware_warns_and_costs_the_emulation(tmp_path):
-    bf16 = _report(tmp_path, "--hf", "distilbert", "--seq", "128", "--batch", "32", "--device", "V100",
-                   "--dtype", "bfloat16", "--predictor", "analytical")
-    fp16 = _report(tmp_path, "--hf", "distilbert", "--seq", "128", "--batch", "32", "--device", "V100",
-                   "--dtype", "float16", "--predictor", "analytical")
+    bf16 = _report(
+        tmp_path,
+        "--hf",
+        "distilbert",
+        "--seq",
+        "128",
+        "--batch",
+        "32",
+        "--device",
+        "V100",
+        "--dtype",
+        "bfloat16",
+        "--predictor",
+        "analytical",
+    )
+    fp16 = _report(
+        tmp_path,
+        "--hf",
+        "distilbert",
+        "--seq",
+        "128",
+        "--batch",
+        "32",
+        "--device",
+        "V100",
+        "--dtype",
+        "float16",
+        "--predictor",
+        "analytical",
+    )
     assert any("no bfloat16 hardware" in w for w in bf16["warnings"])
     assert not any("hardware" in w for w in fp16["warnings"])
     assert bf16["latency_ms"]["value"] > 2 * fp16["latency_ms"]["value"]  # FP32 math, not fp16 tensor cores

@@ -8,17 +8,14 @@ runs the same kernels), no exception, no "perfpredict could not predict" warning
 from __future__ import annotations
 
 import math
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-sys.path.insert(0, str(Path(__file__).parent))
-from robustness_models import BLOCKS, build_case  # noqa: E402
+from robustness_models import BLOCKS, build_case  # noqa: E402 - tests/ is on pythonpath (pyproject)
 
 N_MODELS = 100
 
@@ -73,8 +70,12 @@ _MUST_COUNT_FLOPS = ("matmul", "conv", "attention", "norm", "softmax")
 
 def _zero_flop_compute(graphs) -> list[str]:
     """Compute nodes whose FLOPs came out 0: flop_rules swallows an unknown argument layout as 0 FLOPs."""
-    return [f"{n.target}{[m.shape for m in n.inputs]}" for g in graphs for n in g.nodes
-            if n.op in _MUST_COUNT_FLOPS and n.flops <= 0 and all(m.numel > 0 for m in n.outputs)]
+    return [
+        f"{n.target}{[m.shape for m in n.inputs]}"
+        for g in graphs
+        for n in g.nodes
+        if n.op in _MUST_COUNT_FLOPS and n.flops <= 0 and all(m.numel > 0 for m in n.outputs)
+    ]
 
 
 @pytest.mark.slow
@@ -149,9 +150,11 @@ def test_random_architectures_compile_unchanged_and_predict(monkeypatch):
                 unknown[w] = unknown.get(w, 0) + 1
     elapsed = time.perf_counter() - start
     worst = min(coverages, key=coverages.get) if coverages else None
-    summary = (f"{N_MODELS} models in {elapsed:.1f} s, {break_models} with graph breaks; min coverage "
-               f"{coverages.get(worst, float('nan')):.3f} (seed {worst}); unknown-op warnings: {unknown or 'none'}; "
-               f"seeds where dynamo itself (backend='eager') differs from eager by rounding: {dynamo_differs}")
+    summary = (
+        f"{N_MODELS} models in {elapsed:.1f} s, {break_models} with graph breaks; min coverage "
+        f"{coverages.get(worst, float('nan')):.3f} (seed {worst}); unknown-op warnings: {unknown or 'none'}; "
+        f"seeds where dynamo itself (backend='eager') differs from eager by rounding: {dynamo_differs}"
+    )
     print(summary)
     assert not failures, summary + "\n" + "\n".join(failures)
     assert break_models >= 10, summary

@@ -22,14 +22,21 @@ def graph_from_joint(joint_module: Any, dynamo_gm: Any, dynamo_inputs: Sequence[
     for pos, node in enumerate(n for n in joint_module.graph.nodes if n.op == "placeholder"):
         desc = node.meta.get("desc")
         # torch >= 2.9 describes each joint input; before that, primals follow dynamo's inputs in order.
-        idx = getattr(desc, "idx", None) if desc is not None else (
-            pos if node.name.startswith("primals_") else None)
+        idx = getattr(desc, "idx", None) if desc is not None else (pos if node.name.startswith("primals_") else None)
         if idx in params and not type(desc).__name__.startswith("Tangent"):
             joint_params.add(pos)
             if idx in trainable:
                 joint_trainable.add(pos)
-    return graph_from_fx(joint_module, None, phase="training", param_indices=joint_params,
-                         trainable_indices=joint_trainable, grad_param_indices=trainable, source="aot", name=name)
+    return graph_from_fx(
+        joint_module,
+        None,
+        phase="training",
+        param_indices=joint_params,
+        trainable_indices=joint_trainable,
+        grad_param_indices=trainable,
+        source="aot",
+        name=name,
+    )
 
 
 def _param_inputs(placeholders: Sequence[Any], inputs: Sequence[Any]) -> tuple[set[int], set[int]]:

@@ -18,8 +18,9 @@ from perfpredict.graph import TensorMeta
 Metas = Sequence[TensorMeta | None]
 
 
-def node_flops(name: str, kind: str, arg_metas: Metas, args: Sequence[Any], kwargs: dict[str, Any],
-               outputs: Sequence[TensorMeta]) -> int:
+def node_flops(
+    name: str, kind: str, arg_metas: Metas, args: Sequence[Any], kwargs: dict[str, Any], outputs: Sequence[TensorMeta]
+) -> int:
     """FLOPs for one node of canonical ``kind`` whose bare name is ``name``; 0 when the shapes are missing."""
     rule = _RULES.get(kind)
     if rule is None:
@@ -80,8 +81,9 @@ def _einsum(args: Sequence[Any], a: Metas) -> int:
 def _conv(name: str, a: Metas, args: Sequence[Any], kwargs: dict, outputs: Sequence[TensorMeta]) -> int:
     if name == "convolution_backward":
         mask = args[10] if len(args) > 10 else kwargs.get("output_mask", (True, True, False))
-        return ops.conv_backward_flops(_shape(a[0]), _shape(a[1]), _shape(a[2]), bool(args[7]),
-                                       bool(mask[0]), bool(mask[1]))
+        return ops.conv_backward_flops(
+            _shape(a[0]), _shape(a[1]), _shape(a[2]), bool(args[7]), bool(mask[0]), bool(mask[1])
+        )
     if name.startswith("conv_transpose"):
         transposed = True
     elif name in ("convolution", "_convolution"):
@@ -133,7 +135,8 @@ _RULES = {
     ops.SOFTMAX: lambda n, a, args, kw, out: ops.softmax_flops(_first_numel(a, out)),
     ops.REDUCTION: lambda n, a, args, kw, out: ops.reduction_flops(_first_numel(a, out)),
     ops.ELEMENTWISE: lambda n, a, args, kw, out: ops.elementwise_flops(
-        op_table.elementwise_kind(n), max((t.numel for t in out), default=0)),
+        op_table.elementwise_kind(n), max((t.numel for t in out), default=0)
+    ),
     ops.LOSS: lambda n, a, args, kw, out: 4 * _first_numel(a, out),  # NB: log-softmax, gather, mean
     ops.OPTIMIZER: lambda n, a, args, kw, out: 10 * sum(t.numel for t in out),  # NB: AdamW's per-element update
 }

@@ -28,11 +28,19 @@ class _Walk:
     symbols: dict[str, int] = field(default_factory=dict)
 
 
-def graph_from_fx(gm: Any, example_inputs: Sequence[Any] | None = None, *, phase: str = "inference",
-                  param_indices: set[int] | None = None, trainable_indices: set[int] | None = None,
-                  grad_param_indices: set[int] | None = None,
-                  batch_size: int | None = None, seq_len: int | None = None, source: str = "fx",
-                  name: str = "") -> OpGraph:
+def graph_from_fx(
+    gm: Any,
+    example_inputs: Sequence[Any] | None = None,
+    *,
+    phase: str = "inference",
+    param_indices: set[int] | None = None,
+    trainable_indices: set[int] | None = None,
+    grad_param_indices: set[int] | None = None,
+    batch_size: int | None = None,
+    seq_len: int | None = None,
+    source: str = "fx",
+    name: str = "",
+) -> OpGraph:
     """Turn one fx GraphModule into an OpGraph.
 
     ``param_indices`` marks placeholders that are parameters or buffers when the caller knows (AOT joint
@@ -81,15 +89,27 @@ def graph_from_fx(gm: Any, example_inputs: Sequence[Any] | None = None, *, phase
     notes = ()
     if walk.symbols:
         resolved = ", ".join(f"{k}={v}" for k, v in sorted(walk.symbols.items()))
-        notes = (f"dynamic shapes: symbolic sizes resolved with dynamo's size hints ({resolved}); "
-                 "the prediction holds for these sizes",)
+        notes = (
+            f"dynamic shapes: symbolic sizes resolved with dynamo's size hints ({resolved}); "
+            "the prediction holds for these sizes",
+        )
     return OpGraph(
-        nodes=tuple(nodes), edges=tuple(edges), phase=phase,
+        nodes=tuple(nodes),
+        edges=tuple(edges),
+        phase=phase,
         batch_size=batch_size if batch_size is not None else batch,
         seq_len=seq_len if seq_len is not None else seq,
-        dtype=_dominant_dtype(nodes), source=source, param_count=param_count, param_bytes=param_bytes,
-        trainable_param_count=trainable_count, trainable_param_bytes=trainable_bytes, input_bytes=input_bytes,
-        keep_alive=frozenset(keep), grad_outputs=frozenset(grads), notes=notes, name=name,
+        dtype=_dominant_dtype(nodes),
+        source=source,
+        param_count=param_count,
+        param_bytes=param_bytes,
+        trainable_param_count=trainable_count,
+        trainable_param_bytes=trainable_bytes,
+        input_bytes=input_bytes,
+        keep_alive=frozenset(keep),
+        grad_outputs=frozenset(grads),
+        notes=notes,
+        name=name,
     )
 
 
@@ -141,9 +161,17 @@ def _op_node(gm: Any, node: Any, walk: _Walk) -> OpNode | None:
     if module is not None:
         params += sum(p.numel() for p in module.parameters(recurse=False))
     return OpNode(
-        name=node.name, op=kind, target=name if module is None else type(module).__name__,
-        inputs=inputs, outputs=outputs, flops=int(flops), bytes_read=read, bytes_written=written,
-        params=params, attrs=MappingProxyType(_attrs(kind, name, node)), module_path=_module_path(node),
+        name=node.name,
+        op=kind,
+        target=name if module is None else type(module).__name__,
+        inputs=inputs,
+        outputs=outputs,
+        flops=int(flops),
+        bytes_read=read,
+        bytes_written=written,
+        params=params,
+        attrs=MappingProxyType(_attrs(kind, name, node)),
+        module_path=_module_path(node),
     )
 
 
@@ -204,8 +232,13 @@ def _module_arg_metas(module: Any, arg_metas: list) -> list:
     return arg_metas
 
 
-def _bytes(kind: str, name: str, inputs: Sequence[TensorMeta], outputs: Sequence[TensorMeta],
-           arg_metas: Sequence[TensorMeta | None]) -> tuple[int, int]:
+def _bytes(
+    kind: str,
+    name: str,
+    inputs: Sequence[TensorMeta],
+    outputs: Sequence[TensorMeta],
+    arg_metas: Sequence[TensorMeta | None],
+) -> tuple[int, int]:
     """Bytes each op moves when nothing is fused: every input read once, every output written once."""
     if kind == ops.VIEW:
         return 0, 0
@@ -244,8 +277,12 @@ def _attrs(kind: str, name: str, node: Any) -> dict[str, Any]:
 
 
 # Where each SDPA-level op takes dropout_p when it is passed by position.
-_DROPOUT_ARG = {"scaled_dot_product_attention": 4, "_scaled_dot_product_efficient_attention": 5,
-                "_scaled_dot_product_flash_attention": 3, "_scaled_dot_product_flash_attention_for_cpu": 3}
+_DROPOUT_ARG = {
+    "scaled_dot_product_attention": 4,
+    "_scaled_dot_product_efficient_attention": 5,
+    "_scaled_dot_product_flash_attention": 3,
+    "_scaled_dot_product_flash_attention_for_cpu": 3,
+}
 
 
 def _attention_dropout(name: str, node: Any) -> float:
@@ -333,7 +370,7 @@ def _module_path(node: Any) -> str:
     path = str(list(stack.values())[-1][0])
     for prefix in ("L['self'].", "L['self']", "L['mod'].", "self."):
         if path.startswith(prefix):
-            return path[len(prefix):]
+            return path[len(prefix) :]
     return path
 
 

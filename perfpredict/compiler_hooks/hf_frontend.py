@@ -29,10 +29,19 @@ DEFAULT_IMAGE_SIZE = 224
 
 # RoBERTa-style models number positions from padding_idx + 1, so max_position_embeddings (514) overstates the
 # longest usable sequence by pad_token_id + 1 (512 usable).
-_PADDING_OFFSET_MODEL_TYPES = frozenset({
-    "roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm", "data2vec-text",
-    "longformer", "ibert", "markuplm",
-})
+_PADDING_OFFSET_MODEL_TYPES = frozenset(
+    {
+        "roberta",
+        "xlm-roberta",
+        "xlm-roberta-xl",
+        "camembert",
+        "roberta-prelayernorm",
+        "data2vec-text",
+        "longformer",
+        "ibert",
+        "markuplm",
+    }
+)
 # Encoder-decoder families whose encoder has its own class taking input_ids alone.
 _ENCODER_CLASSES = {"t5": "T5EncoderModel", "mt5": "MT5EncoderModel", "umt5": "UMT5EncoderModel"}
 _KEPT_HEAD_SUFFIXES = ("ForCausalLM", "LMHeadModel", "ForImageClassification", "ForSequenceClassification")
@@ -138,14 +147,17 @@ def config_from_dict(data: dict[str, Any], name: str = ""):
     data = dict(data)
     model_type = data.pop("model_type", None)
     if not model_type:
-        raise UnknownModelError(f"config {name!r} has no 'model_type' field, so perfpredict cannot tell which "
-                                "transformers architecture to build")
+        raise UnknownModelError(
+            f"config {name!r} has no 'model_type' field, so perfpredict cannot tell which "
+            "transformers architecture to build"
+        )
     mapping = transformers.CONFIG_MAPPING
     if model_type not in mapping:
         hint = close_matches(model_type, list(mapping.keys()))
         raise UnknownModelError(
             f"model_type {model_type!r} in {name!r} is not known to transformers {transformers.__version__}"
-            + (f" (close: {hint})" if hint else "") + "; upgrade transformers or check the config"
+            + (f" (close: {hint})" if hint else "")
+            + "; upgrade transformers or check the config"
         )
     try:
         config = mapping[model_type](**data)
@@ -187,8 +199,11 @@ def declared_dtype(config) -> str | None:
     """The dtype a config (a PretrainedConfig or its raw JSON fields) says its weights are stored in
     (``"torch_dtype"``, ``"dtype"`` in transformers 5), as a canonical name, or None when it declares none (or one
     perfpredict does not run, such as float64)."""
-    fields = config if isinstance(config, dict) else {**getattr(config, "__dict__", {}),
-                                                       "dtype": getattr(config, "dtype", None)}
+    fields = (
+        config
+        if isinstance(config, dict)
+        else {**getattr(config, "__dict__", {}), "dtype": getattr(config, "dtype", None)}
+    )
     value = fields.get("dtype") or fields.get("torch_dtype")
     name = str(value).removeprefix("torch.") if value is not None else None
     return name if name in DTYPES else None
@@ -200,9 +215,16 @@ def torch_dtype(dtype: Any) -> torch.dtype:
 
     if isinstance(dtype, torch.dtype):
         return dtype
-    names = {"float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
-             "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
-             "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+    names = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "float": torch.float32,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+        "half": torch.float16,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+    }
     key = str(dtype).lower().removeprefix("torch.")
     if key not in names:
         raise InvalidInputError(f"unsupported dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
@@ -265,8 +287,9 @@ def default_seq_len(config) -> int:
     return min(DEFAULT_SEQ_LEN, max_seq_len(config) or DEFAULT_SEQ_LEN)
 
 
-def example_inputs(config: Any, batch_size: int, seq_len: int | None = None, device: Any = "meta",
-                   dtype: Any = "float32") -> tuple:
+def example_inputs(
+    config: Any, batch_size: int, seq_len: int | None = None, device: Any = "meta", dtype: Any = "float32"
+) -> tuple:
     """Positional inputs for one forward pass: ``(input_ids,)`` for text, ``(pixel_values,)`` for vision.
 
     ``seq_len`` defaults to the shipped default (128 for encoders, 512 for LLMs). ``dtype`` is the model's dtype,
@@ -279,8 +302,10 @@ def example_inputs(config: Any, batch_size: int, seq_len: int | None = None, dev
     name = config.name_or_path or config.model_type
     if input_kind(config) == "vision":
         if seq_len is not None:
-            raise InvalidInputError(f"a sequence length applies to text models; {name!r} is a vision model "
-                                    f"(images of {_image_size_hw(config)[0]} px); drop --seq")
+            raise InvalidInputError(
+                f"a sequence length applies to text models; {name!r} is a vision model "
+                f"(images of {_image_size_hw(config)[0]} px); drop --seq"
+            )
         height_px, width_px = _image_size_hw(config)
         channels = getattr(config, "num_channels", 3) or 3
         return (torch.zeros((batch_size, channels, height_px, width_px), dtype=torch_dtype(dtype), device=device),)
@@ -293,8 +318,9 @@ def example_inputs(config: Any, batch_size: int, seq_len: int | None = None, dev
     return (torch.zeros((batch_size, seq_len), dtype=torch.long, device=device),)
 
 
-def model_from_hf(id_or_path: Any, batch_size: int = 1, seq_len: int | None = None, dtype: Any = "float32",
-                  device: Any = "meta"):
+def model_from_hf(
+    id_or_path: Any, batch_size: int = 1, seq_len: int | None = None, dtype: Any = "float32", device: Any = "meta"
+):
     """``(model, example_inputs, name)`` for a shipped id, alias or config.json path, built on ``device``."""
     config = load_config(id_or_path)
     # Inputs first: they validate batch, seq and dtype cheaply before the model is built.

@@ -77,11 +77,16 @@ def regions(graph: OpGraph) -> Regions | None:
     if later[0] and later[0][-1] >= b0.stop:
         return None
     for a, b in ((f0, f1), (b0, b1)):
-        if b.stop > len(labels) or any(labels[i] not in (None, 0) for i in a) or any(
-                labels[i] not in (None, 1) for i in b):
+        if (
+            b.stop > len(labels)
+            or any(labels[i] not in (None, 0) for i in a)
+            or any(labels[i] not in (None, 1) for i in b)
+        ):
             return None
-        if any((graph.nodes[i].op, graph.nodes[i].target) != (graph.nodes[j].op, graph.nodes[j].target)
-               for i, j in zip(a, b)):
+        if any(
+            (graph.nodes[i].op, graph.nodes[i].target) != (graph.nodes[j].op, graph.nodes[j].target)
+            for i, j in zip(a, b)
+        ):
             return None
     return Regions(f0, f1, b1, b0)
 
@@ -122,21 +127,31 @@ def replicate(graph: OpGraph, layers: int, extra_params: tuple[int, int, int, in
     grads = {new[(i, s)] for i in graph.grad_outputs for s in (every if i in template else (0,))}
     count, nbytes, trainable, trainable_bytes = extra_params
     nodes = tuple(graph.nodes[i] if s <= 1 else _renumbered(graph.nodes[i], s) for i, s in order)
-    return replace(graph, nodes=nodes, edges=tuple(sorted(edges)),
-                   keep_alive=frozenset(keep), grad_outputs=frozenset(grads),
-                   param_count=graph.param_count + count, param_bytes=graph.param_bytes + nbytes,
-                   trainable_param_count=graph.trainable_param_count + trainable,
-                   trainable_param_bytes=graph.trainable_param_bytes + trainable_bytes,
-                   notes=(*graph.notes, f"layers 2..{layers - 1} are copies of layer 1 (captured with two layers; "
-                                         "perfpredict.compiler_hooks.layer_replication)"))
+    return replace(
+        graph,
+        nodes=nodes,
+        edges=tuple(sorted(edges)),
+        keep_alive=frozenset(keep),
+        grad_outputs=frozenset(grads),
+        param_count=graph.param_count + count,
+        param_bytes=graph.param_bytes + nbytes,
+        trainable_param_count=graph.trainable_param_count + trainable,
+        trainable_param_bytes=graph.trainable_param_bytes + trainable_bytes,
+        notes=(
+            *graph.notes,
+            f"layers 2..{layers - 1} are copies of layer 1 (captured with two layers; "
+            "perfpredict.compiler_hooks.layer_replication)",
+        ),
+    )
 
 
 def _renumbered(node, layer: int):
     """A copy of a layer-1 op as layer ``layer``'s: its module path and name say which layer it belongs to."""
     root = _ROOT.match(node.module_path)
     prefix = root.group(0) if root else ""
-    rest = _INDEX.sub(lambda m: f".{layer}" + m.group(0)[1 + len(m.group(1)):],
-                      "." + node.module_path[len(prefix):], count=1)
+    rest = _INDEX.sub(
+        lambda m: f".{layer}" + m.group(0)[1 + len(m.group(1)) :], "." + node.module_path[len(prefix) :], count=1
+    )
     return replace(node, name=f"{node.name}__layer{layer}", module_path=prefix + rest[1:])
 
 

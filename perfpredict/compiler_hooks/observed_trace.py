@@ -27,8 +27,16 @@ from typing import Any
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
 
-def _fused_sdpa(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
-                is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Any:
+def _fused_sdpa(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Any:
     """SDPA's signature and result, through the fused kernel."""
     import torch
 
@@ -43,23 +51,40 @@ def _fused_sdpa(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout
             attn_mask = torch.where(attn_mask, 0.0, float("-inf"))
         bias = attn_mask.to(query.dtype).expand(*query.shape[:-1], key.shape[-2])
     return torch.ops.aten._scaled_dot_product_efficient_attention(
-        query, key, value, bias, True, dropout_p, is_causal, scale=scale)[0]
+        query, key, value, bias, True, dropout_p, is_causal, scale=scale
+    )[0]
 
 
-def _cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any = None, ignore_index: int = -100,
-                   reduce: Any = None, reduction: str = "mean", label_smoothing: float = 0.0) -> Any:
+def _cross_entropy(
+    input: Any,
+    target: Any,
+    weight: Any = None,
+    size_average: Any = None,
+    ignore_index: int = -100,
+    reduce: Any = None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Any:
     """F.cross_entropy for class-index targets as log_softmax + aten.nll_loss_forward (others: unchanged)."""
     import torch
 
     if label_smoothing or target.is_floating_point():
-        return torch.nn.functional.cross_entropy(input, target, weight, size_average, ignore_index, reduce,
-                                                 reduction, label_smoothing)
+        return torch.nn.functional.cross_entropy(
+            input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing
+        )
     logp = torch.log_softmax(input, 1 if input.dim() > 1 else 0)
     return _nll_loss(logp, target, weight, size_average, ignore_index, reduce, reduction)
 
 
-def _nll_loss(input: Any, target: Any, weight: Any = None, size_average: Any = None, ignore_index: int = -100,
-              reduce: Any = None, reduction: str = "mean") -> Any:
+def _nll_loss(
+    input: Any,
+    target: Any,
+    weight: Any = None,
+    size_average: Any = None,
+    ignore_index: int = -100,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Any:
     """F.nll_loss through aten.nll_loss_forward, whose autograd formula works on meta tensors."""
     import torch
 
@@ -76,9 +101,12 @@ def _nll_loss(input: Any, target: Any, weight: Any = None, size_average: Any = N
 def _replacements() -> dict[Any, Any]:
     import torch
 
-    return {torch.nn.functional.scaled_dot_product_attention: _fused_sdpa,
-            torch._C._nn.scaled_dot_product_attention: _fused_sdpa,
-            torch.nn.functional.cross_entropy: _cross_entropy, torch.nn.functional.nll_loss: _nll_loss}
+    return {
+        torch.nn.functional.scaled_dot_product_attention: _fused_sdpa,
+        torch._C._nn.scaled_dot_product_attention: _fused_sdpa,
+        torch.nn.functional.cross_entropy: _cross_entropy,
+        torch.nn.functional.nll_loss: _nll_loss,
+    }
 
 
 def observation_copy(gm: Any) -> Any:

@@ -3,7 +3,7 @@
 Takes an ``onnx.ModelProto`` or a path (external data is loaded from the model's folder). Shapes come from
 ``onnx.shape_inference`` (strict mode off, data propagation on) after ``input_shapes`` has pinned the model's
 dynamic input dimensions, e.g. ``{"input_ids": (1, 128)}``. ONNX op types map to the canonical vocabulary through
-``onnx_ops.ONNX_NAMES``; an op without a cost model is kept as ``unknown`` (coverage drops, nothing is dropped).
+``op_names.ONNX_NAMES``; an op without a cost model is kept as ``unknown`` (coverage drops, nothing is dropped).
 
 Any framework that exports ONNX (PyTorch, TensorFlow through tf2onnx, PaddlePaddle through paddle2onnx, JAX
 through jax2onnx) reaches perfpredict this way.
@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from perfpredict import ops
-from perfpredict.compiler_hooks.onnx_ops import ONNX_FOLDED, ONNX_NAMES, DataflowBuilder, RawOp
+from perfpredict.compiler_hooks.dataflow_builder import DataflowBuilder, RawOp
+from perfpredict.compiler_hooks.op_names import ONNX_FOLDED, ONNX_NAMES
 from perfpredict.errors import FrontendError, InvalidInputError, require
 from perfpredict.graph import OpGraph, TensorMeta
 
@@ -27,9 +28,25 @@ logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
 # onnx TensorProto.DataType -> canonical dtype name
-_ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
-                10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 14: "complex64", 15: "complex128",
-                16: "bfloat16", 17: "float8_e4m3fn", 19: "float8_e5m2"}
+_ONNX_DTYPES = {
+    1: "float32",
+    2: "uint8",
+    3: "int8",
+    4: "uint16",
+    5: "int16",
+    6: "int32",
+    7: "int64",
+    9: "bool",
+    10: "float16",
+    11: "float64",
+    12: "uint32",
+    13: "uint64",
+    14: "complex64",
+    15: "complex128",
+    16: "bfloat16",
+    17: "float8_e4m3fn",
+    19: "float8_e5m2",
+}
 
 
 def load_onnx(model: Any) -> Any:
@@ -45,9 +62,11 @@ def load_onnx(model: Any) -> Any:
             raise InvalidInputError(f"ONNX file {path!r} does not exist; pass the path of a .onnx model")
         try:
             return onnx.load(path, load_external_data=True)
-        except Exception as err:  # noqa: BLE001 - protobuf raises DecodeError, others OSError/ValueError
-            raise FrontendError(f"{path!r} is not a readable ONNX model ({type(err).__name__}: {err}); "
-                                "export one with torch.onnx.export(model, args, 'model.onnx')") from err
+        except Exception as err:
+            raise FrontendError(
+                f"{path!r} is not a readable ONNX model ({type(err).__name__}: {err}); "
+                "export one with torch.onnx.export(model, args, 'model.onnx')"
+            ) from err
     raise InvalidInputError(f"expected an onnx.ModelProto or a path, got {type(model).__name__!r}")
 
 
@@ -68,8 +87,14 @@ def dynamic_inputs(model: Any) -> dict[str, list[str | int | None]]:
     return out
 
 
-def graph_from_onnx(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                    phase: str = "inference", name: str = "", fuse: bool = True) -> OpGraph:
+def graph_from_onnx(
+    model: Any,
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    phase: str = "inference",
+    name: str = "",
+    fuse: bool = True,
+) -> OpGraph:
     """Turn an ONNX model into an OpGraph.
 
     ``input_shapes`` fixes the shape of named graph inputs (required for every input with a dynamic dimension;
@@ -93,8 +118,9 @@ def graph_from_onnx(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | N
     builder = DataflowBuilder(source="onnx")
     inits = {i.name: i for i in graph.initializer}
     for init in graph.initializer:
-        builder.add_param(init.name, TensorMeta(tuple(int(d) for d in init.dims), _ONNX_DTYPES.get(init.data_type,
-                                                                                                  "float32")))
+        builder.add_param(
+            init.name, TensorMeta(tuple(int(d) for d in init.dims), _ONNX_DTYPES.get(init.data_type, "float32"))
+        )
     value_info = {vi.name: vi for vi in [*graph.input, *graph.value_info, *graph.output]}
     missing: list[str] = []
     for vi in graph.input:
@@ -109,9 +135,11 @@ def graph_from_onnx(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | N
     if missing:
         dims = dynamic_inputs(proto)
         raise InvalidInputError(
-            "ONNX input(s) " + ", ".join(f"{m!r} (dims {dims.get(m)!r})" for m in missing) +
-            " have dynamic dimensions; give their shapes, e.g. input_shapes={"
-            f"{missing[0]!r}: (1, 128)}} or --input-shape {missing[0]}=1x128")
+            "ONNX input(s) "
+            + ", ".join(f"{m!r} (dims {dims.get(m)!r})" for m in missing)
+            + " have dynamic dimensions; give their shapes, e.g. input_shapes={"
+            f"{missing[0]!r}: (1, 128)}} or --input-shape {missing[0]}=1x128"
+        )
     unknown_shapes = 0
     for i, node in enumerate(graph.node):
         outputs = [o for o in node.output if o]
@@ -127,10 +155,16 @@ def graph_from_onnx(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | N
                 builder.add_tensor(x, _meta(value_info[x]))
         attrs = {a.name: _attr_value(onnx, a) for a in node.attribute}
         op_type = node.op_type if node.domain in ("", "ai.onnx", "com.microsoft") else f"{node.domain}.{node.op_type}"
-        raw = RawOp(name=node.name or f"{node.op_type}_{i}", target=op_type,
-                    bare=ONNX_NAMES.get(node.op_type, node.op_type) if node.domain in ("", "ai.onnx",
-                                                                                       "com.microsoft") else op_type,
-                    inputs=inputs, outputs=outputs, attrs=attrs)
+        raw = RawOp(
+            name=node.name or f"{node.op_type}_{i}",
+            target=op_type,
+            bare=ONNX_NAMES.get(node.op_type, node.op_type)
+            if node.domain in ("", "ai.onnx", "com.microsoft")
+            else op_type,
+            inputs=inputs,
+            outputs=outputs,
+            attrs=attrs,
+        )
         if node.op_type in ONNX_FOLDED:
             raw.attrs["_folded"] = True
         _refine(raw, builder)
@@ -138,11 +172,14 @@ def graph_from_onnx(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | N
     builder.graph_outputs.extend(o.name for o in graph.output)
     notes = []
     if input_shapes:
-        notes.append("onnx: input shapes set to " + ", ".join(f"{k}={'x'.join(map(str, v))}"
-                                                             for k, v in input_shapes.items()))
+        notes.append(
+            "onnx: input shapes set to " + ", ".join(f"{k}={'x'.join(map(str, v))}" for k, v in input_shapes.items())
+        )
     if unknown_shapes:
-        notes.append(f"onnx: shape inference left {unknown_shapes} tensor(s) without a static shape; the ops that "
-                     "produce them are costed from their known operands only")
+        notes.append(
+            f"onnx: shape inference left {unknown_shapes} tensor(s) without a static shape; the ops that "
+            "produce them are costed from their known operands only"
+        )
     return builder.build(name=name, phase=phase, notes=notes, fuse=fuse)
 
 
@@ -154,14 +191,16 @@ def _with_input_shapes(proto: Any, shapes: dict[str, Sequence[int]]) -> Any:
     inputs = {vi.name: vi for vi in proto.graph.input}
     unknown = sorted(set(shapes) - set(inputs))
     if unknown:
-        raise InvalidInputError(f"input_shapes names {unknown!r}, but the model's inputs are "
-                                f"{sorted(dynamic_inputs(proto))!r}")
+        raise InvalidInputError(
+            f"input_shapes names {unknown!r}, but the model's inputs are {sorted(dynamic_inputs(proto))!r}"
+        )
     symbols: dict[str, int] = {}
     for name, shape in shapes.items():
         dims = inputs[name].type.tensor_type.shape.dim
         if len(dims) and len(dims) != len(shape):
-            raise InvalidInputError(f"input {name!r} has {len(dims)} dimensions, but input_shapes gives "
-                                    f"{tuple(shape)!r}")
+            raise InvalidInputError(
+                f"input {name!r} has {len(dims)} dimensions, but input_shapes gives {tuple(shape)!r}"
+            )
         for d, v in zip(dims, shape):
             if d.dim_param:
                 symbols[d.dim_param] = int(v)
@@ -206,8 +245,11 @@ def _attr_value(onnx: Any, attr: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     if isinstance(value, (list, tuple)):
-        return [v.decode(errors="replace") if isinstance(v, bytes) else v for v in value
-                if isinstance(v, (bytes, int, float, str))]
+        return [
+            v.decode(errors="replace") if isinstance(v, bytes) else v
+            for v in value
+            if isinstance(v, (bytes, int, float, str))
+        ]
     if isinstance(value, (int, float, str)):
         return value
     return type(value).__name__  # tensors, graphs: not needed for costing
@@ -218,15 +260,25 @@ def _refine(op: RawOp, builder: DataflowBuilder) -> None:
     t = builder.tensors
     if op.target == "Gather" and op.inputs:
         table = t.get(op.inputs[0])
-        if op.inputs[0] in builder.params and table is not None and len(table.shape) == 2 and \
-                int(op.attrs.get("axis", 0)) == 0:
+        if (
+            op.inputs[0] in builder.params
+            and table is not None
+            and len(table.shape) == 2
+            and int(op.attrs.get("axis", 0)) == 0
+        ):
             op.bare = "embedding"
     elif op.target in ("MaxPool", "AveragePool", "LpPool") and "kernel_shape" in op.attrs:
         op.attrs["kernel"] = list(op.attrs["kernel_shape"])
     elif op.target == "Conv" or op.target == "ConvTranspose":
         op.attrs["transposed"] = op.target == "ConvTranspose"
-    elif op.target in ("Cast", "CastLike") and op.inputs and op.outputs and op.inputs[0] in t and \
-            op.outputs[0] in t and t[op.inputs[0]].dtype == t[op.outputs[0]].dtype:
+    elif (
+        op.target in ("Cast", "CastLike")
+        and op.inputs
+        and op.outputs
+        and op.inputs[0] in t
+        and op.outputs[0] in t
+        and t[op.inputs[0]].dtype == t[op.outputs[0]].dtype
+    ):
         op.bare = "identity"
     elif op.target in ("Attention", "MultiHeadAttention", "GroupQueryAttention") and op.inputs:
         q = t.get(op.inputs[0])
@@ -236,8 +288,10 @@ def _refine(op: RawOp, builder: DataflowBuilder) -> None:
             metas = [t.get(x) for x in op.inputs[:3]]
             if all(m is not None and len(m.shape) == 3 for m in metas):
                 kv_heads = int(op.attrs.get("kv_num_heads", heads) or heads)
-                split = [TensorMeta((m.shape[0], m.shape[1], h, m.shape[2] // h), m.dtype)
-                         for m, h in zip(metas, (heads, kv_heads, kv_heads))]
+                split = [
+                    TensorMeta((m.shape[0], m.shape[1], h, m.shape[2] // h), m.dtype)
+                    for m, h in zip(metas, (heads, kv_heads, kv_heads))
+                ]
                 op.flops = ops.attention_flops(*((s.shape[0], s.shape[2], s.shape[1], s.shape[3]) for s in split))
     if op.bare not in ONNX_NAMES.values() and op.bare != "embedding":
         from perfpredict.compiler_hooks import op_table
@@ -246,8 +300,9 @@ def _refine(op: RawOp, builder: DataflowBuilder) -> None:
             op.attrs["_kind"] = ops.UNKNOWN
 
 
-def onnx_tool_crosscheck(model: Any, graph: OpGraph | None = None,
-                         input_shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
+def onnx_tool_crosscheck(
+    model: Any, graph: OpGraph | None = None, input_shapes: Mapping[str, Sequence[int]] | None = None
+) -> dict[str, Any]:
     """Compare our totals with onnx-tool's profile (MACs, params, memory), as the research did.
 
     Returns ``{"ours": {...}, "onnx_tool": {...}}``, or ``{"ours": {...}, "error": "..."}`` where onnx-tool
@@ -279,8 +334,12 @@ def onnx_tool_crosscheck(model: Any, graph: OpGraph | None = None,
                 macs += int(round(node.macs[0]))
                 if len(node.input) > 2:  # onnx-tool adds one MAC per output for the bias; torch's counter does not
                     macs -= int(np.prod(tool.graph.tensormap[node.output[0]].get_shape()))
-        theirs = {"macs": macs, "params": int(tool.graph.params), "memory": int(tool.graph.memory),
-                  "total_macs": int(round(tool.graph.macs[0]))}
+        theirs = {
+            "macs": macs,
+            "params": int(tool.graph.params),
+            "memory": int(tool.graph.memory),
+            "total_macs": int(round(tool.graph.macs[0])),
+        }
     except Exception as err:  # noqa: BLE001 - onnx-tool gaps are reported, never raised
         return {"ours": ours, "error": f"{type(err).__name__}: {err}"}
     return {"ours": ours, "onnx_tool": theirs}
@@ -290,5 +349,6 @@ def _np_dtype(proto: Any, name: str) -> str:
     for vi in proto.graph.input:
         if vi.name == name:
             return {1: "float32", 6: "int32", 7: "int64", 9: "bool", 10: "float16", 11: "float64"}.get(
-                vi.type.tensor_type.elem_type, "float32")
+                vi.type.tensor_type.elem_type, "float32"
+            )
     return "float32"

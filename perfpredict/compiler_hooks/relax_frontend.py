@@ -3,7 +3,7 @@
 A :class:`tvm.relax.PyExprVisitor` walks every binding of the module's entry function: for each call it reads
 the op name (``relax.nn.conv2d``), its typed attributes (strides, layouts, axes) and the shapes and dtypes of
 arguments and result from their type (``expr.ty`` in apache-tvm 0.27, ``struct_info`` before). The calls are
-then canonicalised and costed by the builder shared with the ONNX frontend (see ``onnx_ops.py``).
+then canonicalised and costed by the builder shared with the ONNX frontend (see ``dataflow_builder.py``).
 
 Symbolic dimensions (``R.Tensor(("n", 768))``) are resolved, in order, from ``shape_hints={"n": 128}``, then
 from the function's ``tir_var_upper_bound`` attribute (a bound predicts the worst case), and otherwise predicted
@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from perfpredict import ops
-from perfpredict.compiler_hooks.onnx_ops import RELAX_IGNORED, RELAX_NAMES, DataflowBuilder, RawOp
+from perfpredict.compiler_hooks.dataflow_builder import DataflowBuilder, RawOp
+from perfpredict.compiler_hooks.op_names import RELAX_IGNORED, RELAX_NAMES
 from perfpredict.errors import FrontendError
 from perfpredict.graph import OpGraph, TensorMeta
 
@@ -29,10 +30,19 @@ logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
 # Ops that a TVM build introduces during and after legalisation: a module made of these has no Relax op left.
-LOWERED_CALLS = {"relax.call_tir", "relax.call_tir_inplace", "relax.call_tir_with_grad", "relax.call_dps_packed",
-                 "relax.call_pure_packed", "relax.vm.alloc_storage", "relax.vm.alloc_tensor",
-                 "relax.memory.alloc_storage", "relax.memory.alloc_tensor", "relax.builtin.alloc_tensor",
-                 "relax.vm.call_tir_dyn"}
+LOWERED_CALLS = {
+    "relax.call_tir",
+    "relax.call_tir_inplace",
+    "relax.call_tir_with_grad",
+    "relax.call_dps_packed",
+    "relax.call_pure_packed",
+    "relax.vm.alloc_storage",
+    "relax.vm.alloc_tensor",
+    "relax.memory.alloc_storage",
+    "relax.memory.alloc_tensor",
+    "relax.builtin.alloc_tensor",
+    "relax.vm.call_tir_dyn",
+}
 
 
 def _type_of(expr: Any) -> Any:
@@ -66,9 +76,17 @@ class _Dims:
         a, b = getattr(expr, "a", None), getattr(expr, "b", None)
         if a is not None and b is not None:
             x, y = self.value(a), self.value(b)
-            table = {"Add": x + y, "Sub": x - y, "Mul": x * y, "FloorDiv": x // y if y else 0,
-                     "Div": x // y if y else 0, "FloorMod": x % y if y else 0, "Mod": x % y if y else 0,
-                     "Max": max(x, y), "Min": min(x, y)}
+            table = {
+                "Add": x + y,
+                "Sub": x - y,
+                "Mul": x * y,
+                "FloorDiv": x // y if y else 0,
+                "Div": x // y if y else 0,
+                "FloorMod": x % y if y else 0,
+                "Mod": x % y if y else 0,
+                "Max": max(x, y),
+                "Min": min(x, y),
+            }
             if name in table:
                 return table[name]
         raise FrontendError(f"cannot evaluate the shape expression {str(expr)!r}; pass shape_hints for its symbols")
@@ -88,16 +106,27 @@ class _Dims:
             if how == "shape_hints":
                 out.append(f"symbolic dimension {name!r} predicted at {value} (shape_hints)")
             elif how == "tir_var_upper_bound":
-                out.append(f"symbolic dimension {name!r} predicted at its upper bound {value} (worst case); "
-                           f"pass shape_hints={{{name!r}: ...}} for another size")
+                out.append(
+                    f"symbolic dimension {name!r} predicted at its upper bound {value} (worst case); "
+                    f"pass shape_hints={{{name!r}: ...}} for another size"
+                )
             else:
-                out.append(f"symbolic dimension {name!r} has no bound or hint and was predicted at 1; "
-                           f"pass shape_hints={{{name!r}: ...}}")
+                out.append(
+                    f"symbolic dimension {name!r} has no bound or hint and was predicted at 1; "
+                    f"pass shape_hints={{{name!r}: ...}}"
+                )
         return out
 
 
-def graph_from_relax(mod: Any, *, func_name: str | None = None, shape_hints: Mapping[str, int] | None = None,
-                     phase: str = "inference", name: str = "", fuse: bool = True) -> OpGraph:
+def graph_from_relax(
+    mod: Any,
+    *,
+    func_name: str | None = None,
+    shape_hints: Mapping[str, int] | None = None,
+    phase: str = "inference",
+    name: str = "",
+    fuse: bool = True,
+) -> OpGraph:
     """Turn a Relax IRModule (or one of its functions) into an OpGraph.
 
     ``func_name`` picks the entry function (default ``"main"``, else the only Relax function). ``shape_hints``
@@ -120,7 +149,7 @@ def graph_from_relax(mod: Any, *, func_name: str | None = None, shape_hints: Map
             builder.graph_inputs.append((p, i) if len(metas) > 1 else p)
     num_input = attrs.get("num_input") if attrs is not None and "num_input" in attrs else None
     if num_input is not None:  # keep_params_as_input=True: the trailing parameters are weights
-        for p in list(func.params)[int(num_input):]:
+        for p in list(func.params)[int(num_input) :]:
             builder.graph_inputs.remove(p)
             builder.add_param(p, builder.tensors[p])
     walker.visit_expr(func)
@@ -129,12 +158,16 @@ def graph_from_relax(mod: Any, *, func_name: str | None = None, shape_hints: Map
     if lowered and lowered >= max(1, walker.calls) * 0.5:
         builder.notes.append(
             f"relax: {lowered} of {walker.calls} calls are call_tir/packed calls: this module has already been "
-            "legalised (LegalizeOps), so op names and costs are lost; run PredictPerformance before LegalizeOps")
+            "legalised (LegalizeOps), so op names and costs are lost; run PredictPerformance before LegalizeOps"
+        )
     notes = dims.notes()
     unresolved = [n for n, (_, how) in dims.used.items() if how == "default"]
     if unresolved:
-        warnings.warn(f"perfpredict: symbolic dimension(s) {unresolved!r} have no bound or hint and were predicted "
-                      f"at 1; pass shape_hints={{{unresolved[0]!r}: ...}}", stacklevel=3)
+        warnings.warn(
+            f"perfpredict: symbolic dimension(s) {unresolved!r} have no bound or hint and were predicted "
+            f"at 1; pass shape_hints={{{unresolved[0]!r}: ...}}",
+            stacklevel=3,
+        )
     return builder.build(name=name, phase=phase, notes=notes, fuse=fuse)
 
 
@@ -162,8 +195,7 @@ def _entry(mod: Any, func_name: str | None) -> Any:
         return funcs["main"]
     if len(funcs) == 1:
         return next(iter(funcs.values()))
-    raise FrontendError(f"the module has no 'main' and several Relax functions {sorted(funcs)!r}; "
-                        "pass func_name=...")
+    raise FrontendError(f"the module has no 'main' and several Relax functions {sorted(funcs)!r}; pass func_name=...")
 
 
 def _make_walker(relax: Any) -> type:
@@ -243,7 +275,7 @@ def _make_walker(relax: Any) -> type:
                 self.lowered += 1
                 self._record(var, call, f"call {target}", "unknown", list(call.args), {})
                 return
-            short = op_name[len("relax."):] if op_name.startswith("relax.") else op_name
+            short = op_name[len("relax.") :] if op_name.startswith("relax.") else op_name
             if short in RELAX_IGNORED:
                 self.calls -= 1
                 self.alias[var] = []
@@ -254,8 +286,9 @@ def _make_walker(relax: Any) -> type:
                 callee = args[0] if args else None
                 target = str(getattr(callee, "name_hint", op_name))
                 tensor_args = args[1] if len(args) > 1 else None
-                self._record(var, call, f"{op_name}({target})", "unknown",
-                             [tensor_args] if tensor_args is not None else [], {})
+                self._record(
+                    var, call, f"{op_name}({target})", "unknown", [tensor_args] if tensor_args is not None else [], {}
+                )
                 return
             bare = RELAX_NAMES.get(short, short.split(".")[-1])
             attrs = _attrs(call.attrs)
@@ -273,8 +306,9 @@ def _make_walker(relax: Any) -> type:
             if not outputs:
                 return  # shape or void results: nothing to run
             self.counter += 1
-            op = RawOp(name=_var_name(var, self.counter), target=target, bare=bare,
-                       inputs=inputs, outputs=outputs, attrs=attrs)
+            op = RawOp(
+                name=_var_name(var, self.counter), target=target, bare=bare, inputs=inputs, outputs=outputs, attrs=attrs
+            )
             self._refine(op)
             self.builder.add_op(op)
 
@@ -283,11 +317,20 @@ def _make_walker(relax: Any) -> type:
             b = self.builder
             if op.bare == "index_select" and op.inputs:
                 table = b.tensors.get(op.inputs[0])
-                if op.inputs[0] in b.params and table is not None and len(table.shape) == 2 and \
-                        op.attrs.get("axis", 0) in (0, None):
+                if (
+                    op.inputs[0] in b.params
+                    and table is not None
+                    and len(table.shape) == 2
+                    and op.attrs.get("axis", 0) in (0, None)
+                ):
                     op.bare = "embedding"
-            if op.bare == "to" and op.inputs and op.inputs[0] in b.tensors and op.outputs and \
-                    b.tensors[op.inputs[0]].dtype == b.tensors[op.outputs[0]].dtype:
+            if (
+                op.bare == "to"
+                and op.inputs
+                and op.inputs[0] in b.tensors
+                and op.outputs
+                and b.tensors[op.inputs[0]].dtype == b.tensors[op.outputs[0]].dtype
+            ):
                 op.bare = "identity"
             if "pool_size" in op.attrs and not op.bare.startswith("adaptive"):
                 op.attrs["kernel"] = list(op.attrs["pool_size"])
@@ -314,9 +357,25 @@ def _attrs(attrs: Any) -> dict[str, Any]:
     try:
         keys = list(attrs.keys())
     except Exception:  # noqa: BLE001 - tvm-ffi attrs objects list their fields differently
-        keys = [k for k in dir(attrs) if not k.startswith("_") and k not in
-                ("get_int", "get_int_tuple", "get_str", "id_", "is_", "same_as", "keys", "list_field_info",
-                 "script", "show", "handle")]
+        keys = [
+            k
+            for k in dir(attrs)
+            if not k.startswith("_")
+            and k
+            not in (
+                "get_int",
+                "get_int_tuple",
+                "get_str",
+                "id_",
+                "is_",
+                "same_as",
+                "keys",
+                "list_field_info",
+                "script",
+                "show",
+                "handle",
+            )
+        ]
     out: dict[str, Any] = {}
     for k in keys:
         try:
@@ -332,7 +391,7 @@ def _attrs(attrs: Any) -> dict[str, Any]:
 def _plain(v: Any) -> Any:
     if isinstance(v, (bool, int, float, str)) or v is None:
         return v
-    if hasattr(v, "value") and isinstance(getattr(v, "value"), (int, float, str, bool)):
+    if hasattr(v, "value") and isinstance(v.value, (int, float, str, bool)):
         return v.value
     try:
         return [_plain(x) for x in v]
@@ -341,5 +400,11 @@ def _plain(v: Any) -> Any:
 
 
 def _dtype(name: str) -> str:
-    return {"float": "float32", "int": "int32", "bool": "bool", "e4m3_float8": "float8_e4m3fn",
-            "e5m2_float8": "float8_e5m2", "float8_e4m3fn": "float8_e4m3fn"}.get(name, name)
+    return {
+        "float": "float32",
+        "int": "int32",
+        "bool": "bool",
+        "e4m3_float8": "float8_e4m3fn",
+        "e5m2_float8": "float8_e5m2",
+        "float8_e4m3fn": "float8_e4m3fn",
+    }.get(name, name)

@@ -40,38 +40,58 @@ _WARNED: set[str] = set()
 LAST_PASS_SECONDS: list[float] = [0.0]
 
 
-def predict_module(mod: Any, *, device: Any = DEFAULT_DEVICE, phase: str = "inference",
-                   predictor: str = "analytical", shape_hints: Mapping[str, int] | None = None,
-                   func_name: str | None = None, model_name: str | None = None, **report_kwargs: Any) -> Any:
+def predict_module(
+    mod: Any,
+    *,
+    device: Any = DEFAULT_DEVICE,
+    phase: str = "inference",
+    predictor: str = "analytical",
+    shape_hints: Mapping[str, int] | None = None,
+    func_name: str | None = None,
+    model_name: str | None = None,
+    **report_kwargs: Any,
+) -> Any:
     """A PerfReport for a Relax IRModule (no pass machinery): the function the pass calls."""
-    from perfpredict.api import report_for_graph
     from perfpredict.compiler_hooks.relax_frontend import graph_from_relax
+    from perfpredict.pipeline import report_for_graph
 
     if phase not in ("inference", "training"):
         raise InvalidInputError(f"phase {phase!r} is not one of 'inference', 'training'")
-    graph = graph_from_relax(mod, func_name=func_name, shape_hints=shape_hints, phase=phase,
-                             name=model_name or "relax_module")
+    graph = graph_from_relax(
+        mod, func_name=func_name, shape_hints=shape_hints, phase=phase, name=model_name or "relax_module"
+    )
     lowered = [n for n in graph.notes if "legalised" in n]
     if lowered:
         _warn_once(lowered[0])
     elif graph.coverage < 1.0:
         unknown = ", ".join(f"{k} x{v}" for k, v in sorted(graph.unknown_targets.items()))
-        _warn_once(f"perfpredict: {graph.coverage:.0%} of the module's ops have a cost model; no cost model for "
-                   f"{unknown} (counted as launch overhead only)")
-    return report_for_graph(graph, device=device, phase=phase, predictor=predictor, model_name=model_name,
-                            **report_kwargs)
+        _warn_once(
+            f"perfpredict: {graph.coverage:.0%} of the module's ops have a cost model; no cost model for "
+            f"{unknown} (counted as launch overhead only)"
+        )
+    return report_for_graph(
+        graph, device=device, phase=phase, predictor=predictor, model_name=model_name, **report_kwargs
+    )
 
 
-def PredictPerformance(device: Any = DEFAULT_DEVICE, phase: str = "inference",  # noqa: N802 - TVM pass style
-                       predictor: str = "analytical", report: Any = None,
-                       shape_hints: Mapping[str, int] | None = None, *, func_name: str | None = None,
-                       model_name: str | None = None, strict: bool = False, attach: bool = True,
-                       **report_kwargs: Any) -> Any:
+def PredictPerformance(  # noqa: N802 - TVM pass style
+    device: Any = DEFAULT_DEVICE,
+    phase: str = "inference",
+    predictor: str = "analytical",
+    report: Any = None,
+    shape_hints: Mapping[str, int] | None = None,
+    *,
+    func_name: str | None = None,
+    model_name: str | None = None,
+    strict: bool = False,
+    attach: bool = True,
+    **report_kwargs: Any,
+) -> Any:
     """A ``tvm.transform.module_pass(opt_level=0, name="PredictPerformance")`` that observes the module.
 
     ``report`` is a callable that receives the PerfReport or a path (.json, .html, .txt) to write it to.
     ``shape_hints`` gives sizes for symbolic dimensions ({"n": 128}). Other keywords (``optimizer``, ``tf32``,
-    ``max_latency_ms``, ``grid_g_per_kwh``...) go to :func:`perfpredict.api.report_for_graph`. If predicting
+    ``max_latency_ms``, ``grid_g_per_kwh``...) go to :func:`perfpredict.pipeline.report_for_graph`. If predicting
     fails, the pass warns once and returns the module unchanged; ``strict=True`` raises instead.
     """
     tvm = require("tvm", "tvm")
@@ -89,16 +109,26 @@ def PredictPerformance(device: Any = DEFAULT_DEVICE, phase: str = "inference",  
         forget()  # a failure must not leave the previous module's report as last_report()
         start = time.perf_counter()
         try:
-            result = predict_module(mod, device=device, phase=phase, predictor=predictor, shape_hints=hints,
-                                    func_name=func_name, model_name=model_name, **report_kwargs)
+            result = predict_module(
+                mod,
+                device=device,
+                phase=phase,
+                predictor=predictor,
+                shape_hints=hints,
+                func_name=func_name,
+                model_name=model_name,
+                **report_kwargs,
+            )
             deliver(result, report)
             if attach:
                 mod = mod.with_attr(ATTR_NAME, json.dumps(_report_dict(result), default=str))
-        except Exception as err:  # noqa: BLE001 - the pass must never break the user's build
+        except Exception as err:
             if strict:
                 raise
-            _warn_once(f"perfpredict: PredictPerformance could not predict this module ({type(err).__name__}: "
-                       f"{err}); the module is passed on unchanged")
+            _warn_once(
+                f"perfpredict: PredictPerformance could not predict this module ({type(err).__name__}: "
+                f"{err}); the module is passed on unchanged"
+            )
         finally:
             LAST_PASS_SECONDS[0] = time.perf_counter() - start
         return mod
@@ -119,8 +149,9 @@ def pipeline_with_prediction(base: str = "default", **options: Any) -> Any:
     tvm = require("tvm", "tvm")
     from tvm import relax
 
-    return tvm.transform.Sequential([PredictPerformance(**options), relax.get_pipeline(base)],
-                                    name=f"perfpredict+{base}")
+    return tvm.transform.Sequential(
+        [PredictPerformance(**options), relax.get_pipeline(base)], name=f"perfpredict+{base}"
+    )
 
 
 def register_pipeline(name: str = PIPELINE_NAME, base: str = "default") -> str:
@@ -190,5 +221,13 @@ def _warn_once(message: str) -> None:
     logger.warning(message)
 
 
-__all__ = ["ATTR_NAME", "PredictPerformance", "PerfPredictError", "instrument", "pipeline_with_prediction",
-           "predict_module", "register_pipeline", "report_from_module"]
+__all__ = [
+    "ATTR_NAME",
+    "PredictPerformance",
+    "PerfPredictError",
+    "instrument",
+    "pipeline_with_prediction",
+    "predict_module",
+    "register_pipeline",
+    "report_from_module",
+]

@@ -33,9 +33,24 @@ logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
 DEFAULT_DEVICE = "H100-SXM"
-_KNOWN_OPTIONS = {"device", "predictor", "phase", "optimizer", "tf32", "max_latency_ms", "min_throughput_per_s",
-                  "report", "inner", "strict", "model_name", "grid_g_per_kwh", "workload_calls", "top_ops",
-                  "measure", "weights_built_in"}
+_KNOWN_OPTIONS = {
+    "device",
+    "predictor",
+    "phase",
+    "optimizer",
+    "tf32",
+    "max_latency_ms",
+    "min_throughput_per_s",
+    "report",
+    "inner",
+    "strict",
+    "model_name",
+    "grid_g_per_kwh",
+    "workload_calls",
+    "top_ops",
+    "measure",
+    "weights_built_in",
+}
 _WARNED: set[str] = set()
 
 
@@ -92,8 +107,7 @@ class _Session:
 _CURRENT: list[_Session] = []
 
 
-def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, Any] | None = None,
-                        **_: Any) -> Any:
+def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, Any] | None = None, **_: Any) -> Any:
     """A torch.compile backend: predict performance of ``gm``, then compile it with the inner backend."""
     strict = bool((options or {}).get("strict", False))
     from perfpredict.delivery import forget
@@ -110,8 +124,12 @@ def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, A
         return _inner(gm, example_inputs, BackendOptions(inner=inner if inner in ("eager", "inductor") else "eager"))
     if opts.phase == "training":
         if opts.measure:
-            _warn_once(NotImplementedError("options={'measure': True} measures inference graphs; time a training "
-                                           "step with perfpredict.profiling.monitor.Monitor instead"))
+            _warn_once(
+                NotImplementedError(
+                    "options={'measure': True} measures inference graphs; time a training "
+                    "step with perfpredict.profiling.monitor.Monitor instead"
+                )
+            )
         return _training(gm, example_inputs, opts)
     compiled = _inner(gm, example_inputs, opts)
     try:
@@ -123,7 +141,7 @@ def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, A
         graph = graph_from_fx(gm, example_inputs, name=opts.model_name)
         measurement = _measure(compiled, example_inputs) if opts.measure else None
         _observe(graph, opts, measurement)
-    except Exception as err:  # noqa: BLE001 - the hook must never break the user's compile
+    except Exception as err:
         if opts.strict:
             raise
         _warn_once(err)
@@ -164,9 +182,9 @@ def _measure(compiled: Any, example_inputs: list[Any]) -> Any:
 
 def _observe(graph: Any, opts: BackendOptions, measurement: Any = None) -> None:
     """Add one subgraph to its session, re-predict the session's whole graph, and deliver the report."""
-    from perfpredict.api import report_for_graph
     from perfpredict.delivery import deliver
     from perfpredict.graph import merge_graphs
+    from perfpredict.pipeline import report_for_graph
 
     session = _session()
     session.graphs.append(graph)
@@ -174,10 +192,19 @@ def _observe(graph: Any, opts: BackendOptions, measurement: Any = None) -> None:
         session.measurements.append(measurement)
     merged = merge_graphs(session.graphs, name=opts.model_name)
     report = report_for_graph(
-        merged, device=opts.device, phase=opts.phase, predictor=opts.predictor, optimizer=opts.optimizer,
-        tf32=opts.tf32, max_latency_ms=opts.max_latency_ms, min_throughput_per_s=opts.min_throughput_per_s,
-        grid_g_per_kwh=opts.grid_g_per_kwh, workload_calls=opts.workload_calls, top_ops=opts.top_ops,
-        weights_built_in=opts.weights_built_in)
+        merged,
+        device=opts.device,
+        phase=opts.phase,
+        predictor=opts.predictor,
+        optimizer=opts.optimizer,
+        tf32=opts.tf32,
+        max_latency_ms=opts.max_latency_ms,
+        min_throughput_per_s=opts.min_throughput_per_s,
+        grid_g_per_kwh=opts.grid_g_per_kwh,
+        workload_calls=opts.workload_calls,
+        top_ops=opts.top_ops,
+        weights_built_in=opts.weights_built_in,
+    )
     if opts.measure and session.measurements:
         report = _with_measurement(report, session.measurements, opts)
     deliver(report, opts.report)
@@ -194,17 +221,25 @@ def _with_measurement(report: Any, measurements: list[Any], opts: BackendOptions
     memories = [m.peak_memory_bytes for m in measurements if m.peak_memory_bytes is not None]
     note = "" if len(measurements) == 1 else f"{len(measurements)} subgraphs measured one by one and summed"
     if report.device.split("/")[0] not in (measurements[0].env.device_name, "cpu") and measurements[0].device == "cpu":
-        note = (note + "; " if note else "") + (f"measured on this machine's CPU, predicted for {report.device}: "
-                                                "pass options={'device': 'cpu'} to compare like with like")
-    return dataclasses.replace(report, measured=MeasuredVsPredicted(
-        device=measurements[0].env.device_name, latency_ms=latency,
-        latency_min_ms=sum(m.latency_min_ms for m in measurements),
-        latency_cv=measurements[0].latency_cv if len(measurements) == 1 else None,
-        peak_memory_bytes=float(max(memories)) if memories else None,
-        energy_j=sum(energies) if all(e is not None for e in energies) else None,
-        avg_power_w=measurements[0].avg_power_w if len(measurements) == 1 else None,
-        runs=min(m.runs for m in measurements),
-        latency_error_pct=(report.latency_ms.value - latency) / latency * 100, note=note))
+        note = (note + "; " if note else "") + (
+            f"measured on this machine's CPU, predicted for {report.device}: "
+            "pass options={'device': 'cpu'} to compare like with like"
+        )
+    return dataclasses.replace(
+        report,
+        measured=MeasuredVsPredicted(
+            device=measurements[0].env.device_name,
+            latency_ms=latency,
+            latency_min_ms=sum(m.latency_min_ms for m in measurements),
+            latency_cv=measurements[0].latency_cv if len(measurements) == 1 else None,
+            peak_memory_bytes=float(max(memories)) if memories else None,
+            energy_j=sum(energies) if all(e is not None for e in energies) else None,
+            avg_power_w=measurements[0].avg_power_w if len(measurements) == 1 else None,
+            runs=min(m.runs for m in measurements),
+            latency_error_pct=(report.latency_ms.value - latency) / latency * 100,
+            note=note,
+        ),
+    )
 
 
 def _session() -> _Session:
@@ -264,7 +299,7 @@ def _training(gm: Any, example_inputs: list[Any], opts: BackendOptions, on_graph
         try:
             graph = graph_fn()
             on_graph(graph) if on_graph is not None else _observe(graph, opts)
-        except Exception as err:  # noqa: BLE001 - never break the user's compile
+        except Exception as err:
             if opts.strict:
                 raise
             _warn_once(err)
@@ -281,8 +316,11 @@ def _training(gm: Any, example_inputs: list[Any], opts: BackendOptions, on_graph
             from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
 
             state["seen"] = True
-            observe(lambda: graph_from_fx(fw_module, None, phase="training", name=opts.model_name).with_run(
-                notes=("no input or parameter requires grad: the training step is forward-only",)))
+            observe(
+                lambda: graph_from_fx(fw_module, None, phase="training", name=opts.model_name).with_run(
+                    notes=("no input or parameter requires grad: the training step is forward-only",)
+                )
+            )
         return make_boxed_func(fw_module.forward)
 
     # AOT traces forward + backward with fake tensors only to observe; the graph itself goes to the inner
@@ -291,9 +329,10 @@ def _training(gm: Any, example_inputs: list[Any], opts: BackendOptions, on_graph
     try:
         from perfpredict.compiler_hooks.observed_trace import observation_copy
 
-        aot_autograd(fw_compiler=forward_compiler, bw_compiler=lambda m, _: make_boxed_func(m.forward),
-                     partition_fn=partition)(observation_copy(gm), example_inputs)
-    except Exception as err:  # noqa: BLE001 - AOT could not trace it; the model still runs
+        aot_autograd(
+            fw_compiler=forward_compiler, bw_compiler=lambda m, _: make_boxed_func(m.forward), partition_fn=partition
+        )(observation_copy(gm), example_inputs)
+    except Exception as err:
         if opts.strict:
             raise
         _warn_once(err)
@@ -301,8 +340,10 @@ def _training(gm: Any, example_inputs: list[Any], opts: BackendOptions, on_graph
 
 
 def _warn_once(err: BaseException) -> None:
-    message = (f"perfpredict could not predict this graph ({type(err).__name__}: {err}); the model runs unchanged. "
-               "Pass options={'strict': True} to raise instead.")
+    message = (
+        f"perfpredict could not predict this graph ({type(err).__name__}: {err}); the model runs unchanged. "
+        "Pass options={'strict': True} to raise instead."
+    )
     if message not in _WARNED:
         _WARNED.add(message)
         warnings.warn(message, RuntimeWarning, stacklevel=3)

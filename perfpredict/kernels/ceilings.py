@@ -69,8 +69,14 @@ class Stat:
         return self.spread > SPREAD_LIMIT
 
     def as_dict(self) -> dict[str, Any]:
-        return {"min": self.min, "median": self.median, "max": self.max, "samples": self.n,
-                "spread": round(self.spread, 6), "spread_flagged": self.flagged}
+        return {
+            "min": self.min,
+            "median": self.median,
+            "max": self.max,
+            "samples": self.n,
+            "spread": round(self.spread, 6),
+            "spread_flagged": self.flagged,
+        }
 
 
 def summarize(values: Iterable[float]) -> Stat:
@@ -126,19 +132,37 @@ class KernelResult:
         return s.min if self.spec.kind == "latency" else s.max
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kernel": self.spec.name, "implementation": self.implementation, "ceiling": self.spec.ceiling,
-                "dtype": self.spec.dtype, "unit": self.spec.unit, "elements": self.elements,
-                "bytes": self.spec.bytes_moved(self.elements), "flops": self.spec.flops(self.elements),
-                "times_s": [float(t) for t in self.times_s], "check_ok": self.check_ok, "params": self.params,
-                "method": self.method, "note": self.note, **self.stat().as_dict()}
+        return {
+            "kernel": self.spec.name,
+            "implementation": self.implementation,
+            "ceiling": self.spec.ceiling,
+            "dtype": self.spec.dtype,
+            "unit": self.spec.unit,
+            "elements": self.elements,
+            "bytes": self.spec.bytes_moved(self.elements),
+            "flops": self.spec.flops(self.elements),
+            "times_s": [float(t) for t in self.times_s],
+            "check_ok": self.check_ok,
+            "params": self.params,
+            "method": self.method,
+            "note": self.note,
+            **self.stat().as_dict(),
+        }
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Theoretical values
 
 
-def gpu_theoretical(ceiling: str, *, cc: str, sm_count: int, sm_clock_mhz: float | None,
-                    mem_clock_mhz: float | None = None, bus_width_bits: int | None = None) -> float | None:
+def gpu_theoretical(
+    ceiling: str,
+    *,
+    cc: str,
+    sm_count: int,
+    sm_clock_mhz: float | None,
+    mem_clock_mhz: float | None = None,
+    bus_width_bits: int | None = None,
+) -> float | None:
     """The theoretical value of a GPU ceiling at the given clocks; None when no per-clock model exists.
 
     FLOP ceilings: SMs x FLOP/clk/SM x SM clock. HBM: 2 x memory clock x bus width / 8 (DDR; gpus.md 3.1).
@@ -164,8 +188,9 @@ def gpu_theoretical(ceiling: str, *, cc: str, sm_count: int, sm_clock_mhz: float
     return sm_count * value * hz if value else None
 
 
-def cpu_theoretical(ceiling: str, *, cores: int, clock_hz: float | None, vector_bits: int,
-                    fma_units: int = 2) -> float | None:
+def cpu_theoretical(
+    ceiling: str, *, cores: int, clock_hz: float | None, vector_bits: int, fma_units: int = 2
+) -> float | None:
     """CPU FLOP ceilings at a clock: cores x lanes x 2 (FMA) x FMA units x clock. Bandwidth: no model."""
     if not clock_hz or ceiling not in ("fp32_flops_per_s", "fp64_flops_per_s"):
         return None
@@ -178,7 +203,8 @@ def datasheet_value(device: Any, ceiling: str) -> float | None:
     if device is None:
         return None
     if ceiling in ("hbm_bandwidth_bytes_per_s", "dram_bandwidth_bytes_per_s") or (
-            ceiling.startswith(("hbm_", "dram_")) and ceiling.endswith("bandwidth_bytes_per_s")):
+        ceiling.startswith(("hbm_", "dram_")) and ceiling.endswith("bandwidth_bytes_per_s")
+    ):
         if "memory_bandwidth_bytes_per_s" in device.measured:
             return None
         return device.memory_bandwidth_bytes_per_s
@@ -196,9 +222,15 @@ def datasheet_value(device: Any, ceiling: str) -> float | None:
 # Assembly
 
 
-def build_ceilings(results: Sequence[KernelResult], *, target: str, device_name: str, catalog_device: Any = None,
-                   theoretical: Mapping[str, float | None] | None = None,
-                   meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def build_ceilings(
+    results: Sequence[KernelResult],
+    *,
+    target: str,
+    device_name: str,
+    catalog_device: Any = None,
+    theoretical: Mapping[str, float | None] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The DeviceCeilings JSON from kernel results: per ceiling the best kernel, plus composite ceilings."""
     theoretical = dict(theoretical or {})
     ceilings: dict[str, dict[str, Any]] = {}
@@ -210,16 +242,20 @@ def build_ceilings(results: Sequence[KernelResult], *, target: str, device_name:
         if r.spec.ceiling is None:
             continue
         current = ceilings.get(r.spec.ceiling)
-        better = (current is None or (r.best() < current["min"] if r.spec.kind == "latency"
-                                      else r.best() > current["max"]))
+        better = current is None or (
+            r.best() < current["min"] if r.spec.kind == "latency" else r.best() > current["max"]
+        )
         if better:
             ceilings[r.spec.ceiling] = _ceiling_entry(r)
     for name, parts in COMPOSITES.get(target, {}).items():
         present = [ceilings[p] for p in parts if p in ceilings]
         if present:
             best = max(present, key=lambda c: c["max"])
-            ceilings[name] = {**best, "method": f"best of {', '.join(parts)}: {best['kernel']}",
-                              "composite_of": list(parts)}
+            ceilings[name] = {
+                **best,
+                "method": f"best of {', '.join(parts)}: {best['kernel']}",
+                "composite_of": list(parts),
+            }
     for name, entry in ceilings.items():
         best = entry["min"] if name.endswith("_s") and not name.endswith("_per_s") else entry["max"]
         sheet = datasheet_value(catalog_device, name)
@@ -229,18 +265,36 @@ def build_ceilings(results: Sequence[KernelResult], *, target: str, device_name:
         entry["theoretical_at_observed_clock"] = theo
         entry["fraction_at_observed_clock"] = fraction(best, theo)
         if entry["spread_flagged"]:
-            warnings_.append(f"{name}: spread {entry['spread']:.1%} over {SPREAD_LIMIT:.0%} "
-                             f"(min {entry['min']:.4g}, max {entry['max']:.4g})")
-    return {"schema": SCHEMA, "device": device_name, "target": target,
-            "ceilings": dict(sorted(ceilings.items())),
-            "kernels": [r.as_dict() for r in results], "warnings": warnings_, **dict(meta or {})}
+            warnings_.append(
+                f"{name}: spread {entry['spread']:.1%} over {SPREAD_LIMIT:.0%} "
+                f"(min {entry['min']:.4g}, max {entry['max']:.4g})"
+            )
+    return {
+        "schema": SCHEMA,
+        "device": device_name,
+        "target": target,
+        "ceilings": dict(sorted(ceilings.items())),
+        "kernels": [r.as_dict() for r in results],
+        "warnings": warnings_,
+        **dict(meta or {}),
+    }
 
 
 def _ceiling_entry(r: KernelResult) -> dict[str, Any]:
     s = r.stat()
-    return {"min": s.min, "median": s.median, "max": s.max, "unit": r.spec.unit, "kernel": r.spec.name,
-            "implementation": r.implementation, "method": r.method or r.spec.description, "samples": s.n,
-            "spread": round(s.spread, 6), "spread_flagged": s.flagged, "params": r.params}
+    return {
+        "min": s.min,
+        "median": s.median,
+        "max": s.max,
+        "unit": r.spec.unit,
+        "kernel": r.spec.name,
+        "implementation": r.implementation,
+        "method": r.method or r.spec.description,
+        "samples": s.n,
+        "spread": round(s.spread, 6),
+        "spread_flagged": s.flagged,
+        "params": r.params,
+    }
 
 
 def write_ceilings(data: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:

@@ -228,5 +228,11 @@ def stream_kernels() -> dict[str, Any]:
             total += sum_slice(a, t * chunk, t * chunk + chunk, passes)
         return total
 
-    return {"read": read, "write": write, "copy": copy, "triad": triad, "read_passes": read_passes,
-            "sum_slice": sum_slice}
+    return {
+        "read": read,
+        "write": write,
+        "copy": copy,
+        "triad": triad,
+        "read_passes": read_passes,
+        "sum_slice": sum_slice,
+    }

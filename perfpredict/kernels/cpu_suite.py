@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,19 +24,28 @@ MIB = 2**20
 FMA_UNITS = 2  # 256-bit (or 512-bit) FMA pipes per core on current x86 server cores: an assumption, see notes
 
 
-def run(specs: Sequence[KernelSpec], *, quick: bool, reps: int | None, say: Callable[[str], None], started: str,
-        command: str = "") -> dict[str, Any]:
+def run(
+    specs: Sequence[KernelSpec],
+    *,
+    quick: bool,
+    reps: int | None,
+    say: Callable[[str], None],
+    started: str,
+    command: str = "",
+) -> dict[str, Any]:
     import numba
 
     from perfpredict.devices import detect_local_cpu
-    from perfpredict.kernels.suite import environment
+    from perfpredict.kernels.environment import environment
 
     reps = reps or (10 if quick else 20)
     threads = numba.get_num_threads()
     caches = cache_sizes()
     before = _state()
-    say(f"cpu: {cpu_model()}, {threads} threads, {ck.vector_bits()}-bit FMA vectors, clock ~"
-        f"{(before['clock_hz'] or 0) / 1e9:.2f} GHz, load {before['loadavg']}")
+    say(
+        f"cpu: {cpu_model()}, {threads} threads, {ck.vector_bits()}-bit FMA vectors, clock ~"
+        f"{(before['clock_hz'] or 0) / 1e9:.2f} GHz, load {before['loadavg']}"
+    )
     results: list[KernelResult] = []
     for spec in specs:
         say(f"  {spec.name} ...")
@@ -43,26 +53,43 @@ def run(specs: Sequence[KernelSpec], *, quick: bool, reps: int | None, say: Call
         for r in runner(spec, quick=quick, reps=reps, threads=threads, caches=caches):
             results.append(r)
             best = r.best()
-            say(f"    {r.params.get('label', spec.name)}: best {_fmt(best, spec.unit)}"
-                f"{'' if r.check_ok else '  (RESULT CHECK FAILED)'}")
+            say(
+                f"    {r.params.get('label', spec.name)}: best {_fmt(best, spec.unit)}"
+                f"{'' if r.check_ok else '  (RESULT CHECK FAILED)'}"
+            )
     after = _state()
     clocks = [c for c in (before["clock_hz"], after["clock_hz"]) if c]
     clock = max(clocks) if clocks else None
-    theo = {k: cpu_theoretical(k, cores=threads, clock_hz=clock, vector_bits=ck.vector_bits(), fma_units=FMA_UNITS)
-            for k in ("fp32_flops_per_s", "fp64_flops_per_s")}
-    meta = {
-        "created": started, "command": command, "quick": quick,
-        "device_name_reported": cpu_model(), "llvm_cpu": ck.host_cpu_name(), "threads": threads,
-        "vector_bits": ck.vector_bits(), "fma_units_assumed": FMA_UNITS, "caches_bytes": caches,
-        "clocks": {"before": before, "after": after, "observed_clock_hz": clock,
-                   "method": "dependent 64-bit multiply chain, 3 cycles per multiply"},
-        "environment": environment(),
-        "notes": ["datasheet values for the CPU are the catalog's estimates (perfpredict.devices.detect_local_cpu)",
-                  "theoretical_at_observed_clock = threads x lanes x 2 x FMA units x measured clock",
-                  "a shared host's other tenants lower every number; see clocks.before/after.loadavg"],
+    theo = {
+        k: cpu_theoretical(k, cores=threads, clock_hz=clock, vector_bits=ck.vector_bits(), fma_units=FMA_UNITS)
+        for k in ("fp32_flops_per_s", "fp64_flops_per_s")
     }
-    return build_ceilings(results, target="cpu", device_name="cpu", catalog_device=detect_local_cpu(),
-                          theoretical=theo, meta=meta)
+    meta = {
+        "created": started,
+        "command": command,
+        "quick": quick,
+        "device_name_reported": cpu_model(),
+        "llvm_cpu": ck.host_cpu_name(),
+        "threads": threads,
+        "vector_bits": ck.vector_bits(),
+        "fma_units_assumed": FMA_UNITS,
+        "caches_bytes": caches,
+        "clocks": {
+            "before": before,
+            "after": after,
+            "observed_clock_hz": clock,
+            "method": "dependent 64-bit multiply chain, 3 cycles per multiply",
+        },
+        "environment": environment(),
+        "notes": [
+            "datasheet values for the CPU are the catalog's estimates (perfpredict.devices.detect_local_cpu)",
+            "theoretical_at_observed_clock = threads x lanes x 2 x FMA units x measured clock",
+            "a shared host's other tenants lower every number; see clocks.before/after.loadavg",
+        ],
+    }
+    return build_ceilings(
+        results, target="cpu", device_name="cpu", catalog_device=detect_local_cpu(), theoretical=theo, meta=meta
+    )
 
 
 def _fmt(value: float, unit: str) -> str:
@@ -104,8 +131,9 @@ def cache_sizes() -> dict[str, int]:
             continue
         m = re.fullmatch(r"(\d+)([KMG]?)", size)
         if m:
-            out[f"L{level}{'d' if kind == 'Data' else ''}"] = int(m.group(1)) * {"": 1, "K": 2**10, "M": MIB,
-                                                                                  "G": 2**30}[m.group(2)]
+            out[f"L{level}{'d' if kind == 'Data' else ''}"] = (
+                int(m.group(1)) * {"": 1, "K": 2**10, "M": MIB, "G": 2**30}[m.group(2)]
+            )
     return out
 
 
@@ -126,11 +154,22 @@ def _fma(spec: KernelSpec, *, quick: bool, reps: int, threads: int, **_: Any):
     want = [ck.fma_expected(dtype, trips, float(a), float(b), float(t)) for t in range(threads)]
     ok = all(abs(float(o) - w) <= 1e-3 * abs(w) for o, w in zip(out, want))
     elements = threads * trips * ck.fma_per_trip(dtype)
-    yield KernelResult(spec, "numba", elements, times, ok,
-                       params={"threads": threads, "trips": trips, "chains": ck.CHAINS, "unroll": ck.UNROLL,
-                               "vector_bits": ck.vector_bits()},
-                       method=f"{ck.CHAINS} x <{ck.vector_bits()}-bit> llvm.fma chains x {ck.UNROLL} unroll per "
-                              f"thread, {threads} threads, best of {reps}")
+    yield KernelResult(
+        spec,
+        "numba",
+        elements,
+        times,
+        ok,
+        params={
+            "threads": threads,
+            "trips": trips,
+            "chains": ck.CHAINS,
+            "unroll": ck.UNROLL,
+            "vector_bits": ck.vector_bits(),
+        },
+        method=f"{ck.CHAINS} x <{ck.vector_bits()}-bit> llvm.fma chains x {ck.UNROLL} unroll per "
+        f"thread, {threads} threads, best of {reps}",
+    )
 
 
 def _stream(spec: KernelSpec, *, quick: bool, reps: int, caches: dict[str, int], **_: Any):
@@ -148,15 +187,25 @@ def _stream(spec: KernelSpec, *, quick: bool, reps: int, caches: dict[str, int],
     elif name == "write":
         fn, check = (lambda: k["write"](a, 5.0)), (lambda: bool(a[0] == 5.0 and a[-1] == 5.0 and a[n // 2] == 5.0))
     elif name == "copy":
-        fn, check = (lambda: k["copy"](b, c)), (lambda: bool(np.array_equal(c[:: max(1, n // 4096)],
-                                                                             b[:: max(1, n // 4096)])))
+        fn, check = (
+            (lambda: k["copy"](b, c)),
+            (lambda: bool(np.array_equal(c[:: max(1, n // 4096)], b[:: max(1, n // 4096)]))),
+        )
     else:
-        fn, check = (lambda: k["triad"](a, b, c, 3.0)), (lambda: bool(a[0] == 2.0 + 3.0 * c[0] and
-                                                                       a[-1] == 2.0 + 3.0 * c[-1]))
+        fn, check = (
+            (lambda: k["triad"](a, b, c, 3.0)),
+            (lambda: bool(a[0] == 2.0 + 3.0 * c[0] and a[-1] == 2.0 + 3.0 * c[-1])),
+        )
     times = _time(fn, reps)
-    yield KernelResult(spec, "numba", n, times, check(),
-                       params={"array_bytes": n * 8, "arrays": {"read": 1, "write": 1, "copy": 2, "triad": 3}[name]},
-                       method=f"STREAM {name}, {n * 8 // MIB} MiB arrays, prange over all threads, best of {reps}")
+    yield KernelResult(
+        spec,
+        "numba",
+        n,
+        times,
+        check(),
+        params={"array_bytes": n * 8, "arrays": {"read": 1, "write": 1, "copy": 2, "triad": 3}[name]},
+        method=f"STREAM {name}, {n * 8 // MIB} MiB arrays, prange over all threads, best of {reps}",
+    )
 
 
 def _cache_sweep(spec: KernelSpec, *, quick: bool, reps: int, threads: int, caches: dict[str, int], **_: Any):
@@ -169,10 +218,16 @@ def _cache_sweep(spec: KernelSpec, *, quick: bool, reps: int, threads: int, cach
     l1 = caches.get("L1d", 32 * 1024)
     l2 = caches.get("L2", 512 * 1024)
     l3 = caches.get("L3", 0)
-    sizes = [l1 // 2, l2 // 2, max(l3 // (2 * threads), l2 * 2)] if quick else \
-        [l1 // 4, l1 // 2, l1 * 3 // 4, l2 // 4, l2 // 2, l2 * 3 // 4, l3 // (4 * threads), l3 // (2 * threads)]
-    levels = {"L1": ("l1_bandwidth_bytes_per_s", l1), "L2": ("l2_bandwidth_bytes_per_s", l2),
-              "L3": ("l3_bandwidth_bytes_per_s", l3 // max(threads, 1) if l3 else 0)}
+    sizes = (
+        [l1 // 2, l2 // 2, max(l3 // (2 * threads), l2 * 2)]
+        if quick
+        else [l1 // 4, l1 // 2, l1 * 3 // 4, l2 // 4, l2 // 2, l2 * 3 // 4, l3 // (4 * threads), l3 // (2 * threads)]
+    )
+    levels = {
+        "L1": ("l1_bandwidth_bytes_per_s", l1),
+        "L2": ("l2_bandwidth_bytes_per_s", l2),
+        "L3": ("l3_bandwidth_bytes_per_s", l3 // max(threads, 1) if l3 else 0),
+    }
     for per_thread in sizes:
         if per_thread <= 0:
             continue
@@ -183,15 +238,34 @@ def _cache_sweep(spec: KernelSpec, *, quick: bool, reps: int, threads: int, cach
         if level is None:
             continue
         ceiling = levels[level][0]
-        row = Spec(f"cpu_{level.lower()}_read", "cpu", "memory", "float64", 8, 1, ceiling, ("numba",),
-                   f"{spec.description} (working set in {level})")
+        row = Spec(
+            f"cpu_{level.lower()}_read",
+            "cpu",
+            "memory",
+            "float64",
+            8,
+            1,
+            ceiling,
+            ("numba",),
+            f"{spec.description} (working set in {level})",
+        )
         times = _time(lambda: read_passes(a, passes, threads), reps)
         total = read_passes(a, passes, threads)
         want = float(passes * (n // threads) * threads)
-        yield KernelResult(row, "numba", n * passes, times, abs(total - want) <= 1e-9 * want,
-                           params={"label": f"{level} working set {per_thread // 1024} KiB/thread",
-                                   "working_set_bytes_per_thread": per_thread, "passes": passes, "level": level},
-                           method=f"each thread re-reads its own {per_thread // 1024} KiB slice {passes} times")
+        yield KernelResult(
+            row,
+            "numba",
+            n * passes,
+            times,
+            abs(total - want) <= 1e-9 * want,
+            params={
+                "label": f"{level} working set {per_thread // 1024} KiB/thread",
+                "working_set_bytes_per_thread": per_thread,
+                "passes": passes,
+                "level": level,
+            },
+            method=f"each thread re-reads its own {per_thread // 1024} KiB slice {passes} times",
+        )
 
 
 def _gemm(spec: KernelSpec, *, quick: bool, reps: int, threads: int, **_: Any):
@@ -199,14 +273,21 @@ def _gemm(spec: KernelSpec, *, quick: bool, reps: int, threads: int, **_: Any):
 
     torch.set_num_threads(threads)
     best = None
-    for size in ((1024, 2048) if quick else (1024, 2048, 3072, 4096)):
+    for size in (1024, 2048) if quick else (1024, 2048, 3072, 4096):
         run, c, ref, method = _gemm_case(spec.dtype, size)
         # bf16 rounds each output to 8 bits of mantissa; fp32 must match the float64 reference closely.
         tol = 2e-2 if spec.dtype == "bfloat16" else 1e-3
         times = _time(run, max(3, reps // 2))
         ok = bool(torch.allclose(c[:4, :4].double(), ref, rtol=tol, atol=tol * float(ref.abs().max())))
-        r = KernelResult(spec, "torch", size**3, times, ok, params={"m": size, "n": size, "k": size},
-                         method=f"{method} {size}^3 ({torch.__version__}), {threads} threads")
+        r = KernelResult(
+            spec,
+            "torch",
+            size**3,
+            times,
+            ok,
+            params={"m": size, "n": size, "k": size},
+            method=f"{method} {size}^3 ({torch.__version__}), {threads} threads",
+        )
         if best is None or r.best() > best.best():
             best = r
     yield best
@@ -240,18 +321,32 @@ def _dispatch(spec: KernelSpec, *, reps: int, **_: Any):
             torch.add(x, y, out=z)
 
     times = _time(loop, reps)
-    yield KernelResult(spec, "torch", n, times, bool(z.item() == 2.0), params={"ops_per_rep": n},
-                       method=f"{n} eager torch.add on 1-element tensors back to back; time / {n}")
+    yield KernelResult(
+        spec,
+        "torch",
+        n,
+        times,
+        bool(z.item() == 2.0),
+        params={"ops_per_rep": n},
+        method=f"{n} eager torch.add on 1-element tensors back to back; time / {n}",
+    )
 
 
-_RUNNERS = {"cpu_fp32_fma": _fma, "cpu_fp64_fma": _fma, "cpu_gemm_fp32": _gemm, "cpu_gemm_bf16": _gemm,
-            "cpu_stream_read": _stream,
-            "cpu_stream_write": _stream, "cpu_stream_copy": _stream, "cpu_stream_triad": _stream,
-            "cpu_cache_read": _cache_sweep, "cpu_dispatch": _dispatch}
+_RUNNERS = {
+    "cpu_fp32_fma": _fma,
+    "cpu_fp64_fma": _fma,
+    "cpu_gemm_fp32": _gemm,
+    "cpu_gemm_bf16": _gemm,
+    "cpu_stream_read": _stream,
+    "cpu_stream_write": _stream,
+    "cpu_stream_copy": _stream,
+    "cpu_stream_triad": _stream,
+    "cpu_cache_read": _cache_sweep,
+    "cpu_dispatch": _dispatch,
+}
 
 
 def _time(fn: Callable[[], Any], reps: int) -> list[float]:
-    from perfpredict.kernels.suite import time_host
 
     return time_host(fn, reps, warmup=2)
 
@@ -271,3 +366,15 @@ def _calibrate(fn: Callable[[int], Any], start: int, target_s: float) -> int:
         if dt >= target_s / 4 or n > 2**40:
             return max(start, int(n * target_s / max(dt, 1e-9)))
         n *= 4
+
+
+def time_host(fn: Callable[[], Any], reps: int, warmup: int = 2) -> list[float]:
+    """Wall-clock seconds of ``fn()`` per repetition, after ``warmup`` untimed calls (``perf_counter_ns``)."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter_ns()
+        fn()
+        out.append((time.perf_counter_ns() - t0) * 1e-9)
+    return out

@@ -17,8 +17,20 @@ CUDA_DIR = Path(__file__).parent / "cuda"
 KERNEL_HEADER = CUDA_DIR / "roofline_kernels.cuh"
 CHAINS = 8
 UNROLL = 16
-KERNEL_NAMES = ("pp_fp32_fma", "pp_fp64_fma", "pp_fp16_hfma2", "pp_bf16_hfma2", "pp_read_v4", "pp_write_v4",
-                "pp_copy_v4", "pp_triad_v4", "pp_l2_read_v4", "pp_l1_read_v4", "pp_shared_read_v4", "pp_empty")
+KERNEL_NAMES = (
+    "pp_fp32_fma",
+    "pp_fp64_fma",
+    "pp_fp16_hfma2",
+    "pp_bf16_hfma2",
+    "pp_read_v4",
+    "pp_write_v4",
+    "pp_copy_v4",
+    "pp_triad_v4",
+    "pp_l2_read_v4",
+    "pp_l1_read_v4",
+    "pp_shared_read_v4",
+    "pp_empty",
+)
 
 
 def source() -> str:
@@ -35,8 +47,13 @@ def cuda_include_dirs() -> list[str]:
 
 
 def nvrtc_options(arch: str) -> list[str]:
-    return [f"-arch={arch}", "-std=c++17", f"-DPP_CHAINS={CHAINS}", f"-DPP_UNROLL={UNROLL}",
-            *(f"-I{d}" for d in cuda_include_dirs())]
+    return [
+        f"-arch={arch}",
+        "-std=c++17",
+        f"-DPP_CHAINS={CHAINS}",
+        f"-DPP_UNROLL={UNROLL}",
+        *(f"-I{d}" for d in cuda_include_dirs()),
+    ]
 
 
 def offline_ptx(arch: str = "compute_90") -> str:
@@ -44,8 +61,9 @@ def offline_ptx(arch: str = "compute_90") -> str:
     try:
         from cupy.cuda import nvrtc
     except ImportError as err:
-        raise MissingDependencyError('offline NVRTC compile needs cupy: pip install "perfpredict[gpu]" '
-                                     "nvidia-cuda-nvrtc-cu12") from err
+        raise MissingDependencyError(
+            'offline NVRTC compile needs cupy: pip install "perfpredict[gpu]" nvidia-cuda-nvrtc-cu12'
+        ) from err
     prog = nvrtc.createProgram(source(), "roofline_kernels.cu", [], [])
     try:
         nvrtc.compileProgram(prog, nvrtc_options(arch))

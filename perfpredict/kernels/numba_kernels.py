@@ -31,18 +31,18 @@ def _numpy_compat() -> None:
 
 def fma_source(chains: int = CHAINS, unroll: int = UNROLL) -> str:
     """Python source of ``fma_kernel(out, iters, a, b, store)`` with every FMA spelled out."""
-    lines = ["def fma_kernel(out, iters, a, b, store):",
-             "    tid = cuda.grid(1)",
-             "    seed = (tid % 64) * 1e-3"]
+    lines = ["def fma_kernel(out, iters, a, b, store):", "    tid = cuda.grid(1)", "    seed = (tid % 64) * 1e-3"]
     # T casts to the kernel's dtype: Python float constants would otherwise promote an FP32 chain to FP64
     lines += [f"    x{k} = T(a * seed + {k} * 1e-3)" for k in range(chains)]
     lines += ["    for _ in range(iters):"]
     for _ in range(unroll):
         lines += [f"        x{k} = cuda.fma(x{k}, a, b)" for k in range(chains)]
-    lines += ["    acc = " + " + ".join(f"x{k}" for k in range(chains)),
-              f"    if store == 1 or acc == {SENTINEL}:",
-              "        if tid < out.shape[0]:",
-              "            out[tid] = acc"]
+    lines += [
+        "    acc = " + " + ".join(f"x{k}" for k in range(chains)),
+        f"    if store == 1 or acc == {SENTINEL}:",
+        "        if tid < out.shape[0]:",
+        "            out[tid] = acc",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -69,7 +69,7 @@ def _fma_pyfunc(dtype: str):
     from numba import cuda
 
     namespace = {"cuda": cuda, "T": getattr(numba, dtype)}
-    exec(compile(fma_source(), f"<numba_fma_kernel_{dtype}>", "exec"), namespace)  # noqa: S102 - generated here
+    exec(compile(fma_source(), f"<numba_fma_kernel_{dtype}>", "exec"), namespace)
     return namespace["fma_kernel"]
 
 
@@ -144,5 +144,5 @@ def stream_kernels():
     from numba import cuda, float32
 
     namespace = {"cuda": cuda, "float32": float32, "SENTINEL": SENTINEL, "SHARED_WORDS": SHARED_WORDS}
-    exec(compile(STREAM_SOURCE, "<numba_stream_kernels>", "exec"), namespace)  # noqa: S102 - our own source
+    exec(compile(STREAM_SOURCE, "<numba_stream_kernels>", "exec"), namespace)
     return {name: cuda.jit(namespace[name]) for name in ("read", "write", "copy", "triad", "shared_read")}

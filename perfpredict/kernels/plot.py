@@ -21,11 +21,22 @@ from typing import Any
 
 from perfpredict.errors import InvalidInputError, MissingDependencyError
 
-COMPUTE_CEILINGS = (("fp8_tensor", "FP8 tensor"), ("bf16_tensor", "BF16 tensor"), ("fp16_tensor", "FP16 tensor"),
-                    ("tf32_tensor", "TF32 tensor"), ("fp16", "FP16 vector"), ("bf16", "BF16 vector"),
-                    ("fp32", "FP32"), ("fp64", "FP64"))
-BANDWIDTH_EXTRAS = (("l1_bandwidth_bytes_per_s", "L1"), ("shared_bandwidth_bytes_per_s", "shared"),
-                    ("l2_bandwidth_bytes_per_s", "L2"), ("l3_bandwidth_bytes_per_s", "L3"))
+COMPUTE_CEILINGS = (
+    ("fp8_tensor", "FP8 tensor"),
+    ("bf16_tensor", "BF16 tensor"),
+    ("fp16_tensor", "FP16 tensor"),
+    ("tf32_tensor", "TF32 tensor"),
+    ("fp16", "FP16 vector"),
+    ("bf16", "BF16 vector"),
+    ("fp32", "FP32"),
+    ("fp64", "FP64"),
+)
+BANDWIDTH_EXTRAS = (
+    ("l1_bandwidth_bytes_per_s", "L1"),
+    ("shared_bandwidth_bytes_per_s", "shared"),
+    ("l2_bandwidth_bytes_per_s", "L2"),
+    ("l3_bandwidth_bytes_per_s", "L3"),
+)
 _MARKERS = {"compute": "o", "memory": "s"}
 
 
@@ -40,14 +51,27 @@ def roofline_points(graph: Any, device: Any, *, tf32: bool = False) -> list[dict
         if node.is_view or node.flops <= 0 or moved <= 0:
             continue
         dtype = node.outputs[0].dtype if node.outputs else graph.dtype
-        tensor = device.kind == "gpu" and node.op in ops.TENSOR_CORE_OPS and (dtype != "float32" or tf32
-                                                                               or node.op == ops.CONV)
+        tensor = (
+            device.kind == "gpu"
+            and node.op in ops.TENSOR_CORE_OPS
+            and (dtype != "float32" or tf32 or node.op == ops.CONV)
+        )
         peak, key = device.peak_flops(dtype, tensor)
         ai = node.flops / moved
         attainable = min(peak, ai * bw)
-        rows.append({"name": node.name, "op": node.op, "dtype": dtype, "flops": node.flops, "bytes": moved,
-                     "intensity_flop_per_byte": ai, "attainable_flops_per_s": attainable, "peak_key": key,
-                     "bound": "compute" if peak <= ai * bw else "memory"})
+        rows.append(
+            {
+                "name": node.name,
+                "op": node.op,
+                "dtype": dtype,
+                "flops": node.flops,
+                "bytes": moved,
+                "intensity_flop_per_byte": ai,
+                "attainable_flops_per_s": attainable,
+                "peak_key": key,
+                "bound": "compute" if peak <= ai * bw else "memory",
+            }
+        )
     return rows
 
 
@@ -64,9 +88,20 @@ def kind_points(points: list[dict[str, Any]], device: Any) -> list[dict[str, Any
         k["time_s"] += max(p["flops"] / peak, p["bytes"] / bw)
         k["ops"] += 1
     total = sum(k["time_s"] for k in kinds.values()) or 1.0
-    return sorted(({"op": op, "ops": int(k["ops"]), "intensity_flop_per_byte": k["flops"] / k["bytes"],
-                    "achieved_flops_per_s": k["flops"] / k["time_s"], "time_share": k["time_s"] / total}
-                   for op, k in kinds.items() if k["time_s"] > 0), key=lambda k: -k["time_share"])
+    return sorted(
+        (
+            {
+                "op": op,
+                "ops": int(k["ops"]),
+                "intensity_flop_per_byte": k["flops"] / k["bytes"],
+                "achieved_flops_per_s": k["flops"] / k["time_s"],
+                "time_share": k["time_s"] / total,
+            }
+            for op, k in kinds.items()
+            if k["time_s"] > 0
+        ),
+        key=lambda k: -k["time_share"],
+    )
 
 
 def _ceilings_from(device: Any, extra: Mapping[str, Any] | None) -> tuple[list, list]:
@@ -90,13 +125,20 @@ def _ceilings_from(device: Any, extra: Mapping[str, Any] | None) -> tuple[list, 
     return compute, bandwidth
 
 
-def _figure(graph: Any, device: Any, ceilings: Mapping[str, Any] | None, measured: Mapping[str, float] | None,
-            title: str | None, tf32: bool):
+def _figure(
+    graph: Any,
+    device: Any,
+    ceilings: Mapping[str, Any] | None,
+    measured: Mapping[str, float] | None,
+    title: str | None,
+    tf32: bool,
+):
     try:
         from matplotlib.figure import Figure
     except ImportError as err:
-        raise MissingDependencyError("the roofline plot needs matplotlib, a perfpredict dependency: "
-                                     "pip install matplotlib") from err
+        raise MissingDependencyError(
+            "the roofline plot needs matplotlib, a perfpredict dependency: pip install matplotlib"
+        ) from err
     extra = ceilings.get("ceilings", ceilings) if isinstance(ceilings, Mapping) else None
     compute, bandwidth = _ceilings_from(device, extra)
     points = roofline_points(graph, device, tf32=tf32) if graph is not None else []
@@ -113,28 +155,59 @@ def _figure(graph: Any, device: Any, ceilings: Mapping[str, Any] | None, measure
     grid = np.logspace(np.log10(x_lo), np.log10(x_hi), 256)
     colors = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#17becf"]
     for i, (label, bw, tag) in enumerate(bandwidth):
-        ax.plot(grid, np.minimum(grid * bw, peak), color=colors[i % len(colors)], lw=1.6,
-                ls="-" if tag == "measured" else "--",
-                label=f"{label} {bw / 1e9:,.0f} GB/s ({tag})")
+        ax.plot(
+            grid,
+            np.minimum(grid * bw, peak),
+            color=colors[i % len(colors)],
+            lw=1.6,
+            ls="-" if tag == "measured" else "--",
+            label=f"{label} {bw / 1e9:,.0f} GB/s ({tag})",
+        )
     for label, value, tag in compute:
-        ax.axhline(value, color="#d62728" if "tensor" in label else "#ff7f0e", lw=1.0,
-                   ls="-" if tag == "measured" else "--", alpha=0.8)
+        ax.axhline(
+            value,
+            color="#d62728" if "tensor" in label else "#ff7f0e",
+            lw=1.0,
+            ls="-" if tag == "measured" else "--",
+            alpha=0.8,
+        )
         ax.text(x_hi, value, f" {label} {value / 1e12:,.1f} TF ({tag})", va="bottom", ha="right", fontsize=7)
     if points:
         for bound, marker in _MARKERS.items():
             sel = [p for p in points if p["bound"] == bound]
             if sel:
-                ax.scatter([p["intensity_flop_per_byte"] for p in sel], [p["attainable_flops_per_s"] for p in sel],
-                           s=8, marker=marker, alpha=0.25, color="0.4", label=f"single ops, {bound}-bound")
+                ax.scatter(
+                    [p["intensity_flop_per_byte"] for p in sel],
+                    [p["attainable_flops_per_s"] for p in sel],
+                    s=8,
+                    marker=marker,
+                    alpha=0.25,
+                    color="0.4",
+                    label=f"single ops, {bound}-bound",
+                )
         # one marker per op kind, its area the kind's share of the roofline time: where the time goes, at a glance
         for k in kind_points(points, device):
-            ax.scatter([k["intensity_flop_per_byte"]], [k["achieved_flops_per_s"]], s=30 + 900 * k["time_share"],
-                       alpha=0.7, edgecolors="k", linewidths=0.6)
-            ax.annotate(f"{k['op']} {k['time_share']:.0%}", (k["intensity_flop_per_byte"], k["achieved_flops_per_s"]),
-                        fontsize=7, xytext=(4, 4), textcoords="offset points")
+            ax.scatter(
+                [k["intensity_flop_per_byte"]],
+                [k["achieved_flops_per_s"]],
+                s=30 + 900 * k["time_share"],
+                alpha=0.7,
+                edgecolors="k",
+                linewidths=0.6,
+            )
+            ax.annotate(
+                f"{k['op']} {k['time_share']:.0%}",
+                (k["intensity_flop_per_byte"], k["achieved_flops_per_s"]),
+                fontsize=7,
+                xytext=(4, 4),
+                textcoords="offset points",
+            )
         if measured:
-            mx = [(p["intensity_flop_per_byte"], p["flops"] / measured[p["name"]]) for p in points
-                  if measured.get(p["name"], 0) > 0]
+            mx = [
+                (p["intensity_flop_per_byte"], p["flops"] / measured[p["name"]])
+                for p in points
+                if measured.get(p["name"], 0) > 0
+            ]
             if mx:
                 ax.scatter(*zip(*mx), marker="x", color="k", s=20, label="ops (measured)")
     ax.set_xlim(x_lo, x_hi)
@@ -143,18 +216,25 @@ def _figure(graph: Any, device: Any, ceilings: Mapping[str, Any] | None, measure
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("FLOP/s")
     name = getattr(graph, "name", "") or ""
-    ax.set_title(title or f"Roofline: {device.name}" + (f", {name}" if name else "") + f" ({device.source})",
-                 fontsize=10)
+    ax.set_title(
+        title or f"Roofline: {device.name}" + (f", {name}" if name else "") + f" ({device.source})", fontsize=10
+    )
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
 
 
-def plot_roofline(graph: Any, device: Any, path: str | os.PathLike[str] | None = None, *,
-                  ceilings: Mapping[str, Any] | str | os.PathLike[str] | None = None,
-                  measured: Mapping[str, float] | None = None, title: str | None = None,
-                  tf32: bool = False) -> list[Path]:
+def plot_roofline(
+    graph: Any,
+    device: Any,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    ceilings: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    measured: Mapping[str, float] | None = None,
+    title: str | None = None,
+    tf32: bool = False,
+) -> list[Path]:
     """Draw the roofline of ``device`` with ``graph``'s ops (``graph`` may be None) and save it.
 
     ``path`` ending in .png or .svg writes that file; without a suffix both ``path.png`` and ``path.svg``.
@@ -170,8 +250,9 @@ def plot_roofline(graph: Any, device: Any, path: str | os.PathLike[str] | None =
         ceilings = read_ceilings(ceilings)
     fig = _figure(graph, device, ceilings, measured, title, tf32)
     path = Path(path or "roofline")
-    targets = [path] if path.suffix.lower() in (".png", ".svg") else [path.with_suffix(".png"),
-                                                                     path.with_suffix(".svg")]
+    targets = (
+        [path] if path.suffix.lower() in (".png", ".svg") else [path.with_suffix(".png"), path.with_suffix(".svg")]
+    )
     if path.suffix and path.suffix.lower() not in (".png", ".svg"):
         raise InvalidInputError(f"roofline plot path must end in .png or .svg (or have no suffix), got {str(path)!r}")
     for target in targets:
@@ -180,8 +261,14 @@ def plot_roofline(graph: Any, device: Any, path: str | os.PathLike[str] | None =
     return targets
 
 
-def roofline_svg(graph: Any, device: Any, *, ceilings: Mapping[str, Any] | None = None,
-                 measured: Mapping[str, float] | None = None, tf32: bool = False) -> str:
+def roofline_svg(
+    graph: Any,
+    device: Any,
+    *,
+    ceilings: Mapping[str, Any] | None = None,
+    measured: Mapping[str, float] | None = None,
+    tf32: bool = False,
+) -> str:
     """The roofline as inline SVG text (no XML prolog), for embedding in the HTML report."""
     from perfpredict.devices import get_device
 

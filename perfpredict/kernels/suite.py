@@ -12,11 +12,9 @@ and after the run.
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 import logging
 import os
-import platform
-import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,8 @@ logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
 TARGETS = ("cpu", "cuda")
+# target -> the module that runs its kernels (run(specs, quick, reps, say, started, command, ...))
+SUITES = {"cpu": "perfpredict.kernels.cpu_suite", "cuda": "perfpredict.kernels.gpu_suite"}
 Progress = Callable[[str], None]
 
 
@@ -58,9 +58,16 @@ def cuda_status() -> tuple[bool, str]:
     return (True, "CUDA device via Numba") if cuda.is_available() else (False, "Numba sees no CUDA device")
 
 
-def run_roofline(target: str = "cpu", *, quick: bool = False, kernels: Sequence[str] | None = None,
-                 implementation: str = "auto", reps: int | None = None, progress: Progress | None = None,
-                 command: str = "") -> dict[str, Any]:
+def run_roofline(
+    target: str = "cpu",
+    *,
+    quick: bool = False,
+    kernels: Sequence[str] | None = None,
+    implementation: str = "auto",
+    reps: int | None = None,
+    progress: Progress | None = None,
+    command: str = "",
+) -> dict[str, Any]:
     """Measure ``target``'s ceilings; returns the DeviceCeilings dict (write it with ``write_ceilings``)."""
     if target not in TARGETS:
         raise InvalidInputError(f"roofline target must be one of {', '.join(TARGETS)}, got {target!r}")
@@ -69,46 +76,20 @@ def run_roofline(target: str = "cpu", *, quick: bool = False, kernels: Sequence[
     specs = table.select(target, list(kernels or []))
     say = progress or (lambda msg: logger.info("%s", msg))
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    if target == "cpu":
-        from perfpredict.kernels import cpu_suite
-
-        return cpu_suite.run(specs, quick=quick, reps=reps, say=say, started=started, command=command)
-    ok, reason = cuda_status()
-    if not ok:
-        raise NoCudaDeviceError(no_cuda_message(reason))
-    from perfpredict.kernels import gpu_suite
-
-    return gpu_suite.run(specs, quick=quick, reps=reps, implementation=implementation, say=say, started=started,
-                         command=command)
+    if target == "cuda":
+        ok, reason = cuda_status()
+        if not ok:
+            raise NoCudaDeviceError(no_cuda_message(reason))
+    options = {"implementation": implementation} if target == "cuda" else {}
+    suite = importlib.import_module(SUITES[target])  # each suite imports its own kernels, and nothing of this module
+    return suite.run(specs, quick=quick, reps=reps, say=say, started=started, command=command, **options)
 
 
 def no_cuda_message(reason: str) -> str:
-    return (f"no CUDA device: {reason}. Run `perfpredict roofline --device cuda` on a machine with an NVIDIA GPU "
-            f'and `pip install "perfpredict[gpu]"`, or measure this CPU with `perfpredict roofline --device cpu`.')
-
-
-def time_host(fn: Callable[[], Any], reps: int, warmup: int = 2) -> list[float]:
-    """Wall-clock seconds of ``fn()`` per repetition, after ``warmup`` untimed calls (``perf_counter_ns``)."""
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter_ns()
-        fn()
-        out.append((time.perf_counter_ns() - t0) * 1e-9)
-    return out
-
-
-def environment() -> dict[str, Any]:
-    import numpy as np
-
-    env = {"python": platform.python_version(), "platform": platform.platform(), "numpy": np.__version__,
-           "hostname_hash": hash(platform.node()) & 0xFFFF}
-    for mod in ("numba", "llvmlite", "torch", "cupy"):
-        m = sys.modules.get(mod)
-        if m is not None:
-            env[mod] = getattr(m, "__version__", "?")
-    return env
+    return (
+        f"no CUDA device: {reason}. Run `perfpredict roofline --device cuda` on a machine with an NVIDIA GPU "
+        f'and `pip install "perfpredict[gpu]"`, or measure this CPU with `perfpredict roofline --device cpu`.'
+    )
 
 
 def default_out_path(device_name: str) -> Path:
@@ -116,5 +97,12 @@ def default_out_path(device_name: str) -> Path:
     return Path("measured") / f"{slug}.json"
 
 
-__all__ = ["run_roofline", "cuda_status", "NoCudaDeviceError", "time_host", "KernelResult", "build_ceilings",
-           "cpu_theoretical", "TARGETS"]
+__all__ = [
+    "run_roofline",
+    "cuda_status",
+    "NoCudaDeviceError",
+    "KernelResult",
+    "build_ceilings",
+    "cpu_theoretical",
+    "TARGETS",
+]

@@ -19,8 +19,16 @@ from perfpredict.graph import OpGraph
 CACHES = ("dynamic", "static")
 
 
-def decode_graph(config: Any, *, batch: int, context: int, dtype: str, cache: str = "dynamic",
-                 max_cache_len: int | None = None, replicate: bool = True) -> OpGraph:
+def decode_graph(
+    config: Any,
+    *,
+    batch: int,
+    context: int,
+    dtype: str,
+    cache: str = "dynamic",
+    max_cache_len: int | None = None,
+    replicate: bool = True,
+) -> OpGraph:
     """The OpGraph of one decode step at ``context`` tokens of cache (the new token is number context + 1)."""
     if cache not in CACHES:
         raise InvalidInputError(f"cache {cache!r} is not one of {', '.join(CACHES)}")
@@ -34,6 +42,7 @@ def decode_graph(config: Any, *, batch: int, context: int, dtype: str, cache: st
 def prefill_graph(config: Any, *, batch: int, prompt: int, dtype: str, replicate: bool = True) -> OpGraph:
     """The OpGraph of the prefill: one forward over ``prompt`` tokens per sequence. As ``generate`` does, only the
     last position's logits are computed (``logits_to_keep=1``) where the model takes it."""
+
     def trace(model: Any, cfg: Any) -> OpGraph:
         import inspect
 
@@ -71,13 +80,15 @@ def _causal_lm(config: Any, dtype: str):
         with torch.device("meta"):
             model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch_dtype(dtype))
     except ValueError as err:  # not a decoder with an LM head (an encoder, a vision model)
-        raise UnknownModelError(f"{config.model_type} has no causal LM in transformers: generation needs a decoder "
-                                "with an LM head") from err
+        raise UnknownModelError(
+            f"{config.model_type} has no causal LM in transformers: generation needs a decoder with an LM head"
+        ) from err
     return model.eval()
 
 
-def _trace_decode(model: Any, config: Any, batch: int, context: int, dtype: str, cache: str,
-                  max_cache_len: int | None) -> OpGraph:
+def _trace_decode(
+    model: Any, config: Any, batch: int, context: int, dtype: str, cache: str, max_cache_len: int | None
+) -> OpGraph:
     import torch
 
     from perfpredict.api import featurize
@@ -105,8 +116,7 @@ def _filled_cache(config: Any, batch: int, context: int, dtype: Any, cache: str,
     kv = DynamicCache(config=config)
     shape = (batch, geometry.kv_heads, context, geometry.head_dim)
     for layer in range(geometry.layers):
-        kv.update(torch.zeros(shape, dtype=dtype, device="meta"), torch.zeros(shape, dtype=dtype, device="meta"),
-                  layer)
+        kv.update(torch.zeros(shape, dtype=dtype, device="meta"), torch.zeros(shape, dtype=dtype, device="meta"), layer)
     return kv
 
 
@@ -142,8 +152,7 @@ class _Step:
 
             def forward(self, ids, position):
                 if static:  # the new token's slot in the preallocated cache
-                    return self.m(input_ids=ids, past_key_values=kv, cache_position=position[0],
-                                  use_cache=True).logits
+                    return self.m(input_ids=ids, past_key_values=kv, cache_position=position[0], use_cache=True).logits
                 return self.m(input_ids=ids, past_key_values=kv, position_ids=position, use_cache=True).logits
 
         return DecodeStep()

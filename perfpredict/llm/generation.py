@@ -26,10 +26,20 @@ DECODE_POINTS = 3
 SWEEP_MAX_BATCH = 1024
 
 
-def predict_generation(model_or_config: Any, *, prompt_tokens: int = 512, new_tokens: int = 128, batch: int = 1,
-                       device: str = "H100-SXM", dtype: str | None = None, weights: str | None = None,
-                       kv_dtype: str | None = None, mode: str = "eager", cache: str = "dynamic",
-                       price_usd_per_hour: float | None = None) -> GenerationReport:
+def predict_generation(
+    model_or_config: Any,
+    *,
+    prompt_tokens: int = 512,
+    new_tokens: int = 128,
+    batch: int = 1,
+    device: str = "H100-SXM",
+    dtype: str | None = None,
+    weights: str | None = None,
+    kv_dtype: str | None = None,
+    mode: str = "eager",
+    cache: str = "dynamic",
+    price_usd_per_hour: float | None = None,
+) -> GenerationReport:
     """Predict generating ``new_tokens`` after a ``prompt_tokens`` prompt for ``batch`` sequences on ``device``.
 
     ``model_or_config``: a shipped HuggingFace id or alias, a config.json path, a ``PretrainedConfig``, or a HF
@@ -50,19 +60,25 @@ def predict_generation(model_or_config: Any, *, prompt_tokens: int = 512, new_to
     fmt = weight_formats.check(weights or {"float16": "fp16", "float32": "fp32"}.get(compute, "bf16"), dev)
     kv_dtype = kv_dtype or compute
     name = config.name_or_path or config.model_type
-    prefill = moe.apply(weight_formats.apply(prefill_graph(config, batch=batch, prompt=prompt_tokens, dtype=compute),
-                                             fmt, dev, many_tokens=True), config, batch * prompt_tokens)
+    prefill = moe.apply(
+        weight_formats.apply(
+            prefill_graph(config, batch=batch, prompt=prompt_tokens, dtype=compute), fmt, dev, many_tokens=True
+        ),
+        config,
+        batch * prompt_tokens,
+    )
     pre = _predict(prefill, dev, mode)
     contexts = _contexts(prompt_tokens, new_tokens)
-    points = [_decode_point(config, dev, fmt, mode, cache, batch, c, compute, prompt_tokens + new_tokens)
-              for c in contexts]
+    points = [
+        _decode_point(config, dev, fmt, mode, cache, batch, c, compute, prompt_tokens + new_tokens) for c in contexts
+    ]
     steps = _interpolated_steps(points, prompt_tokens, new_tokens)
     kv_bytes = kv_cache.kv_cache_bytes(geometry, prompt_tokens + new_tokens, batch, kv_dtype)
     # a dynamic cache's step returns each layer's new K and V: they are the KV cache, counted in kv_bytes
-    step_cache = kv_cache.kv_cache_bytes(geometry, points[-1][0].context + 1, batch, kv_dtype) if cache == "dynamic" \
-        else 0
-    activations = max(pre.memory.activations_peak_bytes,
-                      points[-1][1].memory.activations_peak_bytes - step_cache)
+    step_cache = (
+        kv_cache.kv_cache_bytes(geometry, points[-1][0].context + 1, batch, kv_dtype) if cache == "dynamic" else 0
+    )
+    activations = max(pre.memory.activations_peak_bytes, points[-1][1].memory.activations_peak_bytes - step_cache)
     weights_bytes = prefill.param_bytes
     peak = weights_bytes + kv_bytes + activations + dev.runtime_overhead_bytes
     per_seq = (kv_bytes + activations) / batch
@@ -74,23 +90,57 @@ def predict_generation(model_or_config: Any, *, prompt_tokens: int = 512, new_to
     decode = tuple(p for p, _ in points)
     mean_step = float(steps.mean()) if len(steps) else 0.0
     return GenerationReport(
-        model_name=name, device=dev.name, batch=batch, prompt_tokens=prompt_tokens, new_tokens=new_tokens,
-        dtype=compute, weights=fmt.name, kv_dtype=kv_dtype, cache=cache, mode=mode, predictor=pre.latency_ms.predictor,
-        ttft_ms=pre.latency_ms.value, tpot_mean_ms=mean_step, tpot_first_ms=float(steps[0]) if len(steps) else 0.0,
-        tpot_last_ms=float(steps[-1]) if len(steps) else 0.0, e2e_ms=e2e_ms, tokens_per_s=tokens / e2e_ms * 1e3,
-        decode_tokens_per_s=batch / mean_step * 1e3 if mean_step else 0.0, weights_bytes=int(weights_bytes),
-        kv_cache_bytes=int(kv_bytes), activations_bytes=int(activations), runtime_bytes=dev.runtime_overhead_bytes,
-        peak_memory_bytes=int(peak), device_memory_bytes=dev.memory_bytes, fits=peak <= dev.memory_bytes,
-        max_batch=max_batch, energy_per_token_j=energy_j / tokens,
+        model_name=name,
+        device=dev.name,
+        batch=batch,
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
+        dtype=compute,
+        weights=fmt.name,
+        kv_dtype=kv_dtype,
+        cache=cache,
+        mode=mode,
+        predictor=pre.latency_ms.predictor,
+        ttft_ms=pre.latency_ms.value,
+        tpot_mean_ms=mean_step,
+        tpot_first_ms=float(steps[0]) if len(steps) else 0.0,
+        tpot_last_ms=float(steps[-1]) if len(steps) else 0.0,
+        e2e_ms=e2e_ms,
+        tokens_per_s=tokens / e2e_ms * 1e3,
+        decode_tokens_per_s=batch / mean_step * 1e3 if mean_step else 0.0,
+        weights_bytes=int(weights_bytes),
+        kv_cache_bytes=int(kv_bytes),
+        activations_bytes=int(activations),
+        runtime_bytes=dev.runtime_overhead_bytes,
+        peak_memory_bytes=int(peak),
+        device_memory_bytes=dev.memory_bytes,
+        fits=peak <= dev.memory_bytes,
+        max_batch=max_batch,
+        energy_per_token_j=energy_j / tokens,
         cost_per_million_tokens_usd=None if price is None else price * e2e_ms / 3.6e6 / tokens * 1e6,
         decode_points=decode,
-        batch_sweep=_sweep(config, dev, fmt, mode, cache, compute, contexts[len(contexts) // 2], max_batch,
-                           weights_bytes, per_seq, prompt_tokens + new_tokens),
+        batch_sweep=_sweep(
+            config,
+            dev,
+            fmt,
+            mode,
+            cache,
+            compute,
+            contexts[len(contexts) // 2],
+            max_batch,
+            weights_bytes,
+            per_seq,
+            prompt_tokens + new_tokens,
+        ),
         assumptions=_assumptions(fmt, dev, compute, kv_dtype, cache, mode, config),
-        warnings=() if peak <= dev.memory_bytes else (
+        warnings=()
+        if peak <= dev.memory_bytes
+        else (
             f"does not fit: needs {peak / 2**30:.1f} GiB, {dev.name} has {dev.memory_bytes / 2**30:.1f} GiB; "
-            f"at most {max_batch} sequences fit at {prompt_tokens + new_tokens} tokens",),
-        notes=_notes(decode, steps, dev))
+            f"at most {max_batch} sequences fit at {prompt_tokens + new_tokens} tokens",
+        ),
+        notes=_notes(decode, steps, dev),
+    )
 
 
 def _check_lengths(prompt: int, new: int, batch: int, geometry: Any) -> None:
@@ -99,8 +149,10 @@ def _check_lengths(prompt: int, new: int, batch: int, geometry: Any) -> None:
     if new < 1:
         raise InvalidInputError(f"--new-tokens {new}: generate at least one token")
     if geometry.max_positions and prompt + new > geometry.max_positions:
-        raise InvalidInputError(f"prompt {prompt} + new {new} tokens = {prompt + new} is beyond the model's "
-                                f"{geometry.max_positions} positions; shorten one of them")
+        raise InvalidInputError(
+            f"prompt {prompt} + new {new} tokens = {prompt + new} is beyond the model's "
+            f"{geometry.max_positions} positions; shorten one of them"
+        )
 
 
 def _compute_dtype(dtype: str | None, weights: str | None, declared: str | None, device: Any) -> str:
@@ -168,27 +220,40 @@ def _sweep(config, device, fmt, mode, cache, dtype, context, max_batch, weights_
     ev = predictor.evaluate(arrays, device, config_run, batches)
     busy = np.maximum(ev.compute_s, ev.memory_s)
     share = np.where(ev.compute_s >= ev.memory_s, busy, 0).sum(axis=0) / np.maximum(busy.sum(axis=0), 1e-30)
-    return tuple(BatchPoint(int(b), float(t * 1e3), float(b / t), float(s),
-                            bool(weights_bytes + device.runtime_overhead_bytes + per_seq * b <= device.memory_bytes))
-                 for b, t, s in zip(batches, ev.latency_s, share))
+    return tuple(
+        BatchPoint(
+            int(b),
+            float(t * 1e3),
+            float(b / t),
+            float(s),
+            bool(weights_bytes + device.runtime_overhead_bytes + per_seq * b <= device.memory_bytes),
+        )
+        for b, t, s in zip(batches, ev.latency_s, share)
+    )
 
 
 def _assumptions(fmt, device, compute, kv_dtype, cache, mode, config) -> dict[str, str]:
-    from perfpredict.llm import weight_formats
+    from perfpredict.llm import moe, weight_formats
 
-    from perfpredict.llm import moe
-
-    out = {"compute dtype": compute, "weights": f"{fmt.name}: {fmt.bytes_per_weight:g} bytes per layer weight, "
-           f"{weight_formats.route(fmt, device)} on {device.name} (embeddings and LM head in {compute})",
-           "kv cache": f"{kv_dtype}, HF {cache} cache", "mode": mode,
-           "prefill": "logits of the last position only, as generate() computes them"}
+    out = {
+        "compute dtype": compute,
+        "weights": f"{fmt.name}: {fmt.bytes_per_weight:g} bytes per layer weight, "
+        f"{weight_formats.route(fmt, device)} on {device.name} (embeddings and LM head in {compute})",
+        "kv cache": f"{kv_dtype}, HF {cache} cache",
+        "mode": mode,
+        "prefill": "logits of the last position only, as generate() computes them",
+    }
     if moe.experts_of(config):
         e, k = moe.experts_of(config)
-        out["expert weights"] = (f"in {compute} whatever --weights says (their grouped GEMMs are not quantized "
-                                 "here); the weight-streaming bound counts every expert")
-        out["experts"] = (f"{e} experts per layer, {k} per token, routed uniformly: a decode step of batch B streams "
-                          f"the weights of E(1-(1-k/E)^B) experts ({moe.expected_experts(e, k, 1):.1f} at batch 1, "
-                          f"{moe.expected_experts(e, k, 16):.1f} at 16); hot experts make it fewer")
+        out["expert weights"] = (
+            f"in {compute} whatever --weights says (their grouped GEMMs are not quantized "
+            "here); the weight-streaming bound counts every expert"
+        )
+        out["experts"] = (
+            f"{e} experts per layer, {k} per token, routed uniformly: a decode step of batch B streams "
+            f"the weights of E(1-(1-k/E)^B) experts ({moe.expected_experts(e, k, 1):.1f} at batch 1, "
+            f"{moe.expected_experts(e, k, 16):.1f} at 16); hot experts make it fewer"
+        )
     return out
 
 
@@ -197,9 +262,13 @@ def _notes(decode: tuple, steps: np.ndarray, device: Any) -> tuple[str, ...]:
         return ()
     first = decode[0]
     ratio = first.device_ms / first.weight_streaming_ms if first.weight_streaming_ms else float("nan")
-    host = " and the step is host-bound (CUDA graphs or torch.compile would cut it)" if first.host_ms > first.device_ms \
+    host = (
+        " and the step is host-bound (CUDA graphs or torch.compile would cut it)"
+        if first.host_ms > first.device_ms
         else ""
-    return (f"the first decode step's device time is {ratio:.2f}x the weight-streaming bound "
-            f"({first.weight_streaming_ms:.2f} ms: the weights over {device.name}'s HBM bandwidth); the gap is the KV "
-            f"cache read, the cache update, the small kernels' floor and the achieved bandwidth{host}",)
-
+    )
+    return (
+        f"the first decode step's device time is {ratio:.2f}x the weight-streaming bound "
+        f"({first.weight_streaming_ms:.2f} ms: the weights over {device.name}'s HBM bandwidth); the gap is the KV "
+        f"cache read, the cache update, the small kernels' floor and the achieved bandwidth{host}",
+    )

@@ -32,8 +32,10 @@ def kv_geometry(config: Any) -> KvGeometry:
     heads = _first(config, "num_attention_heads", "n_head")
     hidden = _first(config, "hidden_size", "n_embd")
     if not (layers and heads and hidden):
-        raise InvalidInputError(f"{getattr(config, 'model_type', 'this')} config has no decoder geometry "
-                                "(layers, heads, hidden size): is it a decoder-only LLM?")
+        raise InvalidInputError(
+            f"{getattr(config, 'model_type', 'this')} config has no decoder geometry "
+            "(layers, heads, hidden size): is it a decoder-only LLM?"
+        )
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or hidden // heads
     window = getattr(config, "sliding_window", None)

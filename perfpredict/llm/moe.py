@@ -17,8 +17,11 @@ from perfpredict.graph import OpGraph
 
 def experts_of(config: Any) -> tuple[int, int] | None:
     """(experts per layer, experts per token) of a MoE config, or None for a dense model."""
-    experts = (getattr(config, "num_local_experts", None) or getattr(config, "num_experts", None)
-               or getattr(config, "n_routed_experts", None))
+    experts = (
+        getattr(config, "num_local_experts", None)
+        or getattr(config, "num_experts", None)
+        or getattr(config, "n_routed_experts", None)
+    )
     top_k = getattr(config, "num_experts_per_tok", None)
     return (int(experts), int(top_k)) if experts and top_k else None
 

@@ -14,18 +14,30 @@ from perfpredict.render_text import fmt_bytes, fmt_energy_j, fmt_rate, fmt_time_
 
 def summary_rows(r: GenerationReport) -> list[tuple[str, str, str]]:
     cost = "-" if r.cost_per_million_tokens_usd is None else fmt_usd(r.cost_per_million_tokens_usd)
-    fit = (f"fits in {fmt_bytes(r.device_memory_bytes)}" if r.fits else
-           f"DOES NOT FIT in {fmt_bytes(r.device_memory_bytes)}")
+    fit = (
+        f"fits in {fmt_bytes(r.device_memory_bytes)}"
+        if r.fits
+        else f"DOES NOT FIT in {fmt_bytes(r.device_memory_bytes)}"
+    )
     return [
         ("Time to first token", fmt_time_ms(r.ttft_ms), f"prefill of {r.prompt_tokens} tokens x batch {r.batch}"),
-        ("Time per output token", fmt_time_ms(r.tpot_mean_ms),
-         f"mean; first {fmt_time_ms(r.tpot_first_ms)}, last {fmt_time_ms(r.tpot_last_ms)}"),
+        (
+            "Time per output token",
+            fmt_time_ms(r.tpot_mean_ms),
+            f"mean; first {fmt_time_ms(r.tpot_first_ms)}, last {fmt_time_ms(r.tpot_last_ms)}",
+        ),
         ("End to end", fmt_time_ms(r.e2e_ms), f"{r.new_tokens} new tokens"),
-        ("Tokens/s", fmt_rate(r.tokens_per_s, "tokens/s"),
-         f"batch {r.batch}; decode alone {fmt_rate(r.decode_tokens_per_s, 'tokens/s')}"),
-        ("Peak memory", fmt_bytes(r.peak_memory_bytes),
-         f"weights {fmt_bytes(r.weights_bytes)} + KV cache {fmt_bytes(r.kv_cache_bytes)} + activations "
-         f"{fmt_bytes(r.activations_bytes)} + runtime {fmt_bytes(r.runtime_bytes)}; {fit}"),
+        (
+            "Tokens/s",
+            fmt_rate(r.tokens_per_s, "tokens/s"),
+            f"batch {r.batch}; decode alone {fmt_rate(r.decode_tokens_per_s, 'tokens/s')}",
+        ),
+        (
+            "Peak memory",
+            fmt_bytes(r.peak_memory_bytes),
+            f"weights {fmt_bytes(r.weights_bytes)} + KV cache {fmt_bytes(r.kv_cache_bytes)} + activations "
+            f"{fmt_bytes(r.activations_bytes)} + runtime {fmt_bytes(r.runtime_bytes)}; {fit}",
+        ),
         ("Largest batch that fits", f"{r.max_batch:,}", f"at {r.prompt_tokens + r.new_tokens} tokens of context"),
         ("Energy per token", fmt_energy_j(r.energy_per_token_j), ""),
         ("Cost per 1M tokens", cost, f"at the price of {r.device}"),
@@ -33,14 +45,25 @@ def summary_rows(r: GenerationReport) -> list[tuple[str, str, str]]:
 
 
 def sweep_rows(r: GenerationReport) -> list[tuple[str, str, str, str, str]]:
-    return [(f"{p.batch:,}", fmt_time_ms(p.step_ms), fmt_rate(p.tokens_per_s, "tokens/s"),
-             "compute" if p.compute_share >= 0.5 else "memory", "yes" if p.fits else "no") for p in r.batch_sweep]
+    return [
+        (
+            f"{p.batch:,}",
+            fmt_time_ms(p.step_ms),
+            fmt_rate(p.tokens_per_s, "tokens/s"),
+            "compute" if p.compute_share >= 0.5 else "memory",
+            "yes" if p.fits else "no",
+        )
+        for p in r.batch_sweep
+    ]
 
 
 def bound_line(r: GenerationReport) -> str:
     turn = r.memory_bound_below_batch
-    return ("decode turns compute-bound at batch " + f"{turn:,}" if turn else
-            "decode stays memory-bound over the sweep (weights, then the KV cache, are streamed every step)")
+    return (
+        "decode turns compute-bound at batch " + f"{turn:,}"
+        if turn
+        else "decode stays memory-bound over the sweep (weights, then the KV cache, are streamed every step)"
+    )
 
 
 def print_generation(r: GenerationReport, console: Any) -> None:
@@ -48,8 +71,12 @@ def print_generation(r: GenerationReport, console: Any) -> None:
     from rich.text import Text
 
     console.print(Text(f"perfpredict generate: {r.model_name} on {r.device}", style="bold"))
-    console.print(Text(f"prompt {r.prompt_tokens}  new {r.new_tokens}  batch {r.batch}  dtype {r.dtype}  weights "
-                       f"{r.weights}  kv {r.kv_dtype}  cache {r.cache}  mode {r.mode}  predictor {r.predictor}"))
+    console.print(
+        Text(
+            f"prompt {r.prompt_tokens}  new {r.new_tokens}  batch {r.batch}  dtype {r.dtype}  weights "
+            f"{r.weights}  kv {r.kv_dtype}  cache {r.cache}  mode {r.mode}  predictor {r.predictor}"
+        )
+    )
     table = Table(show_header=True)
     for name in ("metric", "value", "detail"):
         table.add_column(name)
@@ -60,8 +87,13 @@ def print_generation(r: GenerationReport, console: Any) -> None:
     for name in ("context", "step", "device", "host", "weight-streaming bound"):
         steps.add_column(name, justify="right")
     for p in r.decode_points:
-        steps.add_row(f"{p.context:,}", fmt_time_ms(p.step_ms), fmt_time_ms(p.device_ms), fmt_time_ms(p.host_ms),
-                      fmt_time_ms(p.weight_streaming_ms))
+        steps.add_row(
+            f"{p.context:,}",
+            fmt_time_ms(p.step_ms),
+            fmt_time_ms(p.device_ms),
+            fmt_time_ms(p.host_ms),
+            fmt_time_ms(p.weight_streaming_ms),
+        )
     console.print(steps)
     sweep = Table(title=f"Tokens/s against batch ({bound_line(r)})", title_justify="left")
     for name in ("batch", "step", "tokens/s", "bound", "fits"):
@@ -82,15 +114,22 @@ def render_generation_html(r: GenerationReport) -> str:
         return f"<table><thead><tr>{''.join(f'<th>{escape(h)}</th>' for h in head)}</tr></thead>{cells}</table>"
 
     title = f"perfpredict generate: {r.model_name} on {r.device}"
-    parts = [f"<h1>{escape(title)}</h1>", table(("metric", "value", "detail"), summary_rows(r)),
-             f"<h2>Tokens/s against batch</h2><p>{escape(bound_line(r))}</p>", _plot(r),
-             table(("batch", "step", "tokens/s", "bound", "fits"), sweep_rows(r)),
-             "<h2>Assumptions</h2><ul>" + "".join(f"<li><b>{escape(k)}</b>: {escape(v)}</li>"
-                                                  for k, v in r.assumptions.items()) + "</ul>",
-             "".join(f"<p>{escape(n)}</p>" for n in (*r.warnings, *r.notes))]
+    parts = [
+        f"<h1>{escape(title)}</h1>",
+        table(("metric", "value", "detail"), summary_rows(r)),
+        f"<h2>Tokens/s against batch</h2><p>{escape(bound_line(r))}</p>",
+        _plot(r),
+        table(("batch", "step", "tokens/s", "bound", "fits"), sweep_rows(r)),
+        "<h2>Assumptions</h2><ul>"
+        + "".join(f"<li><b>{escape(k)}</b>: {escape(v)}</li>" for k, v in r.assumptions.items())
+        + "</ul>",
+        "".join(f"<p>{escape(n)}</p>" for n in (*r.warnings, *r.notes)),
+    ]
     style = "body{font-family:sans-serif;max-width:60rem;margin:2rem auto}td,th{padding:.2rem .6rem}"
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title><style>{style}</style>"
-            f"</head><body>{''.join(parts)}</body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title><style>{style}</style>"
+        f"</head><body>{''.join(parts)}</body></html>"
+    )
 
 
 def _plot(r: GenerationReport) -> str:
@@ -114,4 +153,4 @@ def _plot(r: GenerationReport) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
     svg = buf.getvalue()
-    return svg[svg.index("<svg"):]
+    return svg[svg.index("<svg") :]

@@ -50,7 +50,7 @@ FORMATS = {
 
 
 def route(fmt: WeightFormat, device: Any) -> str:
-    """"native" or "weight-only" for this format on this device."""
+    """ "native" or "weight-only" for this format on this device."""
     if fmt.name in ("fp32", "bf16", "fp16"):
         return "native"
     if fmt.name == "fp8" and device.kind == "gpu" and device.peak_flops_per_s.get("fp8_tensor"):
@@ -64,8 +64,10 @@ def check(fmt_name: str, device: Any) -> WeightFormat:
         raise InvalidInputError(f"weights {fmt_name!r} is not one of {', '.join(FORMATS)}")
     fmt = FORMATS[fmt_name]
     if fmt.gpu_only and device.kind != "gpu":
-        raise InvalidInputError(f"--weights {fmt_name} needs a CUDA GPU (bitsandbytes' 4-bit kernels); "
-                                f"{device.name} is a {device.kind}: use int8 or bf16")
+        raise InvalidInputError(
+            f"--weights {fmt_name} needs a CUDA GPU (bitsandbytes' 4-bit kernels); "
+            f"{device.name} is a {device.kind}: use int8 or bf16"
+        )
     if fmt.name == "bf16" and device.kind == "gpu" and not device.supports_dtype("bfloat16"):
         raise InvalidInputError(f"{device.name} has no bfloat16 hardware: use --weights fp16")
     return fmt
@@ -75,8 +77,11 @@ def quantized_linears(graph: OpGraph) -> list[int]:
     """The matmuls that read a weight of a transformer layer (not the embeddings or the LM head)."""
     from perfpredict.compiler_hooks.layer_replication import layer_of
 
-    return [i for i, n in enumerate(graph.nodes)
-            if n.op == ops.MATMUL and n.params > 0 and layer_of(n.module_path) is not None]
+    return [
+        i
+        for i, n in enumerate(graph.nodes)
+        if n.op == ops.MATMUL and n.params > 0 and layer_of(n.module_path) is not None
+    ]
 
 
 def apply(graph: OpGraph, fmt: WeightFormat, device: Any, *, many_tokens: bool) -> OpGraph:
@@ -95,6 +100,12 @@ def apply(graph: OpGraph, fmt: WeightFormat, device: Any, *, many_tokens: bool) 
             read += 2 * n.params * own[i]  # dequantize: write the compute-dtype copy, and the GEMM reads it
         nodes[i] = replace(n, bytes_read=int(round(read)))
     saved = sum(nodes[i].params * (own[i] - fmt.bytes_per_weight) for i in linears)
-    return replace(graph, nodes=tuple(nodes), param_bytes=int(round(graph.param_bytes - saved)),
-                   notes=(*graph.notes, f"layer weights in {fmt.name} ({fmt.bytes_per_weight:g} bytes each, "
-                                        f"{route(fmt, device)} on {device.name})"))
+    return replace(
+        graph,
+        nodes=tuple(nodes),
+        param_bytes=int(round(graph.param_bytes - saved)),
+        notes=(
+            *graph.notes,
+            f"layer weights in {fmt.name} ({fmt.bytes_per_weight:g} bytes each, {route(fmt, device)} on {device.name})",
+        ),
+    )

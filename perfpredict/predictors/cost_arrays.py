@@ -40,9 +40,13 @@ class CostArrays:
         b0 = self.graph.batch_size
         if self.dim_slopes is None or batch == b0:
             return [tensor_dims(n) for n in self.graph.nodes]
-        return [tuple(tuple(max(1, round(d + k * (batch - b0))) for d, k in zip(dims, slopes))
-                      for dims, slopes in zip(tensor_dims(n), node_slopes))
-                for n, node_slopes in zip(self.graph.nodes, self.dim_slopes)]
+        return [
+            tuple(
+                tuple(max(1, round(d + k * (batch - b0))) for d, k in zip(dims, slopes))
+                for dims, slopes in zip(tensor_dims(n), node_slopes)
+            )
+            for n, node_slopes in zip(self.graph.nodes, self.dim_slopes)
+        ]
 
     @classmethod
     def fit(cls, a: OpGraph, b: OpGraph) -> CostArrays:
@@ -50,14 +54,19 @@ class CostArrays:
         if [n.op for n in a.nodes] != [n.op for n in b.nodes] or a.batch_size == b.batch_size:
             raise FrontendError(
                 f"the graph changes structure between batch {a.batch_size} and {b.batch_size}; "
-                "predict each batch size with perfpredict.predict instead")
+                "predict each batch size with perfpredict.predict instead"
+            )
         span = float(b.batch_size - a.batch_size)
         ca, cb = _node_columns(a), _node_columns(b)
         pairs = [((x * b.batch_size - y * a.batch_size) / span, (y - x) / span) for x, y in zip(ca, cb)]
         slope_in = (b.input_bytes - a.input_bytes) / span
-        slopes = tuple(tuple(tuple((y - x) / span for x, y in zip(ta, tb)) if len(ta) == len(tb) else (0.0,) * len(ta)
-                             for ta, tb in zip(tensor_dims(na), tensor_dims(nb)))
-                       for na, nb in zip(a.nodes, b.nodes))
+        slopes = tuple(
+            tuple(
+                tuple((y - x) / span for x, y in zip(ta, tb)) if len(ta) == len(tb) else (0.0,) * len(ta)
+                for ta, tb in zip(tensor_dims(na), tensor_dims(nb))
+            )
+            for na, nb in zip(a.nodes, b.nodes)
+        )
         return cls(a, pairs[0], pairs[1], pairs[2], (a.input_bytes - slope_in * a.batch_size, slope_in), slopes)
 
     @classmethod
@@ -70,8 +79,16 @@ class CostArrays:
         """
         b = float(graph.batch_size)
         flops, moved, _ = _node_columns(graph)
-        const_read = np.array([min(n.params * ops.DTYPE_BYTES.get(n.outputs[0].dtype if n.outputs else "float32", 4),
-                                   n.bytes_read + n.bytes_written) for n in graph.nodes], dtype=float)
+        const_read = np.array(
+            [
+                min(
+                    n.params * ops.DTYPE_BYTES.get(n.outputs[0].dtype if n.outputs else "float32", 4),
+                    n.bytes_read + n.bytes_written,
+                )
+                for n in graph.nodes
+            ],
+            dtype=float,
+        )
         const_out, slope_out = np.zeros(len(graph.nodes)), np.zeros(len(graph.nodes))
         for i, n in enumerate(graph.nodes):
             if n.op in ops.VIEW_OPS or i in graph.grad_outputs:
@@ -82,10 +99,21 @@ class CostArrays:
                 else:
                     const_out[i] += t.nbytes
         # a dimension that is a multiple of the anchor batch carries it (the anchor is chosen so none other is)
-        slopes = tuple(tuple(tuple(d / b if b > 1 and d and d % graph.batch_size == 0 else 0.0 for d in dims)
-                             for dims in tensor_dims(n)) for n in graph.nodes)
-        return cls(graph, (np.zeros_like(flops), flops / b), (const_read, (moved - const_read) / b),
-                   (const_out, slope_out), (0.0, graph.input_bytes / b), slopes)
+        slopes = tuple(
+            tuple(
+                tuple(d / b if b > 1 and d and d % graph.batch_size == 0 else 0.0 for d in dims)
+                for dims in tensor_dims(n)
+            )
+            for n in graph.nodes
+        )
+        return cls(
+            graph,
+            (np.zeros_like(flops), flops / b),
+            (const_read, (moved - const_read) / b),
+            (const_out, slope_out),
+            (0.0, graph.input_bytes / b),
+            slopes,
+        )
 
     def at(self, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(flops, bytes moved, output bytes) as [nodes, configs] matrices, and input bytes per config."""
@@ -107,6 +135,8 @@ def _node_columns(graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     flops = np.array([n.flops for n in nodes], dtype=float)
     moved = np.array([n.bytes_read + n.bytes_written for n in nodes], dtype=float)
     # Views share storage and parameter gradients are counted in their own memory term.
-    out = np.array([0 if (n.op in ops.VIEW_OPS or i in graph.grad_outputs) else n.output_bytes
-                    for i, n in enumerate(nodes)], dtype=float)
+    out = np.array(
+        [0 if (n.op in ops.VIEW_OPS or i in graph.grad_outputs) else n.output_bytes for i, n in enumerate(nodes)],
+        dtype=float,
+    )
     return flops, moved, out

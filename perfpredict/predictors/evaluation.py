@@ -24,8 +24,12 @@ def metrics(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
     if len(y) == 0:
         return {"n": 0}
     rel = np.abs(p - y) / y
-    out = {"n": int(len(y)), "mape": float(rel.mean() * 100), "rmse": float(np.sqrt(np.mean((p - y) ** 2))),
-           "acc10": float((rel <= 0.10).mean() * 100)}
+    out = {
+        "n": int(len(y)),
+        "mape": float(rel.mean() * 100),
+        "rmse": float(np.sqrt(np.mean((p - y) ** 2))),
+        "acc10": float((rel <= 0.10).mean() * 100),
+    }
     if len(y) >= 3:
         from scipy.stats import kendalltau
 
@@ -54,8 +58,9 @@ def family_folds(data: Any) -> list[tuple[str, np.ndarray]]:
     return [(fam, data.families == fam) for fam in sorted(set(data.families.tolist()))]
 
 
-def cross_validate(make: Callable[[], Any], data: Any, targets: Sequence[str], folds: Sequence[np.ndarray],
-                   seed: int = 0) -> dict[str, np.ndarray]:
+def cross_validate(
+    make: Callable[[], Any], data: Any, targets: Sequence[str], folds: Sequence[np.ndarray], seed: int = 0
+) -> dict[str, np.ndarray]:
     """Out-of-fold predictions of every target for every row (NaN where a fold could not predict it)."""
     out = {t: np.full(len(data.keys), np.nan) for t in targets}
     for test in folds:

@@ -42,28 +42,76 @@ COUNTED_KINDS = tuple(k for k in OP_KINDS if k not in ops.VIEW_OPS)
 ARCH_KEYS = ("layers", "heads", "hidden", "vocab", "widest")
 
 MODEL_FEATURES = (
-    ["batch", "log_seq", "is_training", "optimizer_states", "log_nodes", "log_edges", "log_flops",
-     "log_bytes", "log_params", "log_param_bytes", "log_trainable_bytes", "log_input_bytes"]
+    [
+        "batch",
+        "log_seq",
+        "is_training",
+        "optimizer_states",
+        "log_nodes",
+        "log_edges",
+        "log_flops",
+        "log_bytes",
+        "log_params",
+        "log_param_bytes",
+        "log_trainable_bytes",
+        "log_input_bytes",
+    ]
     + [f"dtype_{d}" for d in DTYPES]
     + [f"count_{k}" for k in COUNTED_KINDS]
     + [f"flop_share_{k}" for k in (ops.MATMUL, ops.CONV, ops.ATTENTION)]
     + [f"arch_{k}" for k in ARCH_KEYS]
     + ["count_backward", "count_depthwise_conv", "flop_share_depthwise_conv", "log_depthwise_conv_bytes"]
 )
-HARDWARE_FEATURES = ["is_gpu", "log_peak_fp32", "log_peak_dtype", "log_bandwidth", "sm_count", "log_memory",
-                     "tdp_w", "idle_power_w", "launch_overhead_us", "log_l2", "measured_ceilings"]
+HARDWARE_FEATURES = [
+    "is_gpu",
+    "log_peak_fp32",
+    "log_peak_dtype",
+    "log_bandwidth",
+    "sm_count",
+    "log_memory",
+    "tdp_w",
+    "idle_power_w",
+    "launch_overhead_us",
+    "log_l2",
+    "measured_ceilings",
+]
 # The time shares say which kind of op the analytical model thinks dominates: the trees learn how wrong it is per
 # kind (on a CPU without bf16 arithmetic, a bf16 conv misses by 4x more than a bf16 matmul).
-PHYSICS_FEATURES = (["log_analytical_latency", "log_compute_bound_s", "log_memory_bound_s", "log_launch_s",
-                     "log_activation_peak", "log_analytical_memory", "analytical_power_w"]
-                    + [f"time_share_{k}" for k in COUNTED_KINDS])
-STATIC_ONLY_FEATURES = ["batch", "log_seq", "is_training", "log_nodes", "log_edges", "log_flops", "log_params",
-                        "log_bytes"] + [f"dtype_{d}" for d in DTYPES]
+PHYSICS_FEATURES = [
+    "log_analytical_latency",
+    "log_compute_bound_s",
+    "log_memory_bound_s",
+    "log_launch_s",
+    "log_activation_peak",
+    "log_analytical_memory",
+    "analytical_power_w",
+] + [f"time_share_{k}" for k in COUNTED_KINDS]
+STATIC_ONLY_FEATURES = [
+    "batch",
+    "log_seq",
+    "is_training",
+    "log_nodes",
+    "log_edges",
+    "log_flops",
+    "log_params",
+    "log_bytes",
+] + [f"dtype_{d}" for d in DTYPES]
 TABULAR_FEATURES = tuple(MODEL_FEATURES + HARDWARE_FEATURES + PHYSICS_FEATURES)
 
-NODE_FEATURES = tuple([f"op_{k}" for k in OP_KINDS] + [f"dtype_{d}" for d in DTYPES] + [
-    "log_flops", "log_bytes_read", "log_bytes_written", "log_params", "log_out_numel", "out_rank",
-    "is_backward", "tensor_core"])
+NODE_FEATURES = tuple(
+    [f"op_{k}" for k in OP_KINDS]
+    + [f"dtype_{d}" for d in DTYPES]
+    + [
+        "log_flops",
+        "log_bytes_read",
+        "log_bytes_written",
+        "log_params",
+        "log_out_numel",
+        "out_rank",
+        "is_backward",
+        "tensor_core",
+    ]
+)
 
 
 def schema_hash(names: tuple[str, ...] | list[str] = TABULAR_FEATURES, extra: Any = None) -> str:
@@ -76,13 +124,14 @@ def _log(x: Any) -> Any:
     return np.log1p(np.maximum(x, 0.0))
 
 
-def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batches: np.ndarray,
-                   arch: Mapping[str, Any] | None = None) -> np.ndarray:
+def tabular_matrix(
+    arrays: CostArrays, device: Device, config: RunConfig, batches: np.ndarray, arch: Mapping[str, Any] | None = None
+) -> np.ndarray:
     """One row of TABULAR_FEATURES per batch size, for a graph captured as batch-affine cost arrays."""
+    from dataclasses import replace
+
     from perfpredict.predictors.analytical import AnalyticalPredictor
     from perfpredict.predictors.memory_model import peak_tensor_bytes
-
-    from dataclasses import replace
 
     graph = arrays.graph
     batches = np.asarray(batches, dtype=float)
@@ -94,11 +143,14 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
     ev = AnalyticalPredictor().evaluate(arrays, device, config, batches)
     n_nodes, n_edges = graph_size_without_views(graph)
     cols: dict[str, np.ndarray] = {
-        "batch": batches, "log_seq": np.full(n, math.log1p(graph.seq_len or 0)),
+        "batch": batches,
+        "log_seq": np.full(n, math.log1p(graph.seq_len or 0)),
         "is_training": np.full(n, float(config.phase == "training")),
         "optimizer_states": np.full(n, float(config.optimizer_states)),
-        "log_nodes": np.full(n, math.log1p(n_nodes)), "log_edges": np.full(n, math.log1p(n_edges)),
-        "log_flops": _log(flops.sum(axis=0)), "log_bytes": _log(moved.sum(axis=0)),
+        "log_nodes": np.full(n, math.log1p(n_nodes)),
+        "log_edges": np.full(n, math.log1p(n_edges)),
+        "log_flops": _log(flops.sum(axis=0)),
+        "log_bytes": _log(moved.sum(axis=0)),
         "log_params": np.full(n, math.log1p(graph.param_count)),
         "log_param_bytes": np.full(n, math.log1p(graph.param_bytes)),
         "log_trainable_bytes": np.full(n, math.log1p(graph.trainable_param_bytes)),
@@ -114,12 +166,14 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
         mask = kinds == k
         cols[f"flop_share_{k}"] = flops[mask].sum(axis=0) / total if mask.any() else np.zeros(n)
     depthwise = depthwise_conv_mask(graph)
-    cols.update({
-        "count_backward": np.full(n, float(sum(bool(node.attrs.get("backward")) for node in graph.nodes))),
-        "count_depthwise_conv": np.full(n, float(depthwise.sum())),
-        "flop_share_depthwise_conv": flops[depthwise].sum(axis=0) / total,
-        "log_depthwise_conv_bytes": _log(moved[depthwise].sum(axis=0)),
-    })
+    cols.update(
+        {
+            "count_backward": np.full(n, float(sum(bool(node.attrs.get("backward")) for node in graph.nodes))),
+            "count_depthwise_conv": np.full(n, float(depthwise.sum())),
+            "flop_share_depthwise_conv": flops[depthwise].sum(axis=0) / total,
+            "log_depthwise_conv_bytes": _log(moved[depthwise].sum(axis=0)),
+        }
+    )
     arch = graph_arch_info(graph) if arch is None else arch
     for k in ARCH_KEYS:
         value = arch.get(k)
@@ -127,17 +181,19 @@ def tabular_matrix(arrays: CostArrays, device: Device, config: RunConfig, batche
     cols.update(_hardware_columns(device, graph.dtype, n))
     compute_bound = ev.compute_s >= ev.memory_s
     work = np.maximum(ev.compute_s, ev.memory_s)
-    cols.update({
-        "log_analytical_latency": np.log(np.maximum(ev.latency_s, 1e-12)),
-        "log_compute_bound_s": _log(np.where(compute_bound, work, 0.0).sum(axis=0) * 1e6),
-        "log_memory_bound_s": _log(np.where(compute_bound, 0.0, work).sum(axis=0) * 1e6),
-        "log_launch_s": _log((ev.node_s - work).sum(axis=0) * 1e6),
-        "log_activation_peak": _log(ev.activations_bytes),
-        # Tensor memory only: the collector measures the allocator's peak above the level before the model was
-        # built, which holds no CUDA context, so the runtime overhead is left out here and added back in the report.
-        "log_analytical_memory": _log(peak_tensor_bytes(graph, config, ev.activations_bytes)),
-        "analytical_power_w": ev.power_w,
-    })
+    cols.update(
+        {
+            "log_analytical_latency": np.log(np.maximum(ev.latency_s, 1e-12)),
+            "log_compute_bound_s": _log(np.where(compute_bound, work, 0.0).sum(axis=0) * 1e6),
+            "log_memory_bound_s": _log(np.where(compute_bound, 0.0, work).sum(axis=0) * 1e6),
+            "log_launch_s": _log((ev.node_s - work).sum(axis=0) * 1e6),
+            "log_activation_peak": _log(ev.activations_bytes),
+            # Tensor memory only: the collector measures the allocator's peak above the level before the model was
+            # built, which holds no CUDA context, so the runtime overhead is left out here and added back in the report.
+            "log_analytical_memory": _log(peak_tensor_bytes(graph, config, ev.activations_bytes)),
+            "analytical_power_w": ev.power_w,
+        }
+    )
     node_total_s = np.maximum(ev.node_s.sum(axis=0), 1e-12)
     for k in COUNTED_KINDS:
         mask = kinds == k
@@ -151,6 +207,7 @@ def depthwise_conv_mask(graph: OpGraph) -> np.ndarray:
     Read off the weight's shape (out, in / groups, k...), which every frontend keeps; they run far below the
     dense-conv rate on every device, since each output reads only k x k inputs.
     """
+
     def is_depthwise(node: Any) -> bool:
         if node.op != ops.CONV or len(node.inputs) < 2:
             return False
@@ -170,8 +227,11 @@ def graph_size_without_views(graph: OpGraph) -> tuple[int, int]:
     from perfpredict.predictors.memory_model import storage_roots
 
     root = storage_roots(graph)
-    edges = {(root[src], dst) for src, dst in graph.edges
-             if not graph.nodes[dst].is_view and not graph.nodes[root[src]].is_view}
+    edges = {
+        (root[src], dst)
+        for src, dst in graph.edges
+        if not graph.nodes[dst].is_view and not graph.nodes[root[src]].is_view
+    }
     return sum(not node.is_view for node in graph.nodes), len(edges)
 
 
@@ -191,8 +251,13 @@ def graph_arch_info(graph: OpGraph) -> dict[str, float]:
     if len(query) == 4:
         out["heads"], out["hidden"] = float(query[1]), float(query[1] * query[3])
     # Any forward lookup (FX's embedding, Relax's take, ONNX's Gather): its 2-D float input is the table.
-    tables = [t.shape[0] for n in forward if n.op == ops.EMBEDDING
-              for t in n.inputs if t.dtype in ops.FLOAT_DTYPES and len(t.shape) == 2]
+    tables = [
+        t.shape[0]
+        for n in forward
+        if n.op == ops.EMBEDDING
+        for t in n.inputs
+        if t.dtype in ops.FLOAT_DTYPES and len(t.shape) == 2
+    ]
     if tables:
         out["vocab"] = float(max(tables))
     widths = [n.outputs[0].shape[-1] for n in matmuls if n.outputs and n.outputs[0].shape]
@@ -204,11 +269,17 @@ def graph_arch_info(graph: OpGraph) -> dict[str, float]:
 def _hardware_columns(device: Device, dtype: str, n: int) -> dict[str, np.ndarray]:
     peak_dtype, _ = device.peak_flops(dtype, device.kind == "gpu" and dtype != "float32")
     values = {
-        "is_gpu": float(device.kind == "gpu"), "log_peak_fp32": math.log1p(device.peak_flops_per_s.get("fp32", 0)),
-        "log_peak_dtype": math.log1p(peak_dtype), "log_bandwidth": math.log1p(device.memory_bandwidth_bytes_per_s),
-        "sm_count": float(device.sm_count), "log_memory": math.log1p(device.memory_bytes), "tdp_w": device.tdp_w,
-        "idle_power_w": device.idle_power_w, "launch_overhead_us": device.launch_overhead_s * 1e6,
-        "log_l2": math.log1p(device.l2_bytes), "measured_ceilings": float(bool(device.measured)),
+        "is_gpu": float(device.kind == "gpu"),
+        "log_peak_fp32": math.log1p(device.peak_flops_per_s.get("fp32", 0)),
+        "log_peak_dtype": math.log1p(peak_dtype),
+        "log_bandwidth": math.log1p(device.memory_bandwidth_bytes_per_s),
+        "sm_count": float(device.sm_count),
+        "log_memory": math.log1p(device.memory_bytes),
+        "tdp_w": device.tdp_w,
+        "idle_power_w": device.idle_power_w,
+        "launch_overhead_us": device.launch_overhead_s * 1e6,
+        "log_l2": math.log1p(device.l2_bytes),
+        "measured_ceilings": float(bool(device.measured)),
     }
     return {k: np.full(n, float(v)) for k, v in values.items()}
 
@@ -224,12 +295,19 @@ def node_matrix(arrays: CostArrays, batch: float, device_kind: str = "gpu") -> n
         scale = out_bytes[i, 0] / max(node.output_bytes, 1) if node.output_bytes else 1.0
         read_share = node.bytes_read / max(node.bytes_read + node.bytes_written, 1)
         onehot = [float(node.op == k) for k in OP_KINDS] + [float(dtype == d) for d in DTYPES]
-        rows.append(onehot + [
-            math.log1p(flops[i, 0]), math.log1p(moved[i, 0] * read_share), math.log1p(moved[i, 0] * (1 - read_share)),
-            math.log1p(node.params), math.log1p((out.numel if out is not None else 0) * scale),
-            float(len(out.shape) if out is not None else 0), float(bool(node.attrs.get("backward"))),
-            float(node.op in ops.TENSOR_CORE_OPS and device_kind == "gpu" and dtype != "float32"),
-        ])
+        rows.append(
+            onehot
+            + [
+                math.log1p(flops[i, 0]),
+                math.log1p(moved[i, 0] * read_share),
+                math.log1p(moved[i, 0] * (1 - read_share)),
+                math.log1p(node.params),
+                math.log1p((out.numel if out is not None else 0) * scale),
+                float(len(out.shape) if out is not None else 0),
+                float(bool(node.attrs.get("backward"))),
+                float(node.op in ops.TENSOR_CORE_OPS and device_kind == "gpu" and dtype != "float32"),
+            ]
+        )
     return np.asarray(rows, dtype=np.float32).reshape(len(graph.nodes), len(NODE_FEATURES))
 
 

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
-from perfpredict.predictors.gnn_data import (GRAPHS, NODE_FEATURES, STATIC_FEATURES, GNNEnsembleLearner,
-                                             schema_extra)
+from perfpredict.predictors.gnn_data import GRAPHS, NODE_FEATURES, STATIC_FEATURES, schema_extra
+from perfpredict.predictors.gnn_ensemble import GNNEnsembleLearner
 from perfpredict.predictors.learned import LearnedPredictor
 from perfpredict.predictors.registry import register_predictor
 
@@ -38,7 +38,7 @@ logger.addHandler(logging.NullHandler())
 def _encoder(n_node: int, hidden: int, layers: int, dropout: float) -> nn.Module:
     from torch import nn
 
-    from perfpredict.predictors.gnn_data import run_sage, sage_stack
+    from perfpredict.predictors.gnn_layers import run_sage, sage_stack
 
     class GAEEncoder(nn.Module):
         def __init__(self) -> None:
@@ -56,7 +56,8 @@ def _supervised_net(n_node: int, n_static: int, hidden: int, gae_dim: int, n_out
     from torch import nn
     from torch_geometric.nn import global_add_pool
 
-    from perfpredict.predictors.gnn_data import mlp, run_sage, sage_stack, slog
+    from perfpredict.predictors.gnn_data import slog
+    from perfpredict.predictors.gnn_layers import mlp, run_sage, sage_stack
 
     class GAEGNNNet(nn.Module):
         def __init__(self) -> None:
@@ -79,9 +80,19 @@ class GAEGNNLearner(GNNEnsembleLearner):
     version: ClassVar[str] = "1"
     schema: ClassVar[str] = schema_hash(TABULAR_FEATURES, {"model": "gae_gnn", **schema_extra()})
     DEFAULTS: ClassVar[dict[str, Any]] = {
-        **GNNEnsembleLearner.DEFAULTS, "hidden": 64, "members": 3, "loss": "mse",
-        "gae_hidden": 64, "gae_layers": 4, "gae_dropout": 0.2, "gae_epochs": 20, "gae_batch": 16, "gae_lr": 5e-3,
-        "gae_max_graphs": 2000, "corpus_extra": 0, "corpus_path": None,
+        **GNNEnsembleLearner.DEFAULTS,
+        "hidden": 64,
+        "members": 3,
+        "loss": "mse",
+        "gae_hidden": 64,
+        "gae_layers": 4,
+        "gae_dropout": 0.2,
+        "gae_epochs": 20,
+        "gae_batch": 16,
+        "gae_lr": 5e-3,
+        "gae_max_graphs": 2000,
+        "corpus_extra": 0,
+        "corpus_path": None,
     }
 
     def __init__(self, **hyper: Any) -> None:
@@ -90,8 +101,9 @@ class GAEGNNLearner(GNNEnsembleLearner):
         self.corpus_info: dict[str, Any] = {}
 
     def make_net(self, n_out: int) -> nn.Module:
-        return _supervised_net(len(NODE_FEATURES), len(STATIC_FEATURES), self.hp["hidden"], self.hp["gae_hidden"],
-                               n_out)
+        return _supervised_net(
+            len(NODE_FEATURES), len(STATIC_FEATURES), self.hp["hidden"], self.hp["gae_hidden"], n_out
+        )
 
     def _new_encoder(self) -> nn.Module:
         return _encoder(len(NODE_FEATURES), self.hp["gae_hidden"], self.hp["gae_layers"], self.hp["gae_dropout"])
@@ -134,8 +146,10 @@ class GAEGNNLearner(GNNEnsembleLearner):
         assert self.node_std is not None
         t0 = time.monotonic()
         graphs = self._corpus(keys)
-        data = [Data(x=torch.from_numpy(self.node_std(GRAPHS.node_matrix(a, b, k))), edge_index=GRAPHS.edge_index(a))
-                for a, b, k in graphs]
+        data = [
+            Data(x=torch.from_numpy(self.node_std(GRAPHS.node_matrix(a, b, k))), edge_index=GRAPHS.edge_index(a))
+            for a, b, k in graphs
+        ]
         torch.manual_seed(seed * 1000 + 7)
         with _python_random_seeded(seed * 1000 + 13):
             self.encoder, losses = self._fit_encoder(data, seed)
@@ -178,8 +192,9 @@ class GAEGNNLearner(GNNEnsembleLearner):
         self.fit_info["gae"] = self.fit_info_gae
 
     # ---- phase 2 inputs: the frozen, sum-pooled GAE embedding of each distinct graph
-    def extra_row_inputs(self, uniq: list[tuple[Any, float, str]], xs: list[torch.Tensor],
-                         eis: list[torch.Tensor]) -> dict[str, list[torch.Tensor]]:
+    def extra_row_inputs(
+        self, uniq: list[tuple[Any, float, str]], xs: list[torch.Tensor], eis: list[torch.Tensor]
+    ) -> dict[str, list[torch.Tensor]]:
         import torch
 
         from perfpredict.predictors.gnn_data import slog

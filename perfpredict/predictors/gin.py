@@ -61,16 +61,19 @@ def _graphmae_modules(n_in: int, hidden: int, layers: int) -> nn.ModuleDict:
     from torch import nn
     from torch_geometric.nn import GINConv
 
-    return nn.ModuleDict({
-        "encoder": gin_encoder(n_in, hidden, layers),
-        "enc_to_dec": nn.Linear(hidden, hidden, bias=False),
-        "decoder": GINConv(nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, n_in))),
-        "mask": nn.ParameterDict({"token": nn.Parameter(torch.zeros(1, n_in))}),
-    })
+    return nn.ModuleDict(
+        {
+            "encoder": gin_encoder(n_in, hidden, layers),
+            "enc_to_dec": nn.Linear(hidden, hidden, bias=False),
+            "decoder": GINConv(nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, n_in))),
+            "mask": nn.ParameterDict({"token": nn.Parameter(torch.zeros(1, n_in))}),
+        }
+    )
 
 
-def graphmae_loss(mods: nn.ModuleDict, x: torch.Tensor, edge_index: torch.Tensor, mask_rate: float, gamma: float,
-                  gen: torch.Generator) -> torch.Tensor:
+def graphmae_loss(
+    mods: nn.ModuleDict, x: torch.Tensor, edge_index: torch.Tensor, mask_rate: float, gamma: float, gen: torch.Generator
+) -> torch.Tensor:
     import torch
     import torch.nn.functional as F
 
@@ -92,8 +95,9 @@ def corpus_key(graph_keys: Sequence[str], hp: dict[str, Any], node_schema: Any) 
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
-def pretrain_graphmae(graphs: Sequence[tuple[torch.Tensor, torch.Tensor]], n_in: int, hp: dict[str, Any],
-                      seed: int) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def pretrain_graphmae(
+    graphs: Sequence[tuple[torch.Tensor, torch.Tensor]], n_in: int, hp: dict[str, Any], seed: int
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Train GraphMAE on ``graphs`` (standardised node features, edge index); returns the encoder's state."""
     import torch
     from torch_geometric.data import Data
@@ -132,5 +136,5 @@ def load_state(blob: bytes) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     from safetensors.torch import load
 
     header_len = int.from_bytes(blob[:8], "little")  # safetensors: 8-byte length, then a JSON header
-    meta = json.loads(blob[8:8 + header_len]).get("__metadata__", {})
+    meta = json.loads(blob[8 : 8 + header_len]).get("__metadata__", {})
     return load(blob), json.loads(meta.get("info", "{}"))

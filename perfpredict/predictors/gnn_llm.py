@@ -35,7 +35,8 @@ import numpy as np
 
 from perfpredict.errors import ArtifactError
 from perfpredict.predictors.features import DTYPES, TABULAR_FEATURES, schema_hash
-from perfpredict.predictors.gnn_data import NODE_FEATURES, GNNEnsembleLearner, schema_extra
+from perfpredict.predictors.gnn_data import NODE_FEATURES, schema_extra
+from perfpredict.predictors.gnn_ensemble import GNNEnsembleLearner
 from perfpredict.predictors.learned import LearnedPredictor
 from perfpredict.predictors.registry import register_predictor
 
@@ -60,7 +61,7 @@ def gnn_llm_net(lm: BaseLM, n_node: int, n_out: int, hp: dict[str, Any]) -> nn.M
     from torch import nn
 
     from perfpredict.predictors.gin import gin_encoder
-    from perfpredict.predictors.gnn_data import mlp
+    from perfpredict.predictors.gnn_layers import mlp
 
     width = lm.width
 
@@ -79,9 +80,16 @@ def gnn_llm_net(lm: BaseLM, n_node: int, n_out: int, hp: dict[str, Any]) -> nn.M
                     m.p = float(hp["lm_dropout"])
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)  # peft calls a transformers API that v6 renames
-                self.lm = get_peft_model(base, LoraConfig(
-                    r=hp["lora_rank"], lora_alpha=hp["lora_alpha"], lora_dropout=0.05, bias="none",
-                    target_modules=list(lm.lora_targets)))
+                self.lm = get_peft_model(
+                    base,
+                    LoraConfig(
+                        r=hp["lora_rank"],
+                        lora_alpha=hp["lora_alpha"],
+                        lora_dropout=0.05,
+                        bias="none",
+                        target_modules=list(lm.lora_targets),
+                    ),
+                )
             # NB: a batch norm first, because the LM's state at <pred> varies little between rows around a large
             # common offset; standardised, the head learns in tens of steps instead of thousands.
             self.head = nn.Sequential(_RowNorm(width), mlp([width, hp["head_hidden"], n_out]))
@@ -92,16 +100,26 @@ def gnn_llm_net(lm: BaseLM, n_node: int, n_out: int, hp: dict[str, Any]) -> nn.M
         def graph_token(self, b: Any) -> torch.Tensor:
             return self.proj(self.gin.pool(b.x, b.edge_index, b.batch, b.num_graphs))
 
-        def sequence(self, g: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor
-                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        def sequence(
+            self, g: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor
+        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             """Input embeddings, attention mask and the ``<pred>`` index of each row (prompts right-padded)."""
             emb = self.lm.get_input_embeddings()
             n, length = ids.shape
             prefix = emb(self.prefix_ids).unsqueeze(0).expand(n, -1, -1)
             head_len = prefix.shape[1] + 3
             tail = torch.zeros(n, 1 + len(self.suffix_ids), g.shape[-1], dtype=g.dtype)
-            seq = torch.cat([prefix, self.markers[0].expand(n, 1, -1), g.unsqueeze(1),
-                             self.markers[1].expand(n, 1, -1), emb(ids), tail], dim=1)
+            seq = torch.cat(
+                [
+                    prefix,
+                    self.markers[0].expand(n, 1, -1),
+                    g.unsqueeze(1),
+                    self.markers[1].expand(n, 1, -1),
+                    emb(ids),
+                    tail,
+                ],
+                dim=1,
+            )
             pos = torch.arange(seq.shape[1]).unsqueeze(0)
             pred_at = head_len + lengths.long()
             seq = torch.where((pos == pred_at[:, None]).unsqueeze(-1), self.markers[2].expand(n, 1, -1), seq)
@@ -130,8 +148,9 @@ def _row_norm_class() -> type:
 
         def forward(self, x: Any) -> Any:
             if self.training and x.shape[0] < 2:
-                return nn.functional.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                                                False, 0.0, self.eps)
+                return nn.functional.batch_norm(
+                    x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps
+                )
             return super().forward(x)
 
     return RowNorm
@@ -147,16 +166,41 @@ class GNNLLMLearner(GNNEnsembleLearner):
 
     name: ClassVar[str] = "gnn_llm"
     version: ClassVar[str] = "1"
-    schema: ClassVar[str] = schema_hash(TABULAR_FEATURES, {"model": "gnn_llm", "prompt": PROMPT_VERSION,
-                                                           **schema_extra()})
+    schema: ClassVar[str] = schema_hash(
+        TABULAR_FEATURES, {"model": "gnn_llm", "prompt": PROMPT_VERSION, **schema_extra()}
+    )
     DEFAULTS: ClassVar[dict[str, Any]] = {
-        **GNNEnsembleLearner.DEFAULTS, "members": 1, "threads": 2, "batch_size": 32, "lr": 2e-3, "lm_lr": 5e-4,
-        "target_steps": 150, "min_epochs": 2, "max_epochs": 30, "loss": "huber",
-        "base_lm": None, "lora_rank": 8, "lora_alpha": 16, "lm_dropout": 0.0, "gin_hidden": 64, "gin_layers": 5, "head_hidden": 128,
+        **GNNEnsembleLearner.DEFAULTS,
+        "members": 1,
+        "threads": 2,
+        "batch_size": 32,
+        "lr": 2e-3,
+        "lm_lr": 5e-4,
+        "target_steps": 150,
+        "min_epochs": 2,
+        "max_epochs": 30,
+        "loss": "huber",
+        "base_lm": None,
+        "lora_rank": 8,
+        "lora_alpha": 16,
+        "lm_dropout": 0.0,
+        "gin_hidden": 64,
+        "gin_layers": 5,
+        "head_hidden": 128,
         "max_prompt_tokens": 96,
-        "stage1": True, "stage1_corpus": 300, "stage1_epochs": 30, "stage1_lr": 1e-3, "stage1_batch": 16,
-        "mask_rate": 0.5, "sce_gamma": 2.0, "corpus_path": None,
-        "stage2": True, "stage2_epochs": 3, "stage2_lr": 1e-3, "stage2_batch": 32, "stage2_temperature": 0.07,
+        "stage1": True,
+        "stage1_corpus": 300,
+        "stage1_epochs": 30,
+        "stage1_lr": 1e-3,
+        "stage1_batch": 16,
+        "mask_rate": 0.5,
+        "sce_gamma": 2.0,
+        "corpus_path": None,
+        "stage2": True,
+        "stage2_epochs": 3,
+        "stage2_lr": 1e-3,
+        "stage2_batch": 32,
+        "stage2_temperature": 0.07,
         "stage2_max_graphs": 600,
     }
 
@@ -206,7 +250,7 @@ class GNNLLMLearner(GNNEnsembleLearner):
             if text not in cache:
                 cache[text] = tok(text, add_special_tokens=False)["input_ids"][:limit]
             seq = cache[text]
-            ids[i, :len(seq)] = seq
+            ids[i, : len(seq)] = seq
             lengths[i] = len(seq)
         return {"prompt_ids": torch.from_numpy(ids), "prompt_len": torch.from_numpy(lengths)}
 
@@ -225,9 +269,22 @@ class GNNLLMLearner(GNNEnsembleLearner):
         if self.hp["stage2"]:
             from perfpredict.predictors.gnn_llm_stages import stage2_align
 
-            self.stage2_state, info = stage2_align(self, keys, seed)
+            self.stage2_state, info = stage2_align(
+                self._stage2_net(seed), self.base(), self.hp, self.node_std, keys, seed
+            )
             self.stage_info["stage2"] = info
         self.stage_info["seconds"] = {"stage1": t1 - t0, "stage2": time.monotonic() - t1}
+
+    def _stage2_net(self, seed: int) -> Any:
+        """The network stage 2 aligns: stage 1's GIN on the base LM, seeded as stage 2 always was."""
+        import torch
+
+        assert self.node_std is not None
+        torch.manual_seed(seed * 1000 + 29)
+        net = gnn_llm_net(self.base(), len(NODE_FEATURES), 1, self.hp)
+        if self.gin_state is not None:
+            net.gin.load_state_dict(self.gin_state)
+        return net
 
     def fit(self, train: Any, targets: Any, seed: int = 0) -> None:
         super().fit(train, targets, seed)
@@ -242,9 +299,16 @@ class GNNLLMLearner(GNNEnsembleLearner):
 
     def extra_config(self) -> dict[str, Any]:
         base = self.base()
-        return {"base_lm": {"name": base.name, "fingerprint": base.fingerprint, "causal": base.causal,
-                            "width": base.width, "lora_targets": list(base.lora_targets)},
-                "stages": {k: v for k, v in self.stage_info.items() if k != "seconds"}}
+        return {
+            "base_lm": {
+                "name": base.name,
+                "fingerprint": base.fingerprint,
+                "causal": base.causal,
+                "width": base.width,
+                "lora_targets": list(base.lora_targets),
+            },
+            "stages": {k: v for k, v in self.stage_info.items() if k != "seconds"},
+        }
 
     def load_extra_state(self, state: dict[str, torch.Tensor], config: dict[str, Any]) -> None:
         self.base(expect_fingerprint=config.get("base_lm", {}).get("fingerprint"))
@@ -254,8 +318,11 @@ class GNNLLMLearner(GNNEnsembleLearner):
 def _row_config(x: np.ndarray) -> dict[str, Any]:
     """Phase, batch and dtype of a row, read off its tabular features (so user graphs and dataset rows agree)."""
     dtype = next((d for d in DTYPES if x[_COL[f"dtype_{d}"]] > 0.5), "float32")
-    return {"phase": "training" if x[_COL["is_training"]] > 0.5 else "inference",
-            "batch_size": int(round(x[_COL["batch"]])), "dtype": dtype}
+    return {
+        "phase": "training" if x[_COL["is_training"]] > 0.5 else "inference",
+        "batch_size": int(round(x[_COL["batch"]])),
+        "dtype": dtype,
+    }
 
 
 def _load_partial(net: nn.Module, state: dict[str, torch.Tensor], complete: bool = True) -> None:
@@ -263,8 +330,10 @@ def _load_partial(net: nn.Module, state: dict[str, torch.Tensor], complete: bool
     missing, unexpected = net.load_state_dict(state, strict=False)
     bad = [k for k in missing if not k.startswith("lm.") or "lora_" in k] if complete else []
     if unexpected or bad:
-        raise ArtifactError(f"gnn_llm weights do not fit this network (unexpected {unexpected[:3]}, missing "
-                            f"{bad[:3]}); retrain with `perfpredict train --predictor gnn_llm`")
+        raise ArtifactError(
+            f"gnn_llm weights do not fit this network (unexpected {unexpected[:3]}, missing "
+            f"{bad[:3]}); retrain with `perfpredict train --predictor gnn_llm`"
+        )
 
 
 @register_predictor("gnn_llm")

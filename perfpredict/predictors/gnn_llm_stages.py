@@ -25,8 +25,6 @@ from perfpredict.predictors.gnn_data import GRAPHS, NODE_FEATURES, Standardizer
 if TYPE_CHECKING:
     import torch
 
-    from perfpredict.predictors.gnn_llm import GNNLLMLearner
-
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
@@ -62,8 +60,9 @@ def _corpus_graphs(specs: list[Any], kind: str) -> tuple[list[Any], list[np.ndar
     return arrays, nodes
 
 
-def stage1_encoder(hp: dict[str, Any], kind: str, seed: int, fallback: list[tuple[Any, float, str]] | None = None
-                   ) -> tuple[dict[str, torch.Tensor], Standardizer, dict[str, Any]]:
+def stage1_encoder(
+    hp: dict[str, Any], kind: str, seed: int, fallback: list[tuple[Any, float, str]] | None = None
+) -> tuple[dict[str, torch.Tensor], Standardizer, dict[str, Any]]:
     """The GraphMAE-pretrained GIN state, the node standardiser it was trained with, and what it was trained on."""
     import torch
 
@@ -83,8 +82,15 @@ def stage1_encoder(hp: dict[str, Any], kind: str, seed: int, fallback: list[tupl
         nodes = [GRAPHS.node_matrix(a, b, kind) for a, b in seen.values()]
         keys = [a.graph.structure_hash() for a in arrays]
         specs = []
-    mae = {"hidden": hp["gin_hidden"], "layers": hp["gin_layers"], "epochs": hp["stage1_epochs"],
-           "lr": hp["stage1_lr"], "batch": hp["stage1_batch"], "mask_rate": hp["mask_rate"], "gamma": hp["sce_gamma"]}
+    mae = {
+        "hidden": hp["gin_hidden"],
+        "layers": hp["gin_layers"],
+        "epochs": hp["stage1_epochs"],
+        "lr": hp["stage1_lr"],
+        "batch": hp["stage1_batch"],
+        "mask_rate": hp["mask_rate"],
+        "gamma": hp["sce_gamma"],
+    }
     key = corpus_key(keys, {**mae, "kind": kind, "seed": seed}, list(NODE_FEATURES))
     file = cache_dir().parent / "gnn_llm_stage1" / f"{key}.safetensors"
     if file.exists():
@@ -116,28 +122,38 @@ def _distinct_graphs(keys: list[tuple[Any, float, str]], limit: int) -> list[tup
     return out[:limit]
 
 
-def stage2_align(learner: GNNLLMLearner, keys: list[tuple[Any, float, str]], seed: int
-                 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Train projection, markers and LoRA to tie the graph token to the graph's summary; GIN frozen."""
+def stage2_align(
+    net: Any, lm: Any, hp: dict[str, Any], node_std: Standardizer, keys: list[tuple[Any, float, str]], seed: int
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Train ``net``'s projection, markers and LoRA to tie the graph token to the graph's summary; GIN frozen.
+
+    The learner builds ``net`` (its GIN already holding stage 1's weights) on ``lm``, its base model, and passes
+    them in: this module trains what it is given and imports nothing of the learner.
+    """
     import torch
     from torch_geometric.data import Data
     from torch_geometric.loader import DataLoader
 
-    from perfpredict.predictors.gnn_llm import gnn_llm_net
     from perfpredict.predictors.lm_prompts import graph_summary
 
     t0 = time.monotonic()
-    hp, lm = learner.hp, learner.base()
-    assert learner.node_std is not None
     graphs = _distinct_graphs(keys, int(hp["stage2_max_graphs"]))
-    enc = lm.tokenizer([graph_summary(a, b) for a, b, _ in graphs], add_special_tokens=not lm.causal,
-                       padding=True, truncation=True, max_length=SUMMARY_TOKENS, return_tensors="pt")
-    data = [Data(x=torch.from_numpy(learner.node_std(GRAPHS.node_matrix(a, b, k))), edge_index=GRAPHS.edge_index(a),
-                 idx=torch.tensor([i])) for i, (a, b, k) in enumerate(graphs)]
-    torch.manual_seed(seed * 1000 + 29)
-    net = gnn_llm_net(lm, len(NODE_FEATURES), 1, hp)
-    if learner.gin_state is not None:
-        net.gin.load_state_dict(learner.gin_state)
+    enc = lm.tokenizer(
+        [graph_summary(a, b) for a, b, _ in graphs],
+        add_special_tokens=not lm.causal,
+        padding=True,
+        truncation=True,
+        max_length=SUMMARY_TOKENS,
+        return_tensors="pt",
+    )
+    data = [
+        Data(
+            x=torch.from_numpy(node_std(GRAPHS.node_matrix(a, b, k))),
+            edge_index=GRAPHS.edge_index(a),
+            idx=torch.tensor([i]),
+        )
+        for i, (a, b, k) in enumerate(graphs)
+    ]
     for p in net.gin.parameters():
         p.requires_grad_(False)
     train = [p for n, p in net.named_parameters() if p.requires_grad and not n.startswith("head.")]
@@ -152,22 +168,32 @@ def stage2_align(learner: GNNLLMLearner, keys: list[tuple[Any, float, str]], see
             if b.num_graphs < 2 and not lm.causal:
                 continue  # a contrastive batch needs negatives
             opt.zero_grad()
-            loss = _step_loss(net, b, enc["input_ids"][b.idx], enc["attention_mask"][b.idx], lm.causal,
-                              float(hp["stage2_temperature"]))
+            loss = _step_loss(
+                net,
+                b,
+                enc["input_ids"][b.idx],
+                enc["attention_mask"][b.idx],
+                lm.causal,
+                float(hp["stage2_temperature"]),
+            )
             loss.backward()
             torch.nn.utils.clip_grad_norm_(train, 5.0)
             opt.step()
             run += float(loss.detach()) * b.num_graphs
             count += b.num_graphs
         losses.append(run / max(count, 1))
-    state = {k: v.detach().clone() for k, v in net.state_dict().items()
-             if k.startswith("proj.") or k == "markers" or "lora_" in k}
+    state = {
+        k: v.detach().clone()
+        for k, v in net.state_dict().items()
+        if k.startswith("proj.") or k == "markers" or "lora_" in k
+    }
     objective = "next-token" if lm.causal else "contrastive"
     return state, {"graphs": len(data), "objective": objective, "losses": losses, "seconds": time.monotonic() - t0}
 
 
-def _step_loss(net: Any, b: Any, ids: torch.Tensor, mask: torch.Tensor, causal: bool, temperature: float
-               ) -> torch.Tensor:
+def _step_loss(
+    net: Any, b: Any, ids: torch.Tensor, mask: torch.Tensor, causal: bool, temperature: float
+) -> torch.Tensor:
     import torch
     import torch.nn.functional as F
 
@@ -180,7 +206,7 @@ def _step_loss(net: Any, b: Any, ids: torch.Tensor, mask: torch.Tensor, causal: 
         seq, attn, at = net.sequence(g, ids, lengths)
         logits = net.lm(inputs_embeds=seq, attention_mask=attn).logits
         start = int(at[0] - lengths[0])  # where the summary begins (the same for every row)
-        pred = logits[:, start - 1:start - 1 + ids.shape[1]]
+        pred = logits[:, start - 1 : start - 1 + ids.shape[1]]
         target = ids.masked_fill(mask == 0, -100)
         return F.cross_entropy(pred.reshape(-1, pred.shape[-1]), target.reshape(-1), ignore_index=-100)
     seq, attn, at = net.sequence(g, ids[:, :0], torch.zeros(n, dtype=torch.long))

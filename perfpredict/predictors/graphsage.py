@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
-from perfpredict.predictors.gnn_data import NODE_FEATURES, STATIC_FEATURES, GNNEnsembleLearner, schema_extra
+from perfpredict.predictors.gnn_data import NODE_FEATURES, STATIC_FEATURES, schema_extra
+from perfpredict.predictors.gnn_ensemble import GNNEnsembleLearner
 from perfpredict.predictors.learned import LearnedPredictor
 from perfpredict.predictors.registry import register_predictor
 
@@ -26,7 +27,8 @@ def _sage_net(n_node: int, n_static: int, hidden: int, n_out: int) -> nn.Module:
     from torch import nn
     from torch_geometric.nn import global_add_pool, global_mean_pool
 
-    from perfpredict.predictors.gnn_data import mlp, run_sage, sage_stack, slog
+    from perfpredict.predictors.gnn_data import slog
+    from perfpredict.predictors.gnn_layers import mlp, run_sage, sage_stack
 
     class SageNet(nn.Module):
         def __init__(self) -> None:
@@ -36,8 +38,9 @@ def _sage_net(n_node: int, n_static: int, hidden: int, n_out: int) -> nn.Module:
 
         def forward(self, b: Any) -> tuple[torch.Tensor, torch.Tensor]:
             x = run_sage(self.blocks, b.x, b.edge_index, self.training)
-            emb = torch.cat([global_mean_pool(x, b.batch, b.num_graphs),
-                             slog(global_add_pool(x, b.batch, b.num_graphs))], dim=1)
+            emb = torch.cat(
+                [global_mean_pool(x, b.batch, b.num_graphs), slog(global_add_pool(x, b.batch, b.num_graphs))], dim=1
+            )
             return self.head(torch.cat([emb, b.static], dim=1)), emb
 
     return SageNet()

@@ -28,7 +28,7 @@ from perfpredict.predictors.host_model import HostProfile
 
 def _probes() -> dict[str, Callable[[], Any]]:
     import torch
-    import torch.nn.functional as F  # noqa: N812 - the usual name
+    import torch.nn.functional as F
 
     x, y = torch.randn(1, 8), torch.randn(1, 8)
     m, img, k = torch.randn(8, 8), torch.randn(1, 1, 4, 4), torch.randn(1, 1, 1, 1)
@@ -36,12 +36,20 @@ def _probes() -> dict[str, Callable[[], Any]]:
     idx, table, target = torch.zeros(1, 2, dtype=torch.long), torch.randn(4, 8), torch.zeros(1, dtype=torch.long)
     params, grads = [torch.randn(8)], [torch.randn(8)]
     return {
-        ops.MATMUL: lambda: torch.mm(x, m), ops.CONV: lambda: F.conv2d(img, k),
-        ops.ATTENTION: lambda: F.scaled_dot_product_attention(q, q, q), ops.NORM: lambda: F.layer_norm(x, (8,)),
-        ops.SOFTMAX: lambda: x.softmax(-1), ops.ELEMENTWISE: lambda: x + y, ops.REDUCTION: lambda: x.sum(),
-        ops.EMBEDDING: lambda: F.embedding(idx, table), ops.POOLING: lambda: F.max_pool2d(img, 2),
-        ops.VIEW: lambda: x.view(-1), ops.COPY: lambda: torch.cat([x, y]), ops.CREATION: lambda: torch.zeros(8),
-        ops.LOSS: lambda: F.cross_entropy(x, target), ops.OPTIMIZER: lambda: torch._foreach_add(params, grads),
+        ops.MATMUL: lambda: torch.mm(x, m),
+        ops.CONV: lambda: F.conv2d(img, k),
+        ops.ATTENTION: lambda: F.scaled_dot_product_attention(q, q, q),
+        ops.NORM: lambda: F.layer_norm(x, (8,)),
+        ops.SOFTMAX: lambda: x.softmax(-1),
+        ops.ELEMENTWISE: lambda: x + y,
+        ops.REDUCTION: lambda: x.sum(),
+        ops.EMBEDDING: lambda: F.embedding(idx, table),
+        ops.POOLING: lambda: F.max_pool2d(img, 2),
+        ops.VIEW: lambda: x.view(-1),
+        ops.COPY: lambda: torch.cat([x, y]),
+        ops.CREATION: lambda: torch.zeros(8),
+        ops.LOSS: lambda: F.cross_entropy(x, target),
+        ops.OPTIMIZER: lambda: torch._foreach_add(params, grads),
     }
 
 
@@ -61,8 +69,9 @@ def module_overhead_us(layers: int = 8) -> float:
     """Microseconds per op that ``nn.Module`` Python adds: a module stack against the same ATen calls made bare."""
     import torch
 
-    stack = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8),
-                                                      torch.nn.GELU()) for _ in range(layers)]).eval()
+    stack = torch.nn.Sequential(
+        *[torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8), torch.nn.GELU()) for _ in range(layers)]
+    ).eval()
     x = torch.randn(1, 8)
     mods = list(stack.modules())
     lin = [m for m in mods if isinstance(m, torch.nn.Linear)]
@@ -71,8 +80,9 @@ def module_overhead_us(layers: int = 8) -> float:
     def bare() -> Any:
         h = x
         for a, b in zip(lin, norm):
-            h = torch.nn.functional.gelu(torch.nn.functional.layer_norm(
-                torch.nn.functional.linear(h, a.weight, a.bias), (8,), b.weight, b.bias))
+            h = torch.nn.functional.gelu(
+                torch.nn.functional.layer_norm(torch.nn.functional.linear(h, a.weight, a.bias), (8,), b.weight, b.bias)
+            )
         return h
 
     with torch.no_grad():
@@ -98,9 +108,14 @@ def calibrate(name: str = "this host") -> HostProfile:
     finally:
         torch.set_num_threads(threads)
     dispatch[ops.UNKNOWN] = dispatch[ops.ELEMENTWISE]
-    return HostProfile(name=name, dispatch_us=dispatch, module_us=module,
-                       source="perfpredict calibrate-host (tiny CPU tensors, one thread)",
-                       dispatch_scale=dict(HostProfile.from_file(REFERENCE).dispatch_scale),
-                       gpu_launch_us=HostProfile.from_file(REFERENCE).gpu_launch_us,
-                       cpu_model=cpu_probe.cpu_model(), torch_version=torch.__version__,
-                       created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    return HostProfile(
+        name=name,
+        dispatch_us=dispatch,
+        module_us=module,
+        source="perfpredict calibrate-host (tiny CPU tensors, one thread)",
+        dispatch_scale=dict(HostProfile.from_file(REFERENCE).dispatch_scale),
+        gpu_launch_us=HostProfile.from_file(REFERENCE).gpu_launch_us,
+        cpu_model=cpu_probe.cpu_model(),
+        torch_version=torch.__version__,
+        created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    )

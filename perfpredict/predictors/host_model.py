@@ -65,11 +65,15 @@ class HostProfile:
             data = json.loads(Path(path).read_text())
             profile = cls(**data)
         except (OSError, ValueError, TypeError) as err:
-            raise InvalidInputError(f"host profile {str(path)!r} cannot be read ({err}); run "
-                                    "`perfpredict calibrate-host` to write a new one") from err
+            raise InvalidInputError(
+                f"host profile {str(path)!r} cannot be read ({err}); run "
+                "`perfpredict calibrate-host` to write a new one"
+            ) from err
         if profile.version != HOST_PROFILE_VERSION:
-            raise InvalidInputError(f"host profile {str(path)!r} has version {profile.version}, this perfpredict "
-                                    f"reads {HOST_PROFILE_VERSION}; run `perfpredict calibrate-host` again")
+            raise InvalidInputError(
+                f"host profile {str(path)!r} has version {profile.version}, this perfpredict "
+                f"reads {HOST_PROFILE_VERSION}; run `perfpredict calibrate-host` again"
+            )
         return profile
 
 

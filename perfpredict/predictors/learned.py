@@ -62,9 +62,16 @@ def single_row_set(graph: OpGraph, device: Device, config: RunConfig) -> Trainin
     arrays = CostArrays.from_graph(graph)
     X = tabular_matrix(arrays, device, config, np.array([graph.batch_size]))
     row = {"batch_size": graph.batch_size, "family": graph.name or "model", "key": graph.structure_hash()}
-    return TrainingSet(X=X, y={t: np.array([np.nan]) for t in TARGETS}, families=np.array([row["family"]]),
-                       keys=[row["key"]], group_ids=np.array([0]), devices=[device.name], rows=[row],
-                       arrays=[arrays])
+    return TrainingSet(
+        X=X,
+        y={t: np.array([np.nan]) for t in TARGETS},
+        families=np.array([row["family"]]),
+        keys=[row["key"]],
+        group_ids=np.array([0]),
+        devices=[device.name],
+        rows=[row],
+        arrays=[arrays],
+    )
 
 
 class LearnedPredictor:
@@ -85,7 +92,8 @@ class LearnedPredictor:
             if folder is None:
                 raise ArtifactError(
                     f"no {self.name!r} artifact trained for {name!r}; use predictor='analytical' or 'auto', or "
-                    f"train one: perfpredict train --device {name} --predictor {self.name}")
+                    f"train one: perfpredict train --device {name} --predictor {self.name}"
+                )
             manifest, files = load_files(folder, self.learner_cls.schema)
             self._loaded[name] = (self.learner_cls.from_files(manifest, files), manifest)
         return self._loaded[name][0]
@@ -99,10 +107,15 @@ class LearnedPredictor:
         from perfpredict.profiling.cpu import cpu_model
 
         here = cpu_model()
-        return [] if here == trained_on else [
-            f"{self.name} for 'cpu' was trained on {trained_on!r}; this machine is {here!r}, so the prediction "
-            "carries that machine's speed (train on your own rows with `perfpredict collect` and "
-            "`perfpredict train`)"]
+        return (
+            []
+            if here == trained_on
+            else [
+                f"{self.name} for 'cpu' was trained on {trained_on!r}; this machine is {here!r}, so the prediction "
+                "carries that machine's speed (train on your own rows with `perfpredict collect` and "
+                "`perfpredict train`)"
+            ]
+        )
 
     def predict(self, graph: OpGraph, device: Device, config: RunConfig) -> PredictorOutput:
         from perfpredict.predictors.analytical import AnalyticalPredictor
@@ -112,37 +125,68 @@ class LearnedPredictor:
         measured_as = replace(config, weights_built_in=MEASURED_BUILD_DTYPE)  # what every training row did
         out = learner.predict(single_row_set(graph, device, measured_as))
         warnings: list[str] = self._host_warning(device)
-        fallback = [t for t in ("latency_ms", "peak_memory_bytes", "energy_per_sample_j", "avg_power_w")
-                    if t not in out]
+        fallback = [
+            t for t in ("latency_ms", "peak_memory_bytes", "energy_per_sample_j", "avg_power_w") if t not in out
+        ]
         if fallback:
-            warnings.append(f"{self.name} was not trained on {', '.join(fallback)} for {device.name}: "
-                            "those figures are analytical")
+            warnings.append(
+                f"{self.name} was not trained on {', '.join(fallback)} for {device.name}: those figures are analytical"
+            )
         ood = max((float(p.ood[0]) for p in out.values()), default=0.0)
         if ood > OOD_WARN_ABOVE:
-            warnings.append(f"input is far from the {self.name} training data (OOD score {ood:.1f}, warn above "
-                            f"{OOD_WARN_ABOVE:g}): treat the prediction with care")
+            warnings.append(
+                f"input is far from the {self.name} training data (OOD score {ood:.1f}, warn above "
+                f"{OOD_WARN_ABOVE:g}): treat the prediction with care"
+            )
         latency = self._pred(out.get("latency_ms"), base.latency_ms)
         memory = self._pred(out.get("peak_memory_bytes"), base.peak_memory_bytes)
         if "peak_memory_bytes" in out:  # learned on allocator peaks (tensors): add the CUDA context and slack back
             load_change = _load_change_bytes(graph, device, measured_as, base.memory)
-            memory = _shifted(memory, device.runtime_overhead_bytes + load_change,
-                              floor=graph.param_bytes + device.runtime_overhead_bytes)
+            memory = _shifted(
+                memory,
+                device.runtime_overhead_bytes + load_change,
+                floor=graph.param_bytes + device.runtime_overhead_bytes,
+            )
         power = self._pred(out.get("avg_power_w"), base.avg_power_w)
         batch = max(1, graph.batch_size)
         per_sample = out.get("energy_per_sample_j")
-        energy = (self._pred(per_sample, base.energy_j.scaled(1 / batch)).scaled(batch) if per_sample is not None
-                  else Prediction(power.value * latency.value * 1e-3, "J", power.low * latency.low * 1e-3,
-                                  power.high * latency.high * 1e-3, power.predictor, power.predictor_version))
-        return PredictorOutput(latency_ms=latency, peak_memory_bytes=memory, memory=base.memory, energy_j=energy,
-                               avg_power_w=power, per_op=base.per_op, by_kind=base.by_kind, blocks=base.blocks,
-                               warnings=tuple(warnings))
+        energy = (
+            self._pred(per_sample, base.energy_j.scaled(1 / batch)).scaled(batch)
+            if per_sample is not None
+            else Prediction(
+                power.value * latency.value * 1e-3,
+                "J",
+                power.low * latency.low * 1e-3,
+                power.high * latency.high * 1e-3,
+                power.predictor,
+                power.predictor_version,
+            )
+        )
+        return PredictorOutput(
+            latency_ms=latency,
+            peak_memory_bytes=memory,
+            memory=base.memory,
+            energy_j=energy,
+            avg_power_w=power,
+            per_op=base.per_op,
+            by_kind=base.by_kind,
+            blocks=base.blocks,
+            warnings=tuple(warnings),
+        )
 
     def _pred(self, p: TargetPrediction | None, fallback: Prediction) -> Prediction:
         if p is None:
             return fallback
         value = float(p.value[0])
-        return Prediction(value, fallback.unit, min(float(p.low[0]), value), max(float(p.high[0]), value),
-                          self.name, self.version, float(p.ood[0]))
+        return Prediction(
+            value,
+            fallback.unit,
+            min(float(p.low[0]), value),
+            max(float(p.high[0]), value),
+            self.name,
+            self.version,
+            float(p.ood[0]),
+        )
 
 
 def _load_change_bytes(graph: OpGraph, device: Device, measured_as: RunConfig, memory: MemoryBreakdown) -> int:
@@ -159,5 +203,6 @@ def _load_change_bytes(graph: OpGraph, device: Device, measured_as: RunConfig, m
 
 def _shifted(p: Prediction, offset: float, floor: float = 0.0) -> Prediction:
     """``p`` with ``offset`` added to its value and both interval ends, none below ``floor``."""
-    return replace(p, value=max(p.value + offset, floor), low=max(p.low + offset, floor),
-                   high=max(p.high + offset, floor))
+    return replace(
+        p, value=max(p.value + offset, floor), low=max(p.low + offset, floor), high=max(p.high + offset, floor)
+    )

@@ -37,12 +37,14 @@ def _si(x: float, unit: str) -> str:
 def device_phrase(device: Device, dtype: str) -> str:
     """The device in words and numbers: name, kind, peak FLOP/s (fp32 and the row's dtype), bandwidth, memory."""
     peak_dtype, _ = device.peak_flops(dtype, device.kind == "gpu" and dtype != "float32")
-    words = [f"device {device.name} ({device.vendor} {device.kind}", f"{device.sm_count} "
-             f"{'SMs' if device.kind == 'gpu' else 'cores'})",
-             f"fp32 peak {_si(device.peak_flops_per_s.get('fp32', 0.0), 'FLOP/s')}",
-             f"{_DTYPE_WORDS.get(dtype, dtype)} peak {_si(peak_dtype, 'FLOP/s')}",
-             f"memory bandwidth {_si(device.memory_bandwidth_bytes_per_s, 'B/s')}",
-             f"memory {_si(float(device.memory_bytes), 'B')}"]
+    words = [
+        f"device {device.name} ({device.vendor} {device.kind}",
+        f"{device.sm_count} {'SMs' if device.kind == 'gpu' else 'cores'})",
+        f"fp32 peak {_si(device.peak_flops_per_s.get('fp32', 0.0), 'FLOP/s')}",
+        f"{_DTYPE_WORDS.get(dtype, dtype)} peak {_si(peak_dtype, 'FLOP/s')}",
+        f"memory bandwidth {_si(device.memory_bandwidth_bytes_per_s, 'B/s')}",
+        f"memory {_si(float(device.memory_bytes), 'B')}",
+    ]
     words.append("measured ceilings" if device.measured else "datasheet ceilings")
     return ", ".join(words)
 
@@ -52,8 +54,10 @@ def row_prompt(row: Mapping[str, Any], device: Device, seq_len: int | None) -> s
     dtype = str(row.get("dtype") or "float32")
     phase = "training step" if row.get("phase") == "training" else "inference"
     seq = f", sequence {int(seq_len)}" if seq_len else ""
-    return (f"{TASK}. {device_phrase(device, dtype)}. {phase}, batch {int(row.get('batch_size') or 1)}{seq}, "
-            f"dtype {_DTYPE_WORDS.get(dtype, dtype)}.")
+    return (
+        f"{TASK}. {device_phrase(device, dtype)}. {phase}, batch {int(row.get('batch_size') or 1)}{seq}, "
+        f"dtype {_DTYPE_WORDS.get(dtype, dtype)}."
+    )
 
 
 def graph_summary(arrays: CostArrays, batch: float) -> str:
@@ -67,10 +71,17 @@ def graph_summary(arrays: CostArrays, batch: float) -> str:
     share: Counter[str] = Counter()
     for node, f in zip(graph.nodes, flops):
         share[node.op] += float(f)
-    top = ", ".join(f"{op} {n}" + (f" ({100 * share[op] / total:.0f}% of FLOPs)" if total and share[op] else "")
-                    for op, n in counts.most_common(6))
-    phase = "training graph (forward and backward)" if any(n.attrs.get("backward") for n in graph.nodes) \
+    top = ", ".join(
+        f"{op} {n}" + (f" ({100 * share[op] / total:.0f}% of FLOPs)" if total and share[op] else "")
+        for op, n in counts.most_common(6)
+    )
+    phase = (
+        "training graph (forward and backward)"
+        if any(n.attrs.get("backward") for n in graph.nodes)
         else "inference graph"
-    return (f"{graph.name or 'model'} {phase}, {len(graph.nodes)} ops, {len(graph.edges)} edges, "
-            f"{_si(total, 'FLOP')}, {_si(float(graph.param_count), 'parameters')}, batch {int(batch)}, "
-            f"{_DTYPE_WORDS.get(graph.dtype, graph.dtype)}; ops: {top}.")
+    )
+    return (
+        f"{graph.name or 'model'} {phase}, {len(graph.nodes)} ops, {len(graph.edges)} edges, "
+        f"{_si(total, 'FLOP')}, {_si(float(graph.param_count), 'parameters')}, batch {int(batch)}, "
+        f"{_DTYPE_WORDS.get(graph.dtype, graph.dtype)}; ops: {top}."
+    )

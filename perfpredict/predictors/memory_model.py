@@ -80,8 +80,12 @@ def picked_elements(graph: OpGraph) -> dict[int, tuple[int, float]]:
     return picked
 
 
-def element_bytes(graph: OpGraph, out_bytes: np.ndarray,
-                  picked: dict[int, tuple[int, float]] | None = None, gradients_walk: bool = False) -> np.ndarray:
+def element_bytes(
+    graph: OpGraph,
+    out_bytes: np.ndarray,
+    picked: dict[int, tuple[int, float]] | None = None,
+    gradients_walk: bool = False,
+) -> np.ndarray:
     """``out_bytes`` ([nodes, configs]) with each picked element's bytes moved from its producer to the picking
     view. A picked parameter gradient moves out altogether (the gradient term counts it), unless
     ``gradients_walk``, where the walk carries the gradients (:func:`backward_born_peak`). ``picked``: the graph's
@@ -95,8 +99,9 @@ def element_bytes(graph: OpGraph, out_bytes: np.ndarray,
     return np.maximum(moved, 0.0)
 
 
-def free_steps(graph: OpGraph, picked: dict[int, tuple[int, float]] | None = None,
-               forward_outputs_kept: bool = True) -> np.ndarray:
+def free_steps(
+    graph: OpGraph, picked: dict[int, tuple[int, float]] | None = None, forward_outputs_kept: bool = True
+) -> np.ndarray:
     """For each node, the step after which its output's storage is released (len(nodes) = kept to the end).
     A picked element (``picked_elements``, or ``picked`` when given) is its own storage; every other view extends
     its base's life.
@@ -116,8 +121,12 @@ def free_steps(graph: OpGraph, picked: dict[int, tuple[int, float]] | None = Non
     for src, dst in graph.edges:
         last_use[root[src]] = max(last_use[root[src]], dst)
     for i in graph.keep_alive:
-        dropped = (not forward_outputs_kept and graph.phase == "training" and i not in graph.grad_outputs
-                   and not graph.nodes[i].attrs.get("backward"))
+        dropped = (
+            not forward_outputs_kept
+            and graph.phase == "training"
+            and i not in graph.grad_outputs
+            and not graph.nodes[i].attrs.get("backward")
+        )
         if not dropped:
             last_use[root[i]] = n
     return np.array(last_use, dtype=int)
@@ -138,8 +147,15 @@ def activation_peak(output_bytes: np.ndarray, frees: np.ndarray, transient: np.n
     return (live if transient is None else live + transient).max(axis=0)
 
 
-def backward_born_peak(graph: OpGraph, walk_bytes: np.ndarray, frees: np.ndarray, transient: np.ndarray | None,
-                       picked: Collection[int], trainable_bytes: float, scratch_bytes: float) -> np.ndarray:
+def backward_born_peak(
+    graph: OpGraph,
+    walk_bytes: np.ndarray,
+    frees: np.ndarray,
+    transient: np.ndarray | None,
+    picked: Collection[int],
+    trainable_bytes: float,
+    scratch_bytes: float,
+) -> np.ndarray:
     """A training step's peak per config above the weights, gradients and optimizer state that the memory breakdown
     counts as resident (GPU memory model 3). Its activation term: may be less than the activations live at the peak.
 
@@ -151,7 +167,7 @@ def backward_born_peak(graph: OpGraph, walk_bytes: np.ndarray, frees: np.ndarray
     node returns itself, which the cost arrays leave to the gradient term: an embedding's, made last) join at the
     end, where the optimizer step holds every gradient and its scratch (``scratch_bytes``: ``OPTIMIZER_SCRATCH``,
     a multi-tensor AdamW's sqrt of its second moment). ``picked``: the graph's picked elements, each its own
-    storage. ``benchmarks/eager_peak.py`` checks the walk against an eager step on a CPU.
+    storage. ``studies/eager_peak.py`` checks the walk against an eager step on a CPU.
     """
     peak = activation_peak(walk_bytes, frees, transient)
     root = storage_roots(graph, own=picked)

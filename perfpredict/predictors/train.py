@@ -27,8 +27,10 @@ LEARNERS = {
 def learner_class(name: str) -> Any:
     if name not in LEARNERS:
         close = close_matches(name, LEARNERS)
-        raise InvalidInputError(f"no trainable predictor {name!r}{f' (did you mean {close}?)' if close else ''}; "
-                                f"choose one of {', '.join(LEARNERS)}")
+        raise InvalidInputError(
+            f"no trainable predictor {name!r}{f' (did you mean {close}?)' if close else ''}; "
+            f"choose one of {', '.join(LEARNERS)}"
+        )
     module, cls = LEARNERS[name]
     return getattr(importlib.import_module(module), cls)
 
@@ -42,14 +44,26 @@ def dataset_folder(device: str, data_root: Path = Path("data")) -> Path:
     if candidate.is_dir():
         return candidate
     found = sorted(p.name for p in data_root.iterdir() if p.is_dir()) if data_root.is_dir() else []
-    raise InvalidInputError(f"no dataset folder for {device!r} under {str(data_root)!r}; found: "
-                            f"{', '.join(found) or 'none'}; collect one with `perfpredict collect`")
+    raise InvalidInputError(
+        f"no dataset folder for {device!r} under {str(data_root)!r}; found: "
+        f"{', '.join(found) or 'none'}; collect one with `perfpredict collect`"
+    )
 
 
-def train(device: str, predictor: str, *, out_root: Path | None = None, seed: int = 0, max_rows: int | None = None,
-          evaluate: bool = True, data_root: Path = Path("data"), progress: bool = False,
-          latency_stat: str = "median", hyper: dict[str, Any] | None = None,
-          include_busy_host: bool = False) -> Path:
+def train(
+    device: str,
+    predictor: str,
+    *,
+    out_root: Path | None = None,
+    seed: int = 0,
+    max_rows: int | None = None,
+    evaluate: bool = True,
+    data_root: Path = Path("data"),
+    progress: bool = False,
+    latency_stat: str = "median",
+    hyper: dict[str, Any] | None = None,
+    include_busy_host: bool = False,
+) -> Path:
     """Train ``predictor`` on the dataset of ``device`` and write the artifact; returns its folder. ``hyper``
     overrides the learner's defaults (e.g. ``{"base_lm": PATH}`` for gnn_llm)."""
     from functools import partial
@@ -58,8 +72,9 @@ def train(device: str, predictor: str, *, out_root: Path | None = None, seed: in
 
     cls = partial(learner_class(predictor), **(hyper or {}))
     folder = dataset_folder(device, data_root)
-    data = load_training_set([folder], max_rows=max_rows, progress=progress,
-                             latency_stat=latency_stat, include_busy_host=include_busy_host)
+    data = load_training_set(
+        [folder], max_rows=max_rows, progress=progress, latency_stat=latency_stat, include_busy_host=include_busy_host
+    )
     metrics: dict[str, Any] = {}
     if evaluate:
         oof = cross_validate(cls, data, TARGETS, random_folds(data, 5, seed), seed)
@@ -68,14 +83,28 @@ def train(device: str, predictor: str, *, out_root: Path | None = None, seed: in
     t0 = time.monotonic()
     learner.fit(data, TARGETS, seed)
     fit_seconds = time.monotonic() - t0
-    manifest = Manifest(predictor=learner.name, version=learner.version, device=data.devices[0],
-                        feature_schema_hash=learner.schema, data_hash=data.data_hash, targets=list(learner.targets),
-                        metrics=metrics, rows=len(data.keys),
-                        extra={"dataset": folder.name, "seed": seed, "latency_stat": latency_stat,
-                               "hyper": hyper or {}, "include_busy_host": include_busy_host,
-                               "fit_seconds": round(fit_seconds, 1), "host_threads": _threads(),
-                               "families": sorted(set(data.families.tolist())),
-                               "problems": data.problems[:20], **_host(data)})
+    manifest = Manifest(
+        predictor=learner.name,
+        version=learner.version,
+        device=data.devices[0],
+        feature_schema_hash=learner.schema,
+        data_hash=data.data_hash,
+        targets=list(learner.targets),
+        metrics=metrics,
+        rows=len(data.keys),
+        extra={
+            "dataset": folder.name,
+            "seed": seed,
+            "latency_stat": latency_stat,
+            "hyper": hyper or {},
+            "include_busy_host": include_busy_host,
+            "fit_seconds": round(fit_seconds, 1),
+            "host_threads": _threads(),
+            "families": sorted(set(data.families.tolist())),
+            "problems": data.problems[:20],
+            **_host(data),
+        },
+    )
     return save_artifact(artifact_path(learner.name, data.devices[0], out_root), manifest, learner.to_files())
 
 

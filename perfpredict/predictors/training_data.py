@@ -78,7 +78,7 @@ class GraphCache:
             raise self.failed[key]
         try:
             graph = _trace(spec)
-        except Exception as err:  # noqa: BLE001 - remembered: every row of a batch sweep shares one anchor trace
+        except Exception as err:
             self.failed[key] = err
             raise
         self.root.mkdir(parents=True, exist_ok=True)
@@ -119,14 +119,19 @@ def targets_of(row: Mapping[str, Any], latency_stat: str = "median") -> dict[str
     ``latency_stat="min"`` learns the fastest timed run instead of the median: on a host shared with other jobs
     the minimum is the statistic contention disturbs least (DESIGN.md's measurement protocol).
     """
+
     def num(key: str) -> float:
         value = row.get(key)
         return float(value) if isinstance(value, (int, float)) and value is not None and value > 0 else math.nan
 
     batch = max(1, int(row.get("batch_size") or 1))
     energy = num("energy_j")
-    return {"latency_ms": num(LATENCY_STATS[latency_stat]), "peak_memory_bytes": num("peak_memory_bytes"),
-            "energy_per_sample_j": energy / batch, "avg_power_w": num("avg_power_w")}
+    return {
+        "latency_ms": num(LATENCY_STATS[latency_stat]),
+        "peak_memory_bytes": num("peak_memory_bytes"),
+        "energy_per_sample_j": energy / batch,
+        "avg_power_w": num("avg_power_w"),
+    }
 
 
 @dataclass
@@ -158,10 +163,18 @@ class TrainingSet:
 
     def subset(self, index: np.ndarray) -> TrainingSet:
         index = np.asarray(index)
-        return TrainingSet(self.X[index], {k: v[index] for k, v in self.y.items()}, self.families[index],
-                           [self.keys[i] for i in index], self.group_ids[index], self.devices,
-                           [self.rows[i] for i in index], [self.arrays[i] for i in index] if self.arrays else [],
-                           self.data_hash, self.problems)
+        return TrainingSet(
+            self.X[index],
+            {k: v[index] for k, v in self.y.items()},
+            self.families[index],
+            [self.keys[i] for i in index],
+            self.group_ids[index],
+            self.devices,
+            [self.rows[i] for i in index],
+            [self.arrays[i] for i in index] if self.arrays else [],
+            self.data_hash,
+            self.problems,
+        )
 
 
 def device_for_rows(rows: Sequence[Mapping[str, Any]]) -> Any:
@@ -186,16 +199,27 @@ def _library_mismatches(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     local = installed_version("transformers")
     if local is None:
         return []
-    other = Counter(r["env_transformers_version"] for r in rows
-                    if r.get("env_transformers_version") not in (None, local))
-    return [f"{n} rows were measured with transformers {v} and are traced here with {local}: where the two differ in "
-            f"how a model calls its kernels, the graph is not what ran" for v, n in sorted(other.items())]
+    other = Counter(
+        r["env_transformers_version"] for r in rows if r.get("env_transformers_version") not in (None, local)
+    )
+    return [
+        f"{n} rows were measured with transformers {v} and are traced here with {local}: where the two differ in "
+        f"how a model calls its kernels, the graph is not what ran"
+        for v, n in sorted(other.items())
+    ]
 
 
-def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Sequence[str] | None = None,
-                      max_rows: int | None = None, cache: GraphCache | None = None,
-                      progress: bool = False, latency_stat: str = "median", device: Any = None,
-                      include_busy_host: bool = False) -> TrainingSet:
+def load_training_set(
+    folders: Iterable[str | os.PathLike[str]],
+    *,
+    families: Sequence[str] | None = None,
+    max_rows: int | None = None,
+    cache: GraphCache | None = None,
+    progress: bool = False,
+    latency_stat: str = "median",
+    device: Any = None,
+    include_busy_host: bool = False,
+) -> TrainingSet:
     """Read measured rows, derive their graphs (cached), and build features and targets. ``device`` (a catalog
     Device) overrides the device the rows name, e.g. for rows of a GPU the catalog knows by another name.
 
@@ -211,22 +235,29 @@ def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Se
         loaded = load_dataset(folder)
         if loaded.lost:
             problems.append(f"{folder}: {loaded.summary()}")
-        rows += [r for r in loaded.rows if r.get("status") == "ok" and (families is None or r.get("family") in families)]
+        rows += [
+            r for r in loaded.rows if r.get("status") == "ok" and (families is None or r.get("family") in families)
+        ]
     busy = [r for r in rows if not quiet_host(r)]
     if busy and not include_busy_host:
-        problems.append(f"{len(busy)} rows measured on a busy host (load average above the core count, or not "
-                        "recorded on a CPU) left out; include_busy_host=True keeps them")
+        problems.append(
+            f"{len(busy)} rows measured on a busy host (load average above the core count, or not "
+            "recorded on a CPU) left out; include_busy_host=True keeps them"
+        )
         rows = [r for r in rows if quiet_host(r)]
     rows.sort(key=lambda r: (r["key"], r["device"]))
     if max_rows is not None:
         rows = rows[:max_rows]
     if not rows and busy and not include_busy_host:
-        raise InvalidInputError(f"all {len(busy)} measured rows in {list(map(str, folders))!r} were taken on a busy "
-                                "host (load average above the core count, or not recorded on a CPU); measure on a "
-                                "quiet host, or keep them with --include-busy-host (include_busy_host=True)")
+        raise InvalidInputError(
+            f"all {len(busy)} measured rows in {list(map(str, folders))!r} were taken on a busy "
+            "host (load average above the core count, or not recorded on a CPU); measure on a "
+            "quiet host, or keep them with --include-busy-host (include_busy_host=True)"
+        )
     if not rows:
-        raise InvalidInputError(f"no measured rows with status 'ok' in {list(map(str, folders))!r}; "
-                                "run `perfpredict collect` first")
+        raise InvalidInputError(
+            f"no measured rows with status 'ok' in {list(map(str, folders))!r}; run `perfpredict collect` first"
+        )
     device = device or device_for_rows(rows)
     problems += _library_mismatches(rows)
     cache = cache or GraphCache()
@@ -250,7 +281,14 @@ def load_training_set(folders: Iterable[str | os.PathLike[str]], *, families: Se
     arch_ids = {k: i for i, k in enumerate(sorted({zoo.ModelSpec.from_key(r["key"]).arch_key() for r in kept}))}
     digest = hashlib.sha256("\n".join(json.dumps([r["key"], r["device"], r.get("latency_ms")]) for r in kept).encode())
     return TrainingSet(
-        X=np.asarray(feats, dtype=float), y=y, families=np.array([r["family"] for r in kept]),
+        X=np.asarray(feats, dtype=float),
+        y=y,
+        families=np.array([r["family"] for r in kept]),
         keys=[r["key"] for r in kept],
         group_ids=np.array([arch_ids[zoo.ModelSpec.from_key(r["key"]).arch_key()] for r in kept]),
-        devices=[device.name], rows=kept, arrays=arrays, data_hash=digest.hexdigest()[:16], problems=problems)
+        devices=[device.name],
+        rows=kept,
+        arrays=arrays,
+        data_hash=digest.hexdigest()[:16],
+        problems=problems,
+    )

@@ -111,8 +111,9 @@ class TwoTimelinePredictor:
             self._efficiency[device.kind] = op_efficiency.load_model(device)
         return self._efficiency[device.kind]
 
-    def device_node_s(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev,
-                      scale: float | None = None) -> np.ndarray:
+    def device_node_s(
+        self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev, scale: float | None = None
+    ) -> np.ndarray:
         """Device seconds per node and config: roofline bound / learned efficiency where a model exists, else the
         analytical attainable time, times the calibrated device-time scale of the device's kind (``scale``
         overrides it); zero for views, never under MIN_KERNEL_S for a GPU kernel."""
@@ -129,8 +130,14 @@ class TwoTimelinePredictor:
             work = np.maximum(ev.compute_s, ev.memory_s)
         else:
             shapes = [op_efficiency.node_shape(n) for n in graph.nodes]
-            rates = np.array([device.peak_flops(s.dtype if s.dtype in ops.FLOAT_DTYPES else "float32",
-                                                config.tensor_cores(s.kind, s.dtype, gpu))[0] for s in shapes])
+            rates = np.array(
+                [
+                    device.peak_flops(
+                        s.dtype if s.dtype in ops.FLOAT_DTYPES else "float32", config.tensor_cores(s.kind, s.dtype, gpu)
+                    )[0]
+                    for s in shapes
+                ]
+            )
             flops, moved, _, _ = arrays.at(batches)
             bound = np.maximum(flops / rates[:, None], moved / device.memory_bandwidth_bytes_per_s)
             work = bound / self._efficiency_at(model, arrays, device, np.asarray(batches, dtype=float))
@@ -141,8 +148,11 @@ class TwoTimelinePredictor:
         distinct batches, else at that many batches spread geometrically and interpolated in log batch (a
         feature row per op and batch would cost predict_many its speed)."""
         unique = np.unique(batches)
-        anchors = unique if len(unique) <= EFFICIENCY_ANCHORS else np.unique(
-            np.round(np.geomspace(unique[0], unique[-1], EFFICIENCY_ANCHORS)))
+        anchors = (
+            unique
+            if len(unique) <= EFFICIENCY_ANCHORS
+            else np.unique(np.round(np.geomspace(unique[0], unique[-1], EFFICIENCY_ANCHORS)))
+        )
         flops, moved, _, _ = arrays.at(anchors)
         nodes = arrays.graph.nodes
         kernels = [i for i, n in enumerate(nodes) if not n.is_view]  # views run nothing: no efficiency to read
@@ -151,16 +161,26 @@ class TwoTimelinePredictor:
             dims = arrays.shapes_at(float(b))
             shapes = [op_efficiency.node_shape(nodes[i], flops[i, j], moved[i, j], dims[i]) for i in kernels]
             if shapes:
-                log_eff[kernels, j] = np.log(model.efficiency(
-                    np.array([op_efficiency.features(s, device) for s in shapes]),
-                    np.array([op_efficiency.max_efficiency(s, device) for s in shapes])))
+                log_eff[kernels, j] = np.log(
+                    model.efficiency(
+                        np.array([op_efficiency.features(s, device) for s in shapes]),
+                        np.array([op_efficiency.max_efficiency(s, device) for s in shapes]),
+                    )
+                )
         if len(anchors) == 1:
             return np.exp(np.repeat(log_eff, len(batches), axis=1))
         x = np.log(anchors)
         return np.exp(np.stack([np.interp(np.log(batches), x, row) for row in log_eff]))
 
-    def timelines(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev=None,
-                  node_s: np.ndarray | None = None):
+    def timelines(
+        self,
+        arrays: CostArrays,
+        device,
+        config: RunConfig,
+        batches: np.ndarray,
+        ev=None,
+        node_s: np.ndarray | None = None,
+    ):
         """(Timeline for ``config.mode``, the analytical Evaluation it used)."""
         ev = ev if ev is not None else AnalyticalPredictor().evaluate(arrays, device, config, batches)
         gpu = device.kind == "gpu"
@@ -175,12 +195,19 @@ class TwoTimelinePredictor:
             return timeline.serial(h, d), ev
         if mode in ("cuda_graph", "compiled_cuda_graph"):
             kernels = (d > 0).sum(axis=0)
-            return timeline.graph_replay(d, launch_s=GRAPH_LAUNCH_S, node_gap_s=GRAPH_NODE_GAP_S,
-                                         kernels=kernels), ev
+            return timeline.graph_replay(d, launch_s=GRAPH_LAUNCH_S, node_gap_s=GRAPH_NODE_GAP_S, kernels=kernels), ev
         return timeline.overlapped(h, d), ev
 
-    def eager_walls(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray,
-                    scales: np.ndarray, ev=None, device_scales: np.ndarray = (1.0,)) -> tuple[np.ndarray, np.ndarray]:
+    def eager_walls(
+        self,
+        arrays: CostArrays,
+        device,
+        config: RunConfig,
+        batches: np.ndarray,
+        scales: np.ndarray,
+        ev=None,
+        device_scales: np.ndarray = (1.0,),
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(eager wall seconds [host scale, device scale, batch] with the host's dispatch scaled by each of
         ``scales`` and the device time by each of ``device_scales``, unscaled device seconds [batch]): one
         simulation for every pair (fitting both to measured rows, ``two_timeline_fit``)."""
@@ -191,10 +218,20 @@ class TwoTimelinePredictor:
         dispatch = host_model.node_host_s(arrays.graph, unit, 0.0, gpu=gpu)  # at scale 1, without launches
         launch = host_model.node_host_s(arrays.graph, unit, self.launch_s(device), gpu=gpu) - dispatch
         opt_d, opt_h = self._optimizer(ev, device, gpu, len(batches))
-        d = np.hstack([np.vstack([floor_kernels(raw * float(k), device, arrays.graph), opt_d])
-                       for _ in scales for k in device_scales])
-        h = np.hstack([np.vstack([np.repeat((float(g) * dispatch + launch)[:, None], len(batches), axis=1), opt_h])
-                       for g in scales for _ in device_scales])
+        d = np.hstack(
+            [
+                np.vstack([floor_kernels(raw * float(k), device, arrays.graph), opt_d])
+                for _ in scales
+                for k in device_scales
+            ]
+        )
+        h = np.hstack(
+            [
+                np.vstack([np.repeat((float(g) * dispatch + launch)[:, None], len(batches), axis=1), opt_h])
+                for g in scales
+                for _ in device_scales
+            ]
+        )
         tl = timeline.overlapped(h, d) if device.kind == "gpu" else timeline.serial(h, d)
         unscaled = floor_kernels(raw, device, arrays.graph).sum(axis=0)
         return tl.wall_s.reshape(len(scales), len(device_scales), len(batches)), unscaled
@@ -202,8 +239,11 @@ class TwoTimelinePredictor:
     def _eager_rows(self, graph, device, ev, node_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(host, device) seconds [op, config] of an eager step, the optimizer step as the last row."""
         gpu = device.kind == "gpu"
-        h = np.repeat(host_model.node_host_s(graph, self.host_profile, self.launch_s(device), gpu=gpu)[:, None],
-                      node_s.shape[1], axis=1)
+        h = np.repeat(
+            host_model.node_host_s(graph, self.host_profile, self.launch_s(device), gpu=gpu)[:, None],
+            node_s.shape[1],
+            axis=1,
+        )
         opt_d, opt_h = self._optimizer(ev, device, gpu, node_s.shape[1])
         return np.vstack([h, opt_h]), np.vstack([node_s, opt_d])
 
@@ -259,12 +299,17 @@ class TwoTimelinePredictor:
         factor = interval_factor(device)
         return PredictorOutput(
             latency_ms=Prediction(wall_s * 1e3, "ms", wall_s * 1e3 / factor, wall_s * factor * 1e3, NAME, VERSION),
-            peak_memory_bytes=base.peak_memory_bytes, memory=base.memory,
+            peak_memory_bytes=base.peak_memory_bytes,
+            memory=base.memory,
             energy_j=Prediction(energy_j, "J", energy_j * 0.7, energy_j * HIGH_FACTOR, NAME, VERSION),
-            avg_power_w=Prediction(power_w, "W", power_w * 0.7, max(power_w, min(device.tdp_w, power_w * 1.3)),
-                                   NAME, VERSION),
-            per_op=base.per_op, by_kind=base.by_kind, blocks=base.blocks,
-            timeline=self.summary(arrays, device, config, batches, tl, ev, node_s))
+            avg_power_w=Prediction(
+                power_w, "W", power_w * 0.7, max(power_w, min(device.tdp_w, power_w * 1.3)), NAME, VERSION
+            ),
+            per_op=base.per_op,
+            by_kind=base.by_kind,
+            blocks=base.blocks,
+            timeline=self.summary(arrays, device, config, batches, tl, ev, node_s),
+        )
 
     def summary(self, arrays, device, config, batches, tl, ev, node_s) -> TimelineSummary:
         """The report's view: this mode's device, host and wall time, and what the other modes would give."""
@@ -274,10 +319,15 @@ class TwoTimelinePredictor:
                 if mode != config.mode:
                     other, _ = self.timelines(arrays, device, _with_mode(config, mode), batches, ev, node_s)
                     others[mode] = float(other.wall_s[0]) * 1e3
-        return TimelineSummary(mode=config.mode, device_ms=float(tl.device_s[0]) * 1e3,
-                               host_ms=float(tl.host_s[0]) * 1e3, wall_ms=float(tl.wall_s[0]) * 1e3,
-                               device_idle_share=float(tl.device_idle_share[0]), other_modes_ms=others,
-                               host_profile=self.host_profile.name)
+        return TimelineSummary(
+            mode=config.mode,
+            device_ms=float(tl.device_s[0]) * 1e3,
+            host_ms=float(tl.host_s[0]) * 1e3,
+            wall_ms=float(tl.wall_s[0]) * 1e3,
+            device_idle_share=float(tl.device_idle_share[0]),
+            other_modes_ms=others,
+            host_profile=self.host_profile.name,
+        )
 
 
 def floor_kernels(node_s: np.ndarray, device, graph) -> np.ndarray:

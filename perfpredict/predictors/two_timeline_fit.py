@@ -31,8 +31,9 @@ class TwoTimelineLearner:
     name: ClassVar[str] = "two_timeline"
     _cache: ClassVar[dict[tuple[int, int, str], dict[str, np.ndarray]]] = {}
 
-    def __init__(self, grid: np.ndarray = SCALE_GRID, learned: bool = True,
-                 device_grid: np.ndarray = DEVICE_GRID) -> None:
+    def __init__(
+        self, grid: np.ndarray = SCALE_GRID, learned: bool = True, device_grid: np.ndarray = DEVICE_GRID
+    ) -> None:
         self.grid = np.asarray(grid, dtype=float)
         self.device_grid = np.asarray(device_grid, dtype=float)
         self.learned = learned
@@ -68,8 +69,12 @@ class TwoTimelineLearner:
         busy = sim["device_s"] * self.device_scale
         power = busy_power_w(sim["power_w"], Timeline(busy, np.zeros_like(wall), wall), device)
         batch = np.array([max(1, int(r.get("batch_size") or 1)) for r in data.rows], dtype=float)
-        values = {"latency_ms": wall * 1e3, "peak_memory_bytes": data.analytical("peak_memory_bytes"),
-                  "avg_power_w": power, "energy_per_sample_j": power * wall / batch}
+        values = {
+            "latency_ms": wall * 1e3,
+            "peak_memory_bytes": data.analytical("peak_memory_bytes"),
+            "avg_power_w": power,
+            "energy_per_sample_j": power * wall / batch,
+        }
         return {t: TargetPrediction(v, v, v, np.zeros(len(v))) for t, v in values.items()}
 
     def simulate(self, data: Any) -> dict[str, np.ndarray]:
@@ -83,25 +88,34 @@ class TwoTimelineLearner:
 
         device = get_device(data.devices[0])
         predictor = TwoTimelinePredictor(learned=self.learned)
-        out = {"wall_s": np.full((len(self.grid), len(self.device_grid), len(data.rows)), np.nan),
-               "device_s": np.full(len(data.rows), np.nan), "power_w": np.full(len(data.rows), np.nan)}
+        out = {
+            "wall_s": np.full((len(self.grid), len(self.device_grid), len(data.rows)), np.nan),
+            "device_s": np.full(len(data.rows), np.nan),
+            "power_w": np.full(len(data.rows), np.nan),
+        }
         groups: dict[tuple[int, str], list[int]] = defaultdict(list)
         for i, (arrays, row) in enumerate(zip(data.arrays, data.rows)):
             groups[(id(arrays), zoo.ModelSpec.from_key(row["key"]).phase)].append(i)
         for (arrays_id, phase), idx in groups.items():
             arrays = data.arrays[idx[0]]
             batches = np.array([max(1, int(data.rows[i].get("batch_size") or 1)) for i in idx])
-            key = (arrays_id, hash((tuple(batches), device.name, self.learned, tuple(self.grid),
-                                    tuple(self.device_grid))), phase)
+            key = (
+                arrays_id,
+                hash((tuple(batches), device.name, self.learned, tuple(self.grid), tuple(self.device_grid))),
+                phase,
+            )
             if key not in self._cache or self._cache[key]["arrays"] is not arrays:
                 config = RunConfig(phase=phase)
                 ev = AnalyticalPredictor().evaluate(arrays, device, config, batches)
-                wall_s, device_s = predictor.eager_walls(arrays, device, config, batches, self.grid, ev,
-                                                         self.device_grid)
+                wall_s, device_s = predictor.eager_walls(
+                    arrays, device, config, batches, self.grid, ev, self.device_grid
+                )
                 # the arrays are kept, so their id cannot be reused by another object while the entry lives
                 self._cache[key] = {"arrays": arrays, "wall_s": wall_s, "device_s": device_s, "power_w": ev.power_w}
             got = self._cache[key]
-            out["wall_s"][:, :, idx], out["device_s"][idx], out["power_w"][idx] = (got["wall_s"], got["device_s"],
-                                                                                got["power_w"])
+            out["wall_s"][:, :, idx], out["device_s"][idx], out["power_w"][idx] = (
+                got["wall_s"],
+                got["device_s"],
+                got["power_w"],
+            )
         return out
-

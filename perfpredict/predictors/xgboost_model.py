@@ -78,27 +78,41 @@ class XGBoostLearner:
             self.models[target] = _BoosterModel(_train(xgb, X[ok], y_fit, {**best["params"], **quantile}, seed))
         self._fit_ood(X)
 
-    def _search(self, xgb: Any, X: np.ndarray, y: np.ndarray, base: np.ndarray, groups: np.ndarray,
-                seed: int) -> dict[str, Any]:
+    def _search(
+        self, xgb: Any, X: np.ndarray, y: np.ndarray, base: np.ndarray, groups: np.ndarray, seed: int
+    ) -> dict[str, Any]:
         candidates = self._candidates()
         if len(np.unique(groups)) < 2:  # nothing to cross-validate on: the simplest candidate, unscored
             return {**candidates[0], "cv_mape": None, "best_cv_mape": None}
         folds = _folds(groups, min(3, len(np.unique(groups))), seed)
         errors = [np.abs(self._out_of_fold(xgb, X, y, base, folds, c, seed) - y) / y * 100 for c in candidates]
         chosen = simplest_within_one_se(errors, groups)
-        return {**candidates[chosen], "cv_mape": float(np.mean(errors[chosen])),
-                "best_cv_mape": float(min(np.mean(e) for e in errors))}
+        return {
+            **candidates[chosen],
+            "cv_mape": float(np.mean(errors[chosen])),
+            "best_cv_mape": float(min(np.mean(e) for e in errors)),
+        }
 
     def _candidates(self) -> list[dict[str, Any]]:
         """Every formulation, simplest first: the scaled physics, then residual boosters, then direct ones."""
         grid = [dict(zip(GRID, values)) for values in itertools.product(*GRID.values())]
         scaled = [{"residual": True, "params": None}] if True in self.residual_options else []
-        return scaled + [{"residual": residual, "params": params}
-                         for residual in sorted(self.residual_options, reverse=True) for params in grid]
+        return scaled + [
+            {"residual": residual, "params": params}
+            for residual in sorted(self.residual_options, reverse=True)
+            for params in grid
+        ]
 
     @staticmethod
-    def _out_of_fold(xgb: Any, X: np.ndarray, y: np.ndarray, base: np.ndarray, folds: list[np.ndarray],
-                     candidate: dict[str, Any], seed: int) -> np.ndarray:
+    def _out_of_fold(
+        xgb: Any,
+        X: np.ndarray,
+        y: np.ndarray,
+        base: np.ndarray,
+        folds: list[np.ndarray],
+        candidate: dict[str, Any],
+        seed: int,
+    ) -> np.ndarray:
         """One candidate's prediction for every row, each made by a model that did not train on that row's fold."""
         target = np.log(y) - (np.log(base) if candidate["residual"] else 0.0)
         pred = np.empty(len(y))
@@ -148,11 +162,18 @@ class XGBoostLearner:
                 files[f"{target}.json"] = json.dumps({"log_ratio_quantiles": model.log_ratios.tolist()}).encode()
             else:
                 files[f"{target}.ubj"] = bytes(model.booster.save_raw(raw_format="ubj"))
-        files["ood.safetensors"] = save({"reference": self.reference.astype(np.float32),
-                                         "mean": self.scale[0], "std": self.scale[1]})
-        files["config.json"] = json.dumps({"targets": self.targets, "choice": self.choice,
-                                           "nn_median": self.nn_median, "columns": list(self.columns)},
-                                          indent=1).encode()
+        files["ood.safetensors"] = save(
+            {"reference": self.reference.astype(np.float32), "mean": self.scale[0], "std": self.scale[1]}
+        )
+        files["config.json"] = json.dumps(
+            {
+                "targets": self.targets,
+                "choice": self.choice,
+                "nn_median": self.nn_median,
+                "columns": list(self.columns),
+            },
+            indent=1,
+        ).encode()
         return files
 
     @classmethod
@@ -220,16 +241,15 @@ def _nearest(Z: np.ndarray, reference: np.ndarray, exclude_self: bool = False) -
     out = np.empty(len(Z))
     ref_sq = (reference**2).sum(axis=1)
     for start in range(0, len(Z), 512):
-        chunk = Z[start:start + 512]
+        chunk = Z[start : start + 512]
         d2 = (chunk**2).sum(axis=1)[:, None] + ref_sq[None, :] - 2 * chunk @ reference.T
         if exclude_self:
             idx = np.arange(start, start + len(chunk))
             d2[np.arange(len(chunk)), idx] = np.inf
-        out[start:start + len(chunk)] = np.sqrt(np.maximum(d2.min(axis=1), 0.0))
+        out[start : start + len(chunk)] = np.sqrt(np.maximum(d2.min(axis=1), 0.0))
     return out
 
 
 @register_predictor("xgboost")
 def _make() -> LearnedPredictor:
     return LearnedPredictor(XGBoostLearner)
-

@@ -14,8 +14,10 @@
   extra call) of the measured work. OpGraph features from ``perfpredict.featurize`` on the meta device (``graph_*``
   columns) cost 2-5 s per trace on a 2-core host, more than the measurement, so ``graph_features="inline"``
   computes them per row (exact at batches 1, 2 and 4, affine in the batch beyond, which is exact for per-op FLOPs and
-  bytes) and ``"deferred"`` leaves them to :func:`fill_graph_features`, which writes ``graph_features.jsonl``
+  bytes) and ``"deferred"`` leaves them to :func:`perfpredict.profiling.graph_features.fill_graph_features`, which writes ``graph_features.jsonl``
   (joined on load). Graphs themselves are never stored: the spec key re-derives them.
+- **Shards**: ``shard_index``/``shard_count`` keep one of N disjoint parts of the plan (whole batch sweeps, see
+  :mod:`perfpredict.profiling.shards`), written to ``<out>/parts/shard-I-of-N/``; resume reads the whole folder.
 - **Sharing the host**: ``touch <out>/PAUSE`` pauses the collector between rows (it writes ``<out>/PAUSED`` while
   it waits, so no row is in flight); remove the file to resume. Paused time does not count against the budget.
 """
@@ -36,15 +38,14 @@ from typing import Any
 
 from perfpredict.errors import InvalidInputError
 from perfpredict.profiling import dataset as ds
-from perfpredict.profiling import zoo
+from perfpredict.profiling import parts, shards, zoo
+from perfpredict.profiling.graph_features import GraphFeatureCache
 from perfpredict.profiling.sentinel import Sentinel
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
 GRAPH_FEATURE_MODES = ("inline", "deferred", "none")
-GRAPH_COLUMNS = ("graph_nodes", "graph_edges", "graph_flops", "graph_bytes", "graph_param_count",
-                 "graph_param_bytes", "graph_input_bytes", "graph_coverage", "graph_subgraphs")
 
 
 def device_slug(device: str) -> str:
@@ -98,9 +99,12 @@ class CollectConfig:
     max_rounds: int = 5
     max_spread: float = 0.03
     round_block: int = 12
+    shard_index: int = 0  # which of shard_count disjoint parts of the plan this run measures (shards.py)
+    shard_count: int = 1
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
+        shards.check_shard(self.shard_index, self.shard_count)
         if self.device == "cuda":
             self.device = "cuda:0"
         if self.device != "cpu" and not re.fullmatch(r"cuda:\d+", self.device):
@@ -108,15 +112,18 @@ class CollectConfig:
         if self.profile is None:
             self.profile = "cpu" if self.device == "cpu" else "gpu"
         if self.graph_features not in GRAPH_FEATURE_MODES:
-            raise InvalidInputError(f"graph_features {self.graph_features!r} is not one of "
-                                    f"{', '.join(GRAPH_FEATURE_MODES)}")
+            raise InvalidInputError(
+                f"graph_features {self.graph_features!r} is not one of {', '.join(GRAPH_FEATURE_MODES)}"
+            )
         for name in self.families or ():
             zoo.get_family(name)
         dtypes = self.dtypes or zoo.DEVICE_DTYPES["cpu" if self.device == "cpu" else "cuda"]
         bad = [d for d in dtypes if d not in zoo.DEVICE_DTYPES["cpu" if self.device == "cpu" else "cuda"]]
         if bad:
-            raise InvalidInputError(f"dtype(s) {bad!r} are not measured on {self.device}; choose from "
-                                    f"{', '.join(zoo.DEVICE_DTYPES['cpu' if self.device == 'cpu' else 'cuda'])}")
+            raise InvalidInputError(
+                f"dtype(s) {bad!r} are not measured on {self.device}; choose from "
+                f"{', '.join(zoo.DEVICE_DTYPES['cpu' if self.device == 'cpu' else 'cuda'])}"
+            )
         self.dtypes = tuple(dtypes)
         if self.protocol_version not in (2, 3):
             raise InvalidInputError(f"protocol {self.protocol_version!r} is not 2 or 3")
@@ -125,14 +132,37 @@ class CollectConfig:
                 raise InvalidInputError(f"batch {b} is outside {zoo.BATCH_RANGE}")
 
     def protocol(self) -> dict[str, Any]:
-        return {"warmup_min": self.warmup_min, "min_runs": self.min_runs, "min_seconds": self.min_seconds,
-                "floor_runs": self.floor_runs, "max_seconds": self.max_seconds, "warmup_max_s": self.warmup_max_s,
-                "freeze_gc": self.freeze_gc}
+        return {
+            "warmup_min": self.warmup_min,
+            "min_runs": self.min_runs,
+            "min_seconds": self.min_seconds,
+            "floor_runs": self.floor_runs,
+            "max_seconds": self.max_seconds,
+            "warmup_max_s": self.warmup_max_s,
+            "freeze_gc": self.freeze_gc,
+        }
 
     def plan(self) -> list[zoo.ModelSpec]:
-        return list(zoo.sample_specs(self.families, seed=self.seed, profile=self.profile, device=self.device,
-                                     archs=self.archs_per_family, phases=self.phases, dtypes=self.dtypes,
-                                     batches=self.batches, arch_block=self.arch_block))
+        specs = list(
+            zoo.sample_specs(
+                self.families,
+                seed=self.seed,
+                profile=self.profile,
+                device=self.device,
+                archs=self.archs_per_family,
+                phases=self.phases,
+                dtypes=self.dtypes,
+                batches=self.batches,
+                arch_block=self.arch_block,
+            )
+        )
+        return shards.select(specs, self.shard_index, self.shard_count)
+
+    def write_dir(self) -> Path:
+        """Where this run appends: ``out`` itself, or its shard's part folder (one writer per file)."""
+        if self.shard_count == 1:
+            return self.out
+        return self.out / parts.PARTS_DIR / parts.part_name(self.shard_index, self.shard_count)
 
 
 @dataclass
@@ -162,88 +192,8 @@ def is_oom(err: BaseException) -> bool:
         return True
     text = str(err)
     return isinstance(err, (RuntimeError, MemoryError)) and (
-        "out of memory" in text.lower() or "can't allocate memory" in text or isinstance(err, MemoryError))
-
-
-# -- features -----------------------------------------------------------------------------------------------
-def _graph_of(spec: zoo.ModelSpec) -> Any:
-    import torch
-
-    from perfpredict.api import featurize
-
-    torch._dynamo.reset()  # thousands of cached graphs slow every later trace down
-    model = spec.build("meta")
-    x, labels = spec.inputs("meta")
-    kwargs = {"labels": labels} if spec.phase == "training" else None
-    return featurize(model, (x,), phase=spec.phase, example_kwargs=kwargs, name=spec.family)
-
-
-def graph_summary(graph: Any) -> dict[str, Any]:
-    return {"graph_nodes": len(graph.nodes), "graph_edges": len(graph.edges), "graph_flops": int(graph.total_flops),
-            "graph_bytes": int(graph.total_bytes), "graph_param_count": int(graph.param_count),
-            "graph_param_bytes": int(graph.param_bytes), "graph_input_bytes": int(graph.input_bytes),
-            "graph_coverage": float(graph.coverage), "graph_subgraphs": int(graph.subgraphs)}
-
-
-class GraphFeatureCache:
-    """OpGraph summaries per spec: traced exactly at batches 1, 2 and 4; affine in the batch from 2 and 4 beyond.
-
-    Batch 1 is traced on its own because dynamo specialises size-1 dimensions. Per-op FLOPs and bytes are affine
-    in the batch (``perfpredict.predict_many`` relies on the same fact), and node and edge counts do not change.
-    """
-
-    EXACT = (1, 2, 4)
-
-    def __init__(self) -> None:
-        self._exact: dict[str, dict[int, dict[str, Any]]] = {}
-
-    def features(self, spec: zoo.ModelSpec) -> dict[str, Any]:
-        group = self._exact.setdefault(spec.group_key(), {})
-        if spec.batch in group:
-            return {**group[spec.batch], "graph_features_method": "exact"}
-        anchors = sorted(b for b in group if b >= 2)
-        if spec.batch not in self.EXACT and len(anchors) >= 2:
-            b1, b2 = anchors[-2], anchors[-1]
-            f1, f2 = group[b1], group[b2]
-            if f1["graph_nodes"] == f2["graph_nodes"]:
-                out = dict(f2)
-                for k in ("graph_flops", "graph_bytes", "graph_input_bytes"):
-                    slope = (f2[k] - f1[k]) / (b2 - b1)
-                    out[k] = int(round(f2[k] + slope * (spec.batch - b2)))
-                return {**out, "graph_features_method": f"affine_batch_{b1}_{b2}"}
-        try:
-            feats = graph_summary(_graph_of(spec))
-        except Exception as err:  # noqa: BLE001 - a failed trace is recorded, never fatal to the row
-            return {"graph_features_method": f"failed: {type(err).__name__}: {str(err)[:160]}"}
-        group[spec.batch] = feats
-        if len(self._exact) > 256:
-            self._exact.pop(next(iter(self._exact)))
-        return {**feats, "graph_features_method": "exact"}
-
-
-def fill_graph_features(folder: str | Path, *, budget_minutes: float | None = None, progress: bool = True) -> int:
-    """Trace every measured spec of a dataset folder into ``graph_features.jsonl`` (resumable); returns rows added.
-
-    Graph features depend on the spec only, not the device, so one file serves every device's rows.
-    """
-    folder = Path(folder)
-    loaded = ds.load_dataset(folder, join_features=False)
-    have, _, _ = ds.read_jsonl(folder / ds.FEATURES_JSONL, required=("key",))
-    done = {f["key"] for f in have}
-    keys = sorted({r["key"] for r in loaded.rows if r["key"] not in done},
-                  key=lambda k: (zoo.ModelSpec.from_key(k).group_key(), zoo.ModelSpec.from_key(k).batch))
-    cache = GraphFeatureCache()
-    t0 = time.monotonic()
-    added = 0
-    with ds.JsonlAppender(folder / ds.FEATURES_JSONL) as out:
-        for i, key in enumerate(keys):
-            if budget_minutes is not None and time.monotonic() - t0 > 60 * budget_minutes:
-                break
-            out.append({"key": key, **cache.features(zoo.ModelSpec.from_key(key))})
-            added += 1
-            if progress and (i + 1) % 25 == 0:
-                print(f"graph features: {i + 1}/{len(keys)} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
-    return added
+        "out of memory" in text.lower() or "can't allocate memory" in text or isinstance(err, MemoryError)
+    )
 
 
 def torch_flops(step: Any) -> int | None:
@@ -301,14 +251,26 @@ def _now() -> str:
 
 
 def base_row(spec: zoo.ModelSpec, device_label: str, device: str) -> dict[str, Any]:
-    return {"schema_version": ds.DATASET_SCHEMA_VERSION, "zoo_version": zoo.ZOO_VERSION, "key": spec.to_key(),
-            "arch_key": spec.arch_key(), "family": spec.family, "phase": spec.phase, "batch_size": spec.batch,
-            "seq_len": spec.seq, "dtype": spec.dtype, "params_json": json.dumps(dict(spec.params), sort_keys=True),
-            "device": device_label, "device_type": "cpu" if device == "cpu" else "cuda", "started_at": _now()}
+    return {
+        "schema_version": ds.DATASET_SCHEMA_VERSION,
+        "zoo_version": zoo.ZOO_VERSION,
+        "key": spec.to_key(),
+        "arch_key": spec.arch_key(),
+        "family": spec.family,
+        "phase": spec.phase,
+        "batch_size": spec.batch,
+        "seq_len": spec.seq,
+        "dtype": spec.dtype,
+        "params_json": json.dumps(dict(spec.params), sort_keys=True),
+        "device": device_label,
+        "device_type": "cpu" if device == "cpu" else "cuda",
+        "started_at": _now(),
+    }
 
 
-def measure_spec(spec: zoo.ModelSpec, monitor: Any, cfg: CollectConfig, device_label: str,
-                 features: GraphFeatureCache | None = None) -> dict[str, Any]:
+def measure_spec(
+    spec: zoo.ModelSpec, monitor: Any, cfg: CollectConfig, device_label: str, features: GraphFeatureCache | None = None
+) -> dict[str, Any]:
     """Build, warm up and measure one spec; a row dict whatever happens (ok, oom or error)."""
     row = base_row(spec, device_label, cfg.device)
     row["zoo_profile"] = cfg.profile
@@ -370,8 +332,11 @@ class Skips:
         self.limit: dict[str, int] = {}
 
     def note(self, row: dict[str, Any]) -> None:
-        slow = (self.max_latency_ms is not None and row.get("status") == "ok"
-                and (row.get("latency_ms") or 0) > self.max_latency_ms)
+        slow = (
+            self.max_latency_ms is not None
+            and row.get("status") == "ok"
+            and (row.get("latency_ms") or 0) > self.max_latency_ms
+        )
         if row.get("status") in ("oom", "too_slow") or slow:
             try:
                 group = zoo.ModelSpec.from_key(row["key"]).group_key()
@@ -408,7 +373,7 @@ def wait_while_paused(folder: Path) -> float:
 
 
 def attempt_counts(folder: Path) -> dict[str, int]:
-    rows, _, _ = ds.read_jsonl(folder / ds.ATTEMPTS_JSONL, required=("key",))
+    rows, _, _ = ds.read_jsonl_all(folder, ds.ATTEMPTS_JSONL, required=("key",))  # every shard's
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["key"]] = counts.get(r["key"], 0) + 1
@@ -427,14 +392,26 @@ class Progress:
         self.count = 0
         if enabled and sys.stderr.isatty():
             from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
-            self.live = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                                 console=Console(stderr=True))
+            self.live = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+            )
             self.rows_task = self.live.add_task("configs", total=total)
-            self.budget_task = (self.live.add_task("budget (s)", total=int(budget_s)) if budget_s else None)
+            self.budget_task = self.live.add_task("budget (s)", total=int(budget_s)) if budget_s else None
             self.live.start()
 
     def advance(self, what: str, measured: int) -> None:
@@ -450,8 +427,12 @@ class Progress:
             eta = left / rate if rate else float("inf")
             if self.budget_s:
                 eta = min(eta, max(0.0, self.budget_s - elapsed))
-            print(f"collect: {measured} rows measured, {self.count}/{self.total} configs, {elapsed:.0f} s elapsed, "
-                  f"{60 * rate:.1f} rows/min, ETA {eta:.0f} s", file=sys.stderr, flush=True)
+            print(
+                f"collect: {measured} rows measured, {self.count}/{self.total} configs, {elapsed:.0f} s elapsed, "
+                f"{60 * rate:.1f} rows/min, ETA {eta:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self.live is not None:
@@ -464,7 +445,7 @@ def collect(cfg: CollectConfig) -> CollectSummary:
 
     from perfpredict.profiling.monitor import Monitor
 
-    cfg.out.mkdir(parents=True, exist_ok=True)
+    cfg.write_dir().mkdir(parents=True, exist_ok=True)
     label = cfg.device_label or device_slug(cfg.device)
     summary = CollectSummary(out=cfg.out, device=label)
     loaded = ds.load_dataset(cfg.out, join_features=False)
@@ -484,16 +465,26 @@ def collect(cfg: CollectConfig) -> CollectSummary:
     budget_s = None if cfg.budget_minutes is None else 60.0 * cfg.budget_minutes
     bar = Progress(cfg.progress, len(plan), budget_s)
     t0 = time.monotonic()
-    meta = {"device": label, "torch_device": cfg.device, "cpu_model": monitor._static_env["cpu_model"],
-            "device_name": monitor._static_env["device_name"], "torch_version": torch.__version__,
-            "protocol": cfg.protocol(), "profile": cfg.profile, "seed": cfg.seed, "sentinel": cfg.sentinel,
-            "started_at": _now()}
-    (cfg.out / "collector.json").write_text(json.dumps(meta, indent=2) + "\n")
+    meta = {
+        "device": label,
+        "torch_device": cfg.device,
+        "cpu_model": monitor._static_env["cpu_model"],
+        "device_name": monitor._static_env["device_name"],
+        "torch_version": torch.__version__,
+        "protocol": cfg.protocol(),
+        "profile": cfg.profile,
+        "seed": cfg.seed,
+        "sentinel": cfg.sentinel,
+        "started_at": _now(),
+    }
+    (cfg.write_dir() / "collector.json").write_text(json.dumps(meta, indent=2) + "\n")
     # every_s=0: a reading next to each row; slow spells of a shared host last seconds (sentinel.py)
     sentinel = Sentinel(cfg.device, every_s=0.0) if cfg.sentinel else None
     try:
-        with ds.JsonlAppender(cfg.out / ds.ROWS_JSONL) as rows_out, \
-                ds.JsonlAppender(cfg.out / ds.ATTEMPTS_JSONL) as attempts_out:
+        with (
+            ds.JsonlAppender(cfg.write_dir() / ds.ROWS_JSONL) as rows_out,
+            ds.JsonlAppender(cfg.write_dir() / ds.ATTEMPTS_JSONL) as attempts_out,
+        ):
             paused_s = 0.0
             for spec in plan:
                 paused_s += wait_while_paused(cfg.out)
@@ -545,18 +536,4 @@ def compact_quietly(folder: Path) -> None:
     try:
         ds.compact(folder)
     except Exception as err:  # noqa: BLE001 - the JSONL log is complete; compaction can run again later
-        print(f"collect: rows kept in {folder / ds.ROWS_JSONL}; compaction to Parquet skipped ({err})",
-              file=sys.stderr)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m perfpredict.profiling.collect ...``: the same options as ``perfpredict collect``."""
-    from perfpredict.cli_collect import build_standalone_parser, run_collect
-
-    parser = build_standalone_parser()
-    args = parser.parse_args(argv)
-    return run_collect(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        print(f"collect: rows kept in {folder / ds.ROWS_JSONL}; compaction to Parquet skipped ({err})", file=sys.stderr)

@@ -84,20 +84,27 @@ def time_op(call: Any, device: str) -> dict[str, Any]:
     if device != "cpu":
         try:
             samples, replays, _ = timing.graph_replay_ms(call, device, min_window_ms=1e3 * window, samples=3)
-            return {"device_samples_ms": samples, "device_method": "cuda_graph", "graph_replays": replays,
-                    "cache_state": "warm"}
+            return {
+                "device_samples_ms": samples,
+                "device_method": "cuda_graph",
+                "graph_replays": replays,
+                "cache_state": "warm",
+            }
         except timing.CaptureFailed as err:
             samples, steps = timing.blocked_ms(call, sync, min_window_s=window, blocks=3)
-            return {"device_samples_ms": samples, "device_method": "blocked", "eager_block_steps": steps,
-                    "capture_error": str(err), "cache_state": "warm"}
+            return {
+                "device_samples_ms": samples,
+                "device_method": "blocked",
+                "eager_block_steps": steps,
+                "capture_error": str(err),
+                "cache_state": "warm",
+            }
     call()  # first touch of fresh buffers
     samples, steps = timing.blocked_ms(call, sync, min_window_s=window, blocks=3)
-    return {"device_samples_ms": samples, "device_method": "wall", "eager_block_steps": steps,
-            "cache_state": "warm"}
+    return {"device_samples_ms": samples, "device_method": "wall", "eager_block_steps": steps, "cache_state": "warm"}
 
 
-def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2,
-                ops: list[OpInstance] | None = None) -> v2.CollectSummary:  # noqa: C901 - one loop
+def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2, ops: list[OpInstance] | None = None) -> v2.CollectSummary:
     """Collect op rows into ``cfg.out / "ops"`` (resumable): the ops of the zoo plan, or ``ops`` when given (a
     re-measurement of chosen rows); returns what it did."""
     import statistics
@@ -132,9 +139,11 @@ def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2,
             return True
         return False
 
-    with ds.JsonlAppender(folder / ds.ROWS_JSONL) as rows_out, \
-            ds.JsonlAppender(folder / ROUNDS_JSONL) as rounds_out, \
-            ds.JsonlAppender(folder / ds.ATTEMPTS_JSONL) as attempts_out:
+    with (
+        ds.JsonlAppender(folder / ds.ROWS_JSONL) as rows_out,
+        ds.JsonlAppender(folder / ROUNDS_JSONL) as rounds_out,
+        ds.JsonlAppender(folder / ds.ATTEMPTS_JSONL) as attempts_out,
+    ):
 
         def measure(key: str, records: list[dict[str, Any]]) -> dict[str, Any]:
             op, index = info[key][0], len(records)
@@ -196,29 +205,58 @@ def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2,
     return summary
 
 
-def op_row(op: OpInstance, records: list[dict[str, Any]], label: str, device: str, source: str, is_variant: bool,
-           env: dict[str, Any], policy: rounds.RoundPolicy) -> dict[str, Any]:
+def op_row(
+    op: OpInstance,
+    records: list[dict[str, Any]],
+    label: str,
+    device: str,
+    source: str,
+    is_variant: bool,
+    env: dict[str, Any],
+    policy: rounds.RoundPolicy,
+) -> dict[str, Any]:
     """The dataset row of one op: the median of its round medians, the spread, and what rebuilds it."""
     from perfpredict.profiling.protocol_v3 import PROTOCOL_VERSION
 
     ok = [r for r in records if r.get("status") == "ok"]
     row: dict[str, Any] = {
-        "schema_version": ds.DATASET_SCHEMA_VERSION, "protocol_version": PROTOCOL_VERSION, "row_kind": "op",
-        "key": op.to_key(), "device": label, "device_type": "cpu" if device == "cpu" else "cuda",
-        "op": op.overload, "kind": op.kind, "dtype": op.dtype(), "in_bytes": op.io_bytes(),
-        "source_key": source, "variant": is_variant, "rounds": len(records),
-        "protocol_min_rounds": policy.min_rounds, "protocol_max_spread": policy.max_spread,
-        "env_device_name": env.get("device_name"), "env_torch_version": env.get("torch_version"),
-        "env_cpu_model": env.get("cpu_model"), "env_torch_threads": env.get("torch_threads")}
+        "schema_version": ds.DATASET_SCHEMA_VERSION,
+        "protocol_version": PROTOCOL_VERSION,
+        "row_kind": "op",
+        "key": op.to_key(),
+        "device": label,
+        "device_type": "cpu" if device == "cpu" else "cuda",
+        "op": op.overload,
+        "kind": op.kind,
+        "dtype": op.dtype(),
+        "in_bytes": op.io_bytes(),
+        "source_key": source,
+        "variant": is_variant,
+        "rounds": len(records),
+        "protocol_min_rounds": policy.min_rounds,
+        "protocol_max_spread": policy.max_spread,
+        "env_device_name": env.get("device_name"),
+        "env_torch_version": env.get("torch_version"),
+        "env_cpu_model": env.get("cpu_model"),
+        "env_torch_threads": env.get("torch_threads"),
+    }
     if not ok or len(ok) < len(records):
         bad = next(r for r in reversed(records) if r.get("status") != "ok")
         row.update(status=bad.get("status"), error=bad.get("error"))
         return row
     lab = rounds.label([r["device_ms"] for r in ok])
-    row.update(status="ok", error=None, device_ms=lab.value, device_ms_round_spread=lab.spread,
-               device_ms_rounds=list(lab.round_medians), device_method=ok[0].get("device_method"),
-               cache_state=ok[0].get("cache_state"), capture_error=ok[0].get("capture_error"),
-               flops=next((r["flops"] for r in ok if r.get("flops") is not None), None),
-               out_bytes=next((r["out_bytes"] for r in ok if r.get("out_bytes") is not None), None),
-               load_avg_1m=ok[-1].get("load_avg_1m"), remeasured=len(ok) > policy.min_rounds)
+    row.update(
+        status="ok",
+        error=None,
+        device_ms=lab.value,
+        device_ms_round_spread=lab.spread,
+        device_ms_rounds=list(lab.round_medians),
+        device_method=ok[0].get("device_method"),
+        cache_state=ok[0].get("cache_state"),
+        capture_error=ok[0].get("capture_error"),
+        flops=next((r["flops"] for r in ok if r.get("flops") is not None), None),
+        out_bytes=next((r["out_bytes"] for r in ok if r.get("out_bytes") is not None), None),
+        load_avg_1m=ok[-1].get("load_avg_1m"),
+        remeasured=len(ok) > policy.min_rounds,
+    )
     return row

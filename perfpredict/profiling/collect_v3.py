@@ -23,6 +23,7 @@ from typing import Any
 from perfpredict.profiling import collect as v2
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import protocol_v3, rounds, zoo
+from perfpredict.profiling.graph_features import GraphFeatureCache
 from perfpredict.profiling.measurement import MEASUREMENT_SCHEMA_VERSION
 
 ROUNDS_JSONL = "rounds.jsonl"
@@ -32,26 +33,36 @@ TIMINGS = ("device_ms", "eager_ms", "eager_sync_ms", "host_dispatch_ms")
 def round_settings(cfg: v2.CollectConfig) -> protocol_v3.RoundSettings:
     """The round's windows from the collector's options: ``min_seconds`` is one round's timed time, a third synced
     steps and two thirds blocked (three samples)."""
-    return protocol_v3.RoundSettings(warmup_min=cfg.warmup_min, warmup_max_s=cfg.warmup_max_s,
-                                     sync_seconds=cfg.min_seconds / 3, sync_floor_runs=cfg.floor_runs,
-                                     blocked_window_s=2 * cfg.min_seconds / 9)
+    return protocol_v3.RoundSettings(
+        warmup_min=cfg.warmup_min,
+        warmup_max_s=cfg.warmup_max_s,
+        sync_seconds=cfg.min_seconds / 3,
+        sync_floor_runs=cfg.floor_runs,
+        blocked_window_s=2 * cfg.min_seconds / 9,
+    )
 
 
 def load_rounds(folder: Any, device_label: str) -> dict[str, list[dict[str, Any]]]:
     """The stored rounds of ``device_label``, per key, in order (a torn last line is dropped by read_jsonl)."""
-    recs, _, _ = ds.read_jsonl(folder / ROUNDS_JSONL, required=("key", "device", "round"))
+    recs, _, _ = ds.read_jsonl_all(folder, ROUNDS_JSONL, required=("key", "device", "round"))  # every shard's
     out: dict[str, list[dict[str, Any]]] = {}
     for r in sorted((r for r in recs if r["device"] == device_label), key=lambda r: r["round"]):
         out.setdefault(r["key"], []).append(r)
     return out
 
 
-def measure_one_round(spec: zoo.ModelSpec, index: int, records: list[dict[str, Any]], monitor: Any,
-                      energy_monitor: Any, cfg: v2.CollectConfig, policy: rounds.RoundPolicy,
-                      label: str) -> dict[str, Any]:
+def measure_one_round(
+    spec: zoo.ModelSpec,
+    index: int,
+    records: list[dict[str, Any]],
+    monitor: Any,
+    energy_monitor: Any,
+    cfg: v2.CollectConfig,
+    policy: rounds.RoundPolicy,
+    label: str,
+) -> dict[str, Any]:
     """Build ``spec`` and take round ``index``; the round's record whatever happens (ok, oom, too_slow, error)."""
-    rec: dict[str, Any] = {"key": spec.to_key(), "device": label, "round": index, "at": time.time(),
-                           "status": "ok"}
+    rec: dict[str, Any] = {"key": spec.to_key(), "device": label, "round": index, "at": time.time(), "status": "ok"}
     model = step = x = labels = None
     monitor.begin_window("collect")
     try:
@@ -69,16 +80,23 @@ def measure_one_round(spec: zoo.ModelSpec, index: int, records: list[dict[str, A
         if limit_ms is not None:
             step = v2.guarded(step, limit_ms)
         profiled = any(r.get("aten_op_count") is not None for r in records)
-        m, replay = protocol_v3.measure_round(monitor, step, name="collect", batch_size=spec.batch,
-                                              settings=round_settings(cfg), profile=not profiled)
+        m, replay = protocol_v3.measure_round(
+            monitor, step, name="collect", batch_size=spec.batch, settings=round_settings(cfg), profile=not profiled
+        )
         mrow = m.to_row(with_samples=True)
         mrow["torch_device"] = mrow.pop("device")
         mrow["measurement_schema_version"] = mrow.pop("schema_version")
         mrow.pop("name", None)
         rec.update(mrow)
         if energy_monitor is not None and not policy.wants_more([*records, rec]):
-            rec.update(protocol_v3.energy_window(energy_monitor, replay.replay if replay else step,
-                                                 batch_size=spec.batch, min_s=protocol_v3.RoundSettings.energy_min_s))
+            rec.update(
+                protocol_v3.energy_window(
+                    energy_monitor,
+                    replay.replay if replay else step,
+                    batch_size=spec.batch,
+                    min_s=protocol_v3.RoundSettings.energy_min_s,
+                )
+            )
     except Exception as err:  # noqa: BLE001 - failures are data
         monitor.abort_window("collect")
         rec.update(v2.failure(err))
@@ -88,15 +106,23 @@ def measure_one_round(spec: zoo.ModelSpec, index: int, records: list[dict[str, A
     return rec
 
 
-def row_from_rounds(spec: zoo.ModelSpec, records: list[dict[str, Any]], cfg: v2.CollectConfig, label: str,
-                    policy: rounds.RoundPolicy) -> dict[str, Any]:
+def row_from_rounds(
+    spec: zoo.ModelSpec, records: list[dict[str, Any]], cfg: v2.CollectConfig, label: str, policy: rounds.RoundPolicy
+) -> dict[str, Any]:
     """The dataset row of a spec: labels are the medians of the round medians; spreads and round medians kept."""
     row = v2.base_row(spec, label, cfg.device)
-    row.update(zoo_profile=cfg.profile, protocol_version=protocol_v3.PROTOCOL_VERSION,
-               measurement_schema_version=MEASUREMENT_SCHEMA_VERSION, rounds=len(records))
+    row.update(
+        zoo_profile=cfg.profile,
+        protocol_version=protocol_v3.PROTOCOL_VERSION,
+        measurement_schema_version=MEASUREMENT_SCHEMA_VERSION,
+        rounds=len(records),
+    )
     row.update({f"protocol_{k}": v for k, v in cfg.protocol().items()})
-    row.update(protocol_min_rounds=policy.min_rounds, protocol_max_rounds=policy.max_rounds,
-               protocol_max_spread=policy.max_spread)
+    row.update(
+        protocol_min_rounds=policy.min_rounds,
+        protocol_max_rounds=policy.max_rounds,
+        protocol_max_spread=policy.max_spread,
+    )
     ok = [r for r in records if r.get("status") == "ok"]
     if len(ok) < len(records):  # a failed round (the last one: it ends the row) makes the row a failure
         bad = next(r for r in reversed(records) if r.get("status") != "ok")
@@ -108,26 +134,57 @@ def row_from_rounds(spec: zoo.ModelSpec, records: list[dict[str, Any]], cfg: v2.
     for metric in TIMINGS:
         values = [r[metric] for r in ok if r.get(metric) is not None]
         lab = rounds.label(values) if values else None  # host_dispatch_ms: None on a CPU, never a guess
-        row.update({metric: lab and lab.value, f"{metric}_round_spread": lab and lab.spread,
-                    f"{metric}_rounds": list(values) if values else None})
+        row.update(
+            {
+                metric: lab and lab.value,
+                f"{metric}_round_spread": lab and lab.spread,
+                f"{metric}_rounds": list(values) if values else None,
+            }
+        )
     eager_all = [v for r in ok for v in r.get("eager_samples_ms") or ()]
     medians = row["eager_ms_rounds"]
-    row.update(latency_ms=row["eager_ms"], latency_min_ms=min(eager_all), latency_max_ms=max(eager_all),
-               latency_mean_ms=statistics.fmean(eager_all), latency_std_ms=statistics.pstdev(eager_all),
-               latency_cv=(statistics.pstdev(medians) / statistics.fmean(medians)) if len(medians) > 1 else None,
-               throughput_per_s=spec.batch / (row["eager_ms"] / 1e3))
+    row.update(
+        latency_ms=row["eager_ms"],
+        latency_min_ms=min(eager_all),
+        latency_max_ms=max(eager_all),
+        latency_mean_ms=statistics.fmean(eager_all),
+        latency_std_ms=statistics.pstdev(eager_all),
+        latency_cv=(statistics.pstdev(medians) / statistics.fmean(medians)) if len(medians) > 1 else None,
+        throughput_per_s=spec.batch / (row["eager_ms"] / 1e3),
+    )
     methods = {r.get("device_method") for r in ok}
     row["device_method"] = methods.pop() if len(methods) == 1 else "mixed"
     for k in ("kernel_count", "aten_op_count", "kernel_sum_ms", "device_busy_ms", "capture_error", "op_times_json"):
         row[k] = next((r[k] for r in ok if r.get(k) is not None), None)
     peaks = [r["peak_memory_bytes"] for r in ok if r.get("peak_memory_bytes") is not None]
     row["peak_memory_bytes"] = int(statistics.median(peaks)) if peaks else None
-    for k in ("memory_method", "build_peak_memory_bytes", "step_peak_memory_bytes", "torch_max_allocated_bytes",
-              "torch_max_reserved_bytes", "nvml_used_bytes", "rss_begin_bytes", "rss_peak_bytes", "runs",
-              "warmup_runs", "warmup_stable", "timer", "window_s", "torch_device", "warnings"):
+    for k in (
+        "memory_method",
+        "build_peak_memory_bytes",
+        "step_peak_memory_bytes",
+        "torch_max_allocated_bytes",
+        "torch_max_reserved_bytes",
+        "nvml_used_bytes",
+        "rss_begin_bytes",
+        "rss_peak_bytes",
+        "runs",
+        "warmup_runs",
+        "warmup_stable",
+        "timer",
+        "window_s",
+        "torch_device",
+        "warnings",
+    ):
         row[k] = first.get(k)
-    for k in ("energy_j", "avg_power_w", "energy_method", "energy_window_s", "sampled_avg_power_w",
-              "power_samples", "energy_runs"):
+    for k in (
+        "energy_j",
+        "avg_power_w",
+        "energy_method",
+        "energy_window_s",
+        "sampled_avg_power_w",
+        "power_samples",
+        "energy_runs",
+    ):
         row[k] = last.get(k)
     row.update({k: v for k, v in last.items() if k.startswith("env_")})
     gaps = [b["at"] - a["at"] for a, b in zip(ok, ok[1:])]
@@ -137,14 +194,15 @@ def row_from_rounds(spec: zoo.ModelSpec, records: list[dict[str, Any]], cfg: v2.
     return row
 
 
-def collect_rounds(cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int,
-                   specs: list[zoo.ModelSpec] | None = None) -> v2.CollectSummary:
+def collect_rounds(
+    cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int, specs: list[zoo.ModelSpec] | None = None
+) -> v2.CollectSummary:
     """Run one protocol-v3 collection (see the module docstring) of ``cfg.plan()``, or of ``specs`` when given
     (a re-measurement of chosen rows); returns what it did."""
     from perfpredict.profiling.monitor import Monitor
     from perfpredict.profiling.sentinel import Sentinel
 
-    cfg.out.mkdir(parents=True, exist_ok=True)
+    cfg.write_dir().mkdir(parents=True, exist_ok=True)
     label = cfg.device_label or v2.device_slug(cfg.device)
     summary = v2.CollectSummary(out=cfg.out, device=label)
     loaded = ds.load_dataset(cfg.out, join_features=False)
@@ -160,18 +218,26 @@ def collect_rounds(cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int
     keys = [k for k in specs if k not in done]
     summary.skipped_existing = len(specs) - len(keys)
     if cfg.max_rows is not None:  # rows finish a block at a time: plan only as many as are still wanted
-        keys = keys[:max(0, cfg.max_rows - len(done))]
+        keys = keys[: max(0, cfg.max_rows - len(done))]
     monitor = Monitor(cfg.device, power_sample_interval_s=None)  # no sampling thread while latency is timed
     energy_monitor = Monitor(cfg.device, power_sample_interval_s=cfg.power_sample_interval_s or None)
     energy_monitor = energy_monitor if energy_monitor.energy_readable else None
-    features = v2.GraphFeatureCache() if cfg.graph_features == "inline" else None
+    features = GraphFeatureCache() if cfg.graph_features == "inline" else None
     sentinel = Sentinel(cfg.device, every_s=0.0)  # protocol v3 always reads the host sentinel beside each round
-    meta = {"device": label, "torch_device": cfg.device, "protocol_version": protocol_v3.PROTOCOL_VERSION,
-            "cpu_model": monitor._static_env["cpu_model"], "device_name": monitor._static_env["device_name"],
-            "protocol": cfg.protocol(), "rounds": {"min": policy.min_rounds, "max": policy.max_rounds,
-                                                   "max_spread": policy.max_spread, "block": block},
-            "profile": cfg.profile, "seed": cfg.seed, "sentinel": True, "started_at": v2._now()}
-    (cfg.out / "collector.json").write_text(json.dumps(meta, indent=2) + "\n")
+    meta = {
+        "device": label,
+        "torch_device": cfg.device,
+        "protocol_version": protocol_v3.PROTOCOL_VERSION,
+        "cpu_model": monitor._static_env["cpu_model"],
+        "device_name": monitor._static_env["device_name"],
+        "protocol": cfg.protocol(),
+        "rounds": {"min": policy.min_rounds, "max": policy.max_rounds, "max_spread": policy.max_spread, "block": block},
+        "profile": cfg.profile,
+        "seed": cfg.seed,
+        "sentinel": True,
+        "started_at": v2._now(),
+    }
+    (cfg.write_dir() / "collector.json").write_text(json.dumps(meta, indent=2) + "\n")
     budget_s = None if cfg.budget_minutes is None else 60.0 * cfg.budget_minutes
     t0 = time.monotonic()
     paused = [0.0]
@@ -183,9 +249,11 @@ def collect_rounds(cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int
             return True
         return False
 
-    with ds.JsonlAppender(cfg.out / ds.ROWS_JSONL) as rows_out, \
-            ds.JsonlAppender(cfg.out / ROUNDS_JSONL) as rounds_out, \
-            ds.JsonlAppender(cfg.out / ds.ATTEMPTS_JSONL) as attempts_out:
+    with (
+        ds.JsonlAppender(cfg.write_dir() / ds.ROWS_JSONL) as rows_out,
+        ds.JsonlAppender(cfg.write_dir() / ROUNDS_JSONL) as rounds_out,
+        ds.JsonlAppender(cfg.write_dir() / ds.ATTEMPTS_JSONL) as attempts_out,
+    ):
 
         def measure(key: str, records: list[dict[str, Any]]) -> dict[str, Any]:
             spec, index = specs[key], len(records)
@@ -197,8 +265,10 @@ def collect_rounds(cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int
                 attempts_out.append({"key": key, "device": label, "round": index, "at": v2._now()})
                 attempts[key] = attempts.get(key, 0) + 1
                 reading = sentinel.reading()
-                rec = {**measure_one_round(spec, index, records, monitor, energy_monitor, cfg, policy, label),
-                       **reading}
+                rec = {
+                    **measure_one_round(spec, index, records, monitor, energy_monitor, cfg, policy, label),
+                    **reading,
+                }
             rec.update(key=key, device=label, round=index)
             rounds_out.append(rec)
             skips.note({**rec, "batch_size": spec.batch})  # at once: larger batches of the block are next
@@ -221,8 +291,7 @@ def collect_rounds(cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int
             summary.errors += row["status"] in ("error", "crashed")
             if cfg.progress and summary.measured % 10 == 0:
                 rate = 60 * summary.measured / max(time.monotonic() - t0, 1e-9)
-                print(f"collect v3: {summary.measured} rows, {rate:.1f} rows/min", file=sys.stderr,
-                      flush=True)
+                print(f"collect v3: {summary.measured} rows, {rate:.1f} rows/min", file=sys.stderr, flush=True)
 
         rounds.interleave(keys, stored, measure, finish, policy, block=block, stop=stop)
     if cfg.max_rows is not None and len(done) >= cfg.max_rows and summary.stopped_by == "plan done":

@@ -36,9 +36,15 @@ def write_corpus(folder: str | Path = DEFAULT_DIR, n: int = 10_000, seed: int = 
     for s in keys:
         fam = json.loads(s)["family"]
         families[fam] = families.get(fam, 0) + 1
-    manifest = {"specs": n, "seed": seed, "profile": profile, "zoo_version": zoo.ZOO_VERSION,
-                "sha256_keys": hashlib.sha256(text.encode()).hexdigest(), "families": families,
-                "regenerate": f"perfpredict zoo graphs --n {n} --seed {seed} --profile {profile}"}
+    manifest = {
+        "specs": n,
+        "seed": seed,
+        "profile": profile,
+        "zoo_version": zoo.ZOO_VERSION,
+        "sha256_keys": hashlib.sha256(text.encode()).hexdigest(),
+        "families": families,
+        "regenerate": f"perfpredict zoo graphs --n {n} --seed {seed} --profile {profile}",
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return path
 
@@ -53,7 +59,7 @@ def load_corpus_specs(path: str | Path = DEFAULT_DIR / SPECS_FILE) -> list[zoo.M
 
 def corpus_graphs(specs: list[zoo.ModelSpec], start: int = 0, stop: int | None = None) -> Iterator[tuple[str, Any]]:
     """``(key, OpGraph)`` for ``specs[start:stop]``, traced on the meta device (no memory, no weights)."""
-    from perfpredict.profiling.collect import _graph_of
+    from perfpredict.profiling.graph_features import spec_graph
 
     for spec in specs[start:stop]:
-        yield spec.to_key(), _graph_of(spec)
+        yield spec.to_key(), spec_graph(spec)

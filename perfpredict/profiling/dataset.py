@@ -10,6 +10,8 @@ One folder per device (``data/<device-slug>/``) holds:
 - ``attempts.jsonl``: one line per config started; a config that was started twice without a row (it crashed the
   process twice) gets a ``status="crashed"`` row instead of a third try.
 - ``graph_features.jsonl`` (optional): OpGraph features per spec key, filled by a separate pass; joined on load.
+- ``parts/shard-I-of-N/`` (optional): the logs of one shard's worker (:mod:`perfpredict.profiling.parts`), read
+  with the rest; compaction folds a part's rows into ``rows.parquet`` once no worker holds it.
 
 Parquet needs ``pyarrow`` (``pip install "perfpredict[data]"``); without it the JSONL log alone is read and written.
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.errors import MissingDependencyError
+from perfpredict.profiling import parts as _parts
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
@@ -144,6 +147,22 @@ def read_jsonl(path: Path, required: Iterable[str] = REQUIRED) -> tuple[list[dic
     return rows, lost, problems
 
 
+def read_jsonl_all(
+    folder: Path, name: str, required: Iterable[str] = REQUIRED, part_folders: Iterable[Path] | None = None
+) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """:func:`read_jsonl` of ``folder/name`` and then of the same file in each part folder (default: all)."""
+    folders = [folder, *(_parts.part_folders(folder) if part_folders is None else part_folders)]
+    rows: list[dict[str, Any]] = []
+    lost = 0
+    problems: list[str] = []
+    for f in folders:
+        r, n, p = read_jsonl(f / name, required)
+        rows += r
+        lost += n
+        problems += [f"{f.name}/{x}" if f != folder else x for x in p]
+    return rows, lost, problems
+
+
 def _pyarrow():
     try:
         import pyarrow  # noqa: F401
@@ -164,8 +183,14 @@ def read_parquet(path: Path) -> tuple[list[dict[str, Any]], int, list[str]]:
     try:
         pf = pq.ParquetFile(path)
     except Exception as err:  # noqa: BLE001 - pyarrow raises ArrowInvalid/OSError variants for damage
-        return [], 0, [f"{path.name} unreadable ({type(err).__name__}: {str(err)[:80]}); its rows are lost "
-                       "(count unknown: the footer is damaged)"]
+        return (
+            [],
+            0,
+            [
+                f"{path.name} unreadable ({type(err).__name__}: {str(err)[:80]}); its rows are lost "
+                "(count unknown: the footer is damaged)"
+            ],
+        )
     rows: list[dict[str, Any]] = []
     lost = 0
     problems: list[str] = []
@@ -183,9 +208,11 @@ def row_id(row: dict[str, Any]) -> tuple[str, str]:
     return str(row.get("key")), str(row.get("device"))
 
 
-def load_dataset(folder: str | os.PathLike[str], *, join_features: bool = True) -> LoadResult:
-    """Every row of a dataset folder (Parquet, then the JSONL log), or of one such file, unique by (key, device),
-    damage reported.
+def load_dataset(
+    folder: str | os.PathLike[str], *, join_features: bool = True, part_folders: Iterable[Path] | None = None
+) -> LoadResult:
+    """Every row of a dataset folder (Parquet, then the JSONL log, then the part folders' logs: default all), or of
+    one such file, unique by (key, device), damage reported.
 
     ``problems`` lists what was lost and where. ``graph_features.jsonl`` is joined in by key when present.
     """
@@ -196,8 +223,10 @@ def load_dataset(folder: str | os.PathLike[str], *, join_features: bool = True) 
         rows_js, lost_js, probs_js = [], 0, []
         folder = folder.parent
     else:
+        # the logs before the Parquet file: compaction replaces that file before it empties the logs, so a
+        # compaction between the two reads shows a row twice (one is dropped), never not at all
+        rows_js, lost_js, probs_js = read_jsonl_all(folder, ROWS_JSONL, part_folders=part_folders)
         rows_pq, lost_pq, probs_pq = read_parquet(folder / ROWS_PARQUET)
-        rows_js, lost_js, probs_js = read_jsonl(folder / ROWS_JSONL)
     seen: set[tuple[str, str]] = set()
     rows: list[dict[str, Any]] = []
     dup = 0
@@ -226,30 +255,37 @@ def load_dataset(folder: str | os.PathLike[str], *, join_features: bool = True) 
 
 
 def compact(folder: str | os.PathLike[str]) -> int:
-    """Fold ``rows.jsonl`` into ``rows.parquet`` (atomic replace, then empty the log); returns the row count."""
+    """Fold ``rows.jsonl`` and the idle parts' logs into ``rows.parquet`` (atomic replace, then empty the logs);
+    returns the row count."""
     pq = _pyarrow()
+    folder = Path(folder)
+    with _parts.idle_parts(folder) as idle:  # a part whose worker still runs keeps its log
+        result = load_dataset(folder, join_features=False, part_folders=idle)
+        if not result.rows:
+            return 0
+        _write_parquet(pq, folder, result.rows)
+        for log in [folder / ROWS_JSONL, *(f / ROWS_JSONL for f in idle)]:
+            if log.exists():
+                with open(log, "r+b") as f:
+                    f.truncate(0)
+                    os.fsync(f.fileno())
+    return len(result.rows)
+
+
+def _write_parquet(pq: Any, folder: Path, rows: list[dict[str, Any]]) -> None:
+    """Replace ``rows.parquet`` atomically: a temporary file, fsynced, renamed over the old one."""
     import pyarrow as pa
 
-    folder = Path(folder)
-    result = load_dataset(folder, join_features=False)
-    if not result.rows:
-        return 0
     columns: dict[str, None] = {}
-    for row in result.rows:
+    for row in rows:
         columns.update(dict.fromkeys(row))
-    table = pa.Table.from_pylist(_uniform([{c: row.get(c) for c in columns} for row in result.rows]))
+    table = pa.Table.from_pylist(_uniform([{c: row.get(c) for c in columns} for row in rows]))
     tmp = folder / (ROWS_PARQUET + ".tmp")
     pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, compression="zstd")
     with open(tmp, "rb+") as f:
         os.fsync(f.fileno())
     os.replace(tmp, folder / ROWS_PARQUET)
     _fsync_dir(folder)
-    log = folder / ROWS_JSONL
-    if log.exists():
-        with open(log, "r+b") as f:
-            f.truncate(0)
-            os.fsync(f.fileno())
-    return len(result.rows)
 
 
 def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -300,8 +336,9 @@ def batch_sweeps(rows: list[dict[str, Any]], latency_key: str = "latency_ms") ->
     return list(sweeps.values())
 
 
-def batch_sweep_inversions(rows: list[dict[str, Any]], drop: float = 0.10,
-                           latency_key: str = "latency_ms") -> tuple[int, int]:
+def batch_sweep_inversions(
+    rows: list[dict[str, Any]], drop: float = 0.10, latency_key: str = "latency_ms"
+) -> tuple[int, int]:
     """(batch sweeps with an inversion, batch sweeps of two or more ok rows).
 
     An inversion is a larger batch measured more than ``drop`` faster than a smaller one. More work does not take
@@ -311,7 +348,7 @@ def batch_sweep_inversions(rows: list[dict[str, Any]], drop: float = 0.10,
     inverted = 0
     for curve in sweeps:
         times = [curve[b] for b in sorted(curve)]
-        inverted += any(later < earlier * (1 - drop) for i, earlier in enumerate(times) for later in times[i + 1:])
+        inverted += any(later < earlier * (1 - drop) for i, earlier in enumerate(times) for later in times[i + 1 :])
     return inverted, sum(len(curve) > 1 for curve in sweeps)
 
 
@@ -331,7 +368,7 @@ def neighbour_oracle_mape(rows: list[dict[str, Any]], latency_key: str = "latenc
     """(MAPE % of the neighbour oracle, interior rows it scored): every interior row of every batch sweep predicted
     from its two measured neighbours, which no split lets a learner see. A yardstick, not a bound: its error holds
     the row's noise, half its neighbours' (through the line) and the curvature the line misses, so independent
-    noise of s per label shows as about 1.2 s. ``benchmarks/sweep_recheck.py`` measures whether the bumps are
+    noise of s per label shows as about 1.2 s. ``studies/sweep_recheck.py`` measures whether the bumps are
     real."""
     return curves_oracle_mape(batch_sweeps(rows, latency_key))
 
@@ -357,19 +394,28 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
     quiet = [r["latency_cv"] for r in ok if r.get("latency_cv") is not None and quiet_host(r)]
     return {
-        "rows": len(rows), "ok_rows": len(ok), "status": count("status", rows),
-        "families": len({r.get("family") for r in ok}), "by_family": count("family", ok),
-        "by_phase": count("phase", ok), "by_dtype": count("dtype", ok), "by_batch": count("batch_size", ok),
-        "devices": count("device", rows), "cpu_models": count("env_cpu_model", ok),
+        "rows": len(rows),
+        "ok_rows": len(ok),
+        "status": count("status", rows),
+        "families": len({r.get("family") for r in ok}),
+        "by_family": count("family", ok),
+        "by_phase": count("phase", ok),
+        "by_dtype": count("dtype", ok),
+        "by_batch": count("batch_size", ok),
+        "devices": count("device", rows),
+        "cpu_models": count("env_cpu_model", ok),
         "median_latency_cv": statistics.median(cvs) if cvs else None,
         "p90_latency_cv": cvs[int(0.9 * (len(cvs) - 1))] if cvs else None,
-        "median_latency_cv_quiet_host": statistics.median(quiet) if quiet else None, "quiet_rows": len(quiet),
+        "median_latency_cv_quiet_host": statistics.median(quiet) if quiet else None,
+        "quiet_rows": len(quiet),
         "median_latency_ms": statistics.median(r["latency_ms"] for r in ok) if ok else None,
         "batch_sweeps_inverted_over_10pct": "{} of {}".format(*batch_sweep_inversions(ok)),
         "batch_sweeps_inverted_over_10pct_quiet_host": "{} of {}".format(
-            *batch_sweep_inversions([r for r in ok if quiet_host(r)])),
+            *batch_sweep_inversions([r for r in ok if quiet_host(r)])
+        ),
         "neighbour_oracle_latency_mape_pct_quiet_host": round(
-            neighbour_oracle_mape([r for r in ok if quiet_host(r)])[0], 1),
+            neighbour_oracle_mape([r for r in ok if quiet_host(r)])[0], 1
+        ),
     }
 
 

@@ -143,8 +143,11 @@ class Measurement:
 
     def to_row(self, with_samples: bool = False) -> dict[str, Any]:
         """A flat dict (environment fields prefixed ``env_``), the form a dataset row stores."""
-        row = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.name != "env" and f.name not in SAMPLE_FIELDS}
+        row = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name != "env" and f.name not in SAMPLE_FIELDS
+        }
         row["warnings"] = list(self.warnings)
         for k, v in dataclasses.asdict(self.env).items():
             row[f"env_{k}"] = v
@@ -184,5 +187,6 @@ def spread(samples: Sequence[float]) -> Spread:
     mean = statistics.fmean(samples)
     std = statistics.pstdev(samples) if len(samples) > 1 else 0.0
     cv = (std / mean if mean > 0 else None) if len(samples) > 1 else None
-    return Spread(statistics.median(samples), min(samples), max(samples), mean, std,
-                  None if cv is None or math.isnan(cv) else cv)
+    return Spread(
+        statistics.median(samples), min(samples), max(samples), mean, std, None if cv is None or math.isnan(cv) else cv
+    )

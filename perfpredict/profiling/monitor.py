@@ -15,7 +15,7 @@ The protocol (DESIGN.md, "Measurement protocol") as :meth:`Monitor.measure` impl
    NVML's counter only moves every 20-100 ms. ``max_seconds`` stops a very slow model (at least one timed run).
 3. Median, min, max, mean, std and CV of the timed runs; energy of the timed window divided by its runs.
 
-NVML's energy counter moves in steps (every ~100 ms on an H100, measured by ``benchmarks/nvml_resolution.py``), so
+NVML's energy counter moves in steps (every ~100 ms on an H100, measured by ``studies/nvml_resolution.py``), so
 a window that starts and ends anywhere between two steps is off by up to one step: 10% of a 1-s window. On NVML,
 :meth:`Monitor.measure` therefore starts the energy window right after the counter moves (extra warm-up runs) and
 keeps running timed runs after the timed phase until it moves again (``energy_method="nvml_counter_aligned"``):
@@ -89,8 +89,14 @@ class Monitor:
 
     counter_poll_s = 0.01  # see _run_until_counter_moves
 
-    def __init__(self, device: Any = "cpu", *, power_sample_interval_s: float | None = 0.1,
-                 energy_min_window_s: float = 1.0, rapl_root: Path = cpu_probe.POWERCAP_ROOT) -> None:
+    def __init__(
+        self,
+        device: Any = "cpu",
+        *,
+        power_sample_interval_s: float | None = 0.1,
+        energy_min_window_s: float = 1.0,
+        rapl_root: Path = cpu_probe.POWERCAP_ROOT,
+    ) -> None:
         import torch
 
         self.device = _normalize_device(device)
@@ -117,10 +123,14 @@ class Monitor:
         import torch
 
         env: dict[str, Any] = {
-            "device_kind": "cuda" if self.is_cuda else "cpu", "cpu_model": cpu_probe.cpu_model(),
-            "cpu_count": cpu_probe.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "torch_version": torch.__version__, "python_version": platform.python_version(),
-            "gpu_index": self.gpu_index, "transformers_version": installed_version("transformers"),
+            "device_kind": "cuda" if self.is_cuda else "cpu",
+            "cpu_model": cpu_probe.cpu_model(),
+            "cpu_count": cpu_probe.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "torch_version": torch.__version__,
+            "python_version": platform.python_version(),
+            "gpu_index": self.gpu_index,
+            "transformers_version": installed_version("transformers"),
         }
         if self.is_cuda:
             from perfpredict.profiling import nvml
@@ -233,8 +243,17 @@ class Monitor:
             raise InvalidInputError(f"no open measurement window {name!r}; open windows: {open_}")
         return self._windows[name]
 
-    def end_window(self, name: str, *, runs: int = 1, batch_size: int = 1, samples_ms: list[float] | None = None,
-                   warmup_runs: int = 0, warmup_stable: bool = True, timer: str | None = None) -> Measurement:
+    def end_window(
+        self,
+        name: str,
+        *,
+        runs: int = 1,
+        batch_size: int = 1,
+        samples_ms: list[float] | None = None,
+        warmup_runs: int = 0,
+        warmup_stable: bool = True,
+        timer: str | None = None,
+    ) -> Measurement:
         """Close a window. Without ``samples_ms`` the window's wall time divided by ``runs`` is the latency."""
         self._sync()
         t1_ns = time.perf_counter_ns()
@@ -250,17 +269,38 @@ class Monitor:
         s = spread(samples)
         energy_total, energy_method, energy_window_s, sampled_w, n_samples = energy
         return Measurement(
-            name=name, device=self.device, batch_size=batch_size, runs=runs, warmup_runs=warmup_runs,
-            warmup_stable=warmup_stable, timer=timer or ("cuda_event" if self.is_cuda else "perf_counter_ns"),
-            window_s=window_s, latency_ms=s.median, latency_min_ms=s.minimum, latency_max_ms=s.maximum,
-            latency_mean_ms=s.mean, latency_std_ms=s.std, latency_cv=s.cv if samples_ms else None,
+            name=name,
+            device=self.device,
+            batch_size=batch_size,
+            runs=runs,
+            warmup_runs=warmup_runs,
+            warmup_stable=warmup_stable,
+            timer=timer or ("cuda_event" if self.is_cuda else "perf_counter_ns"),
+            window_s=window_s,
+            latency_ms=s.median,
+            latency_min_ms=s.minimum,
+            latency_max_ms=s.maximum,
+            latency_mean_ms=s.mean,
+            latency_std_ms=s.std,
+            latency_cv=s.cv if samples_ms else None,
             throughput_per_s=batch_size / (s.median / 1e3) if s.median > 0 else float("inf"),
-            env=env, energy_j=None if energy_total is None else energy_total / runs,
-            avg_power_w=(sampled_w if energy_method == "power_sampling" else None if energy_total is None
-                         or not energy_window_s else energy_total / energy_window_s),
-            energy_method=energy_method, energy_window_s=energy_window_s, sampled_avg_power_w=sampled_w,
-            power_samples=n_samples, samples_ms=tuple(samples) if samples_ms else (), warnings=tuple(notes),
-            **memory)
+            env=env,
+            energy_j=None if energy_total is None else energy_total / runs,
+            avg_power_w=(
+                sampled_w
+                if energy_method == "power_sampling"
+                else None
+                if energy_total is None or not energy_window_s
+                else energy_total / energy_window_s
+            ),
+            energy_method=energy_method,
+            energy_window_s=energy_window_s,
+            sampled_avg_power_w=sampled_w,
+            power_samples=n_samples,
+            samples_ms=tuple(samples) if samples_ms else (),
+            warnings=tuple(notes),
+            **memory,
+        )
 
     def _finish_memory(self, w: _Window) -> dict[str, Any]:
         if self.is_cuda:
@@ -268,11 +308,15 @@ class Monitor:
 
             peak_alloc = torch.cuda.max_memory_allocated(self.device)
             step = max(0, peak_alloc - (w.alloc_begin or 0))
-            return {**self._split(w, step), "memory_method": "torch_allocated",
-                    "torch_max_allocated_bytes": max(peak_alloc, w.build_marks.get("allocated", 0)),
-                    "torch_max_reserved_bytes": max(torch.cuda.max_memory_reserved(self.device),
-                                                    w.build_marks.get("reserved", 0)),
-                    "nvml_used_bytes": self._nvml.memory_used_bytes() if self._nvml is not None else None}
+            return {
+                **self._split(w, step),
+                "memory_method": "torch_allocated",
+                "torch_max_allocated_bytes": max(peak_alloc, w.build_marks.get("allocated", 0)),
+                "torch_max_reserved_bytes": max(
+                    torch.cuda.max_memory_reserved(self.device), w.build_marks.get("reserved", 0)
+                ),
+                "nvml_used_bytes": self._nvml.memory_used_bytes() if self._nvml is not None else None,
+            }
         hwm = cpu_probe.peak_rss_bytes()
         base = w.rss_begin if w.rss_begin is not None else w.hwm_begin
         if w.hwm_reset:
@@ -283,16 +327,23 @@ class Monitor:
             peak, method = None, "rss_hwm_noreset"
             w.notes.append("peak RSS unknown: the high-water mark could not be reset and this window did not raise it")
         split = self._split(w, peak) if peak is not None else {"peak_memory_bytes": None}
-        return {**split, "memory_method": method, "rss_begin_bytes": w.rss_begin,
-                "rss_peak_bytes": max(hwm, w.build_marks.get("rss", 0))}
+        return {
+            **split,
+            "memory_method": method,
+            "rss_begin_bytes": w.rss_begin,
+            "rss_peak_bytes": max(hwm, w.build_marks.get("rss", 0)),
+        }
 
     @staticmethod
     def _split(w: _Window, since_split: int) -> dict[str, int | None]:
         """The window's peak, and its two halves when end_build split it (the later half is the step's own)."""
         if w.build_peak is None:
             return {"peak_memory_bytes": since_split}
-        return {"peak_memory_bytes": max(w.build_peak, since_split), "build_peak_memory_bytes": w.build_peak,
-                "step_peak_memory_bytes": since_split}
+        return {
+            "peak_memory_bytes": max(w.build_peak, since_split),
+            "build_peak_memory_bytes": w.build_peak,
+            "step_peak_memory_bytes": since_split,
+        }
 
     def _finish_energy(self, w: _Window, notes: list[str]) -> tuple:
         """``(joules in the energy window, method, window seconds, sampled average W, samples)``."""
@@ -306,16 +357,23 @@ class Monitor:
                 return counter_j, "nvml_counter_aligned" if w.tick_aligned else "nvml_counter", window, sampled_w, n
             if sampled_j is not None:
                 if counter_j is not None:
-                    notes.append(f"energy window {window:.2f} s is shorter than {self.energy_min_window_s} s: "
-                                 "used sampled power instead of the coarse NVML counter")
+                    notes.append(
+                        f"energy window {window:.2f} s is shorter than {self.energy_min_window_s} s: "
+                        "used sampled power instead of the coarse NVML counter"
+                    )
                 return sampled_j, "power_sampling", window, sampled_w, n
             if counter_j is not None:
-                notes.append(f"energy window {window:.2f} s is shorter than {self.energy_min_window_s} s and power "
-                             "sampling got no samples: the NVML counter value is coarse")
+                notes.append(
+                    f"energy window {window:.2f} s is shorter than {self.energy_min_window_s} s and power "
+                    "sampling got no samples: the NVML counter value is coarse"
+                )
                 return counter_j, "nvml_counter", window, sampled_w, n
             notes.append("NVML gave neither an energy counter nor power readings: energy is missing")
-            warnings.warn("NVML gave neither an energy counter nor power readings on this GPU: energy is recorded "
-                          "as missing", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                "NVML gave neither an energy counter nor power readings on this GPU: energy is recorded as missing",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             return None, None, window, None, 0
         if self._rapl is not None:
             joules = self._rapl.joules_between(w.energy0, self._rapl.read_uj())
@@ -325,8 +383,9 @@ class Monitor:
         return None, None, None, None, 0
 
     # -- the protocol --------------------------------------------------------------------------------------------
-    def _run_until_counter_moves(self, fn: Callable[[], Any], samples: list[float] | None = None,
-                                 max_s: float = 0.5) -> bool:
+    def _run_until_counter_moves(
+        self, fn: Callable[[], Any], samples: list[float] | None = None, max_s: float = 0.5
+    ) -> bool:
         """Run ``fn`` until NVML's energy counter changes (appending each run's time to ``samples`` if given).
         False when there is no counter or it did not move within ``max_s``. The counter is read at most every
         ``counter_poll_s`` of running: one read takes milliseconds of host time, in which the GPU would idle."""
@@ -359,10 +418,23 @@ class Monitor:
         fn()
         return (time.perf_counter_ns() - t0) / 1e6
 
-    def measure(self, fn: Callable[[], Any], *, name: str = "measure", batch_size: int = 1, warmup_min: int = 5,
-                min_runs: int = 30, min_seconds: float = 1.0, floor_runs: int = 5, max_seconds: float = 60.0,
-                warmup_max_s: float = 5.0, warmup_max_runs: int = 100, stable_tol: float = 0.10,
-                begin: bool = True, freeze_gc: bool = True) -> Measurement:
+    def measure(
+        self,
+        fn: Callable[[], Any],
+        *,
+        name: str = "measure",
+        batch_size: int = 1,
+        warmup_min: int = 5,
+        min_runs: int = 30,
+        min_seconds: float = 1.0,
+        floor_runs: int = 5,
+        max_seconds: float = 60.0,
+        warmup_max_s: float = 5.0,
+        warmup_max_runs: int = 100,
+        stable_tol: float = 0.10,
+        begin: bool = True,
+        freeze_gc: bool = True,
+    ) -> Measurement:
         """Measure ``fn()`` with the protocol above. ``begin=False`` uses a window the caller already opened
         under ``name`` (the collector opens it before building the model, so memory covers the weights).
         ``freeze_gc`` collects garbage before the timed runs and keeps the collector off during them, as ``timeit``
@@ -382,7 +454,7 @@ class Monitor:
             while warmup_min > 0:
                 warm.append(self.timed_call(fn))
                 if len(warm) >= warmup_min:
-                    recent = warm[-max(warmup_min, 3):]
+                    recent = warm[-max(warmup_min, 3) :]
                     med = statistics.median(recent[:-1]) if len(recent) > 1 else recent[-1]
                     stable = med > 0 and abs(recent[-1] - med) <= stable_tol * med
                     if stable or time.perf_counter() - t_warm >= warmup_max_s or len(warm) >= warmup_max_runs:
@@ -411,8 +483,14 @@ class Monitor:
         finally:
             if freeze_gc and gc_was_on:
                 gc.enable()
-        m = self.end_window(name, runs=len(samples), batch_size=batch_size, samples_ms=samples,
-                            warmup_runs=len(warm), warmup_stable=stable)
+        m = self.end_window(
+            name,
+            runs=len(samples),
+            batch_size=batch_size,
+            samples_ms=samples,
+            warmup_runs=len(warm),
+            warmup_stable=stable,
+        )
         return m
 
 
@@ -431,8 +509,9 @@ def tensor_device(args: Any) -> str:
     return "cpu"
 
 
-def measure_compiled(fn: Callable[..., Any], args: Any, device: Any = None, *, grad: bool = False,
-                     **kwargs: Any) -> Measurement:
+def measure_compiled(
+    fn: Callable[..., Any], args: Any, device: Any = None, *, grad: bool = False, **kwargs: Any
+) -> Measurement:
     """Measure ``fn(*args)`` (a compiled graph or module) with the protocol, on the device its inputs live on.
 
     This is the measuring half of ``torch.compile(..., backend="perfpredict", options={"measure": True})``.

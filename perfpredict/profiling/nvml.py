@@ -42,17 +42,24 @@ class NvmlDevice:
         lib = pynvml
         if lib is None:
             if warn:
-                warnings.warn("NVML is not available (pip install \"perfpredict[gpu]\" for nvidia-ml-py): GPU energy "
-                              "falls back to nothing, and NVML memory, clocks and temperature are not recorded",
-                              RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    'NVML is not available (pip install "perfpredict[gpu]" for nvidia-ml-py): GPU energy '
+                    "falls back to nothing, and NVML memory, clocks and temperature are not recorded",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
             return None
         try:
             lib.nvmlInit()
             return cls(lib.nvmlDeviceGetHandleByIndex(index), index)
         except Exception as err:  # noqa: BLE001 - NVMLError (a mock under test); NVML absent means no NVML data
             if warn:
-                warnings.warn(f"NVML could not be initialised ({err}); GPU energy, NVML memory, clocks and "
-                              "temperature are not recorded", RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    f"NVML could not be initialised ({err}); GPU energy, NVML memory, clocks and "
+                    "temperature are not recorded",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
             return None
 
     def _query(self, fn_name: str, *args: Any) -> Any:
@@ -95,8 +102,12 @@ class NvmlDevice:
     def snapshot(self) -> dict[str, float | None]:
         """Clocks, power limit and temperature now (the monitor takes one before and one after a window)."""
         sm, mem = self.clocks_mhz()
-        return {"sm_clock_mhz": sm, "mem_clock_mhz": mem, "power_limit_w": self.power_limit_w(),
-                "temperature_c": self.temperature_c()}
+        return {
+            "sm_clock_mhz": sm,
+            "mem_clock_mhz": mem,
+            "power_limit_w": self.power_limit_w(),
+            "temperature_c": self.temperature_c(),
+        }
 
 
 def driver_version() -> str | None:

@@ -17,6 +17,7 @@ down (generators, opaque objects).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from collections.abc import Callable, Iterable
@@ -30,10 +31,22 @@ from perfpredict.errors import InvalidInputError
 OP_KEY_VERSION = 1
 #: canonical kinds that launch no kernel (views) or that the collector cannot time alone
 _SKIP_KINDS = frozenset({ops.VIEW})
-_SKIP_NAMES = frozenset({"_local_scalar_dense", "item", "lift_fresh", "_assert_async", "set_", "resize_",
-                         "record_stream", "copy_"})  # copy_ into a parameter: the optimizer's, kept by its foreach ops
-_DTYPE_NAMES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
-                "complex64")
+_SKIP_NAMES = frozenset(
+    {"_local_scalar_dense", "item", "lift_fresh", "_assert_async", "set_", "resize_", "record_stream", "copy_"}
+)  # copy_ into a parameter: the optimizer's, kept by its foreach ops
+_DTYPE_NAMES = (
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+    "complex64",
+)
 
 
 class Unrecordable(Exception):
@@ -89,8 +102,11 @@ class OpInstance:
         return classify(bare_name(self.name))
 
     def to_key(self) -> str:
-        return json.dumps({"v": OP_KEY_VERSION, "op": self.overload, "args": list(self.args),
-                           "kwargs": dict(self.kwargs)}, sort_keys=True, separators=(",", ":"))
+        return json.dumps(
+            {"v": OP_KEY_VERSION, "op": self.overload, "args": list(self.args), "kwargs": dict(self.kwargs)},
+            sort_keys=True,
+            separators=(",", ":"),
+        )
 
     @classmethod
     def from_key(cls, key: str) -> OpInstance:
@@ -154,8 +170,19 @@ class OpInstance:
         return call
 
 
-_DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
-                "int8": 1, "uint8": 1, "bool": 1, "complex64": 8}
+_DTYPE_BYTES = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "complex64": 8,
+}
 
 
 def _numel(shape: Iterable[int]) -> int:
@@ -179,8 +206,11 @@ def _decode(value: Any, device: Any, gen: Any) -> Any:
             return torch.empty_strided(shape, strides or _dense_strides(shape), dtype=dtype, device="meta")
         strides = strides or _dense_strides(shape)
         storage = 1 + sum((int(n) - 1) * int(st) for n, st in zip(shape, strides)) if _numel(shape) else 0
-        flat = (torch.randn(storage, generator=gen).to(dtype) if dtype.is_floating_point
-                else torch.zeros(storage, dtype=dtype))  # index arguments (embedding, gather, targets) stay in range
+        flat = (
+            torch.randn(storage, generator=gen).to(dtype)
+            if dtype.is_floating_point
+            else torch.zeros(storage, dtype=dtype)
+        )  # index arguments (embedding, gather, targets) stay in range
         base = flat.as_strided(shape, strides)
         return base.to(device)
     if "f" in value:
@@ -218,12 +248,14 @@ def record_ops(step: Callable[[], Any]) -> list[OpInstance]:
             if name == "_local_scalar_dense":  # .item() on meta (HF's "is the mask all ones?"): the dense answer
                 return True if args[0].dtype == torch.bool else 1 if not args[0].is_floating_point() else 1.0
             if name not in _SKIP_NAMES and classify(bare_name(name)) not in _SKIP_KINDS:
-                try:
-                    seen.append(OpInstance(f"{func.namespace}::{func.__name__}",
-                                           tuple(_encode(a) for a in args),
-                                           tuple(sorted((k, _encode(v)) for k, v in kwargs.items()))))
-                except Unrecordable:
-                    pass
+                with contextlib.suppress(Unrecordable):  # an argument the key cannot hold: not recorded
+                    seen.append(
+                        OpInstance(
+                            f"{func.namespace}::{func.__name__}",
+                            tuple(_encode(a) for a in args),
+                            tuple(sorted((k, _encode(v)) for k, v in kwargs.items())),
+                        )
+                    )
             return func(*args, **kwargs)
 
     with _Recorder():
@@ -268,8 +300,11 @@ def variants(op: OpInstance, rng: random.Random, n: int, max_bytes: int) -> list
             new = max(8, 8 * round(new / 8))
         if new == old:
             continue
-        cand = OpInstance(op.overload, tuple(_swap(a, old, new) for a in op.args),
-                          tuple((k, _swap(v, old, new)) for k, v in op.kwargs))
+        cand = OpInstance(
+            op.overload,
+            tuple(_swap(a, old, new) for a in op.args),
+            tuple((k, _swap(v, old, new)) for k, v in op.kwargs),
+        )
         key = cand.to_key()
         if key in seen or cand.io_bytes() > max_bytes or not validate(cand):
             continue

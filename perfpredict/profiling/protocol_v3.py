@@ -58,7 +58,7 @@ def warm_up(fn: Callable[[], Any], timed: Callable[[Callable[[], Any]], float], 
     while True:
         warm.append(timed(fn))
         if len(warm) >= max(s.warmup_min, 1):
-            recent = warm[-max(s.warmup_min, 3):]
+            recent = warm[-max(s.warmup_min, 3) :]
             med = statistics.median(recent[:-1]) if len(recent) > 1 else recent[-1]
             if med > 0 and abs(recent[-1] - med) <= s.stable_tol * med:
                 return len(warm), True
@@ -66,8 +66,15 @@ def warm_up(fn: Callable[[], Any], timed: Callable[[Callable[[], Any]], float], 
                 return len(warm), False
 
 
-def measure_round(monitor: Any, fn: Callable[[], Any], *, name: str, batch_size: int,
-                  settings: RoundSettings = RoundSettings(), profile: bool = True) -> tuple[Measurement, Any]:
+def measure_round(
+    monitor: Any,
+    fn: Callable[[], Any],
+    *,
+    name: str,
+    batch_size: int,
+    settings: RoundSettings = RoundSettings(),
+    profile: bool = True,
+) -> tuple[Measurement, Any]:
     """One round of ``fn`` inside the monitor's open window ``name`` (opened before the model was built, so its
     memory covers the weights). Returns the Measurement and the captured graph (or None) for the energy window."""
     s = settings
@@ -89,16 +96,28 @@ def measure_round(monitor: Any, fn: Callable[[], Any], *, name: str, batch_size:
     finally:
         if gc_was_on:
             gc.enable()
-    m = monitor.end_window(name, runs=len(sync_samples), batch_size=batch_size, samples_ms=sync_samples,
-                           warmup_runs=warm_runs, warmup_stable=stable)
-    fields: dict[str, Any] = {"eager_ms": statistics.median(eager), "eager_samples_ms": tuple(eager),
-                              "eager_sync_ms": m.latency_ms, "eager_block_steps": block_steps,
-                              "host_samples_ms": tuple(host), "host_dispatch_ms": timing.median(host)}
+    m = monitor.end_window(
+        name,
+        runs=len(sync_samples),
+        batch_size=batch_size,
+        samples_ms=sync_samples,
+        warmup_runs=warm_runs,
+        warmup_stable=stable,
+    )
+    fields: dict[str, Any] = {
+        "eager_ms": statistics.median(eager),
+        "eager_samples_ms": tuple(eager),
+        "eager_sync_ms": m.latency_ms,
+        "eager_block_steps": block_steps,
+        "host_samples_ms": tuple(host),
+        "host_dispatch_ms": timing.median(host),
+    }
     replay = None
     if monitor.is_cuda:
         try:
-            dev, replays, replay = timing.graph_replay_ms(fn, monitor.device, min_window_ms=s.graph_window_ms,
-                                                          samples=s.graph_samples)
+            dev, replays, replay = timing.graph_replay_ms(
+                fn, monitor.device, min_window_ms=s.graph_window_ms, samples=s.graph_samples
+            )
             fields.update(device_method="cuda_graph", graph_replays=replays)
         except timing.CaptureFailed as err:
             fields["capture_error"] = str(err)
@@ -117,9 +136,13 @@ def measure_round(monitor: Any, fn: Callable[[], Any], *, name: str, batch_size:
 
 def _profile_fields(prof: step_profile.StepProfile) -> dict[str, Any]:
     per_op = {k: [round(v, 6) for v in vals] for k, vals in sorted(prof.per_op.items())}
-    return {"kernel_count": prof.kernel_count, "aten_op_count": prof.aten_op_count,
-            "device_busy_ms": prof.busy_ms, "kernel_sum_ms": prof.kernel_sum_ms,
-            "op_times_json": json.dumps(per_op, separators=(",", ":")) if per_op else None}
+    return {
+        "kernel_count": prof.kernel_count,
+        "aten_op_count": prof.aten_op_count,
+        "device_busy_ms": prof.busy_ms,
+        "kernel_sum_ms": prof.kernel_sum_ms,
+        "op_times_json": json.dumps(per_op, separators=(",", ":")) if per_op else None,
+    }
 
 
 def energy_window(monitor: Any, fn: Callable[[], Any], *, batch_size: int, min_s: float = 1.0) -> dict[str, Any]:
@@ -138,6 +161,12 @@ def energy_window(monitor: Any, fn: Callable[[], Any], *, batch_size: int, min_s
         monitor.abort_window("energy")
         raise
     m = monitor.end_window("energy", runs=runs, batch_size=batch_size)
-    return {"energy_j": m.energy_j, "avg_power_w": m.avg_power_w, "energy_method": m.energy_method,
-            "energy_window_s": m.energy_window_s, "sampled_avg_power_w": m.sampled_avg_power_w,
-            "power_samples": m.power_samples, "energy_runs": runs}
+    return {
+        "energy_j": m.energy_j,
+        "avg_power_w": m.avg_power_w,
+        "energy_method": m.energy_method,
+        "energy_window_s": m.energy_window_s,
+        "sampled_avg_power_w": m.sampled_avg_power_w,
+        "power_samples": m.power_samples,
+        "energy_runs": runs,
+    }

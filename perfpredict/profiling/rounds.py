@@ -54,8 +54,9 @@ class RoundPolicy:
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_rounds <= self.max_rounds:
-            raise InvalidInputError(f"rounds: need 1 <= min_rounds ({self.min_rounds}) <= max_rounds "
-                                    f"({self.max_rounds})")
+            raise InvalidInputError(
+                f"rounds: need 1 <= min_rounds ({self.min_rounds}) <= max_rounds ({self.max_rounds})"
+            )
         if not self.max_spread > 0:
             raise InvalidInputError(f"max_spread={self.max_spread!r} must be > 0")
 
@@ -75,10 +76,16 @@ def failed(record: dict[str, Any]) -> bool:
     return record.get("status", "ok") != "ok"
 
 
-def interleave(keys: Sequence[str], rounds: dict[str, list[dict[str, Any]]],
-               measure: Callable[[str, list[dict[str, Any]]], dict[str, Any]],
-               finish: Callable[[str, list[dict[str, Any]]], None], policy: RoundPolicy, *, block: int = 12,
-               stop: Callable[[], bool] = lambda: False) -> bool:
+def interleave(
+    keys: Sequence[str],
+    rounds: dict[str, list[dict[str, Any]]],
+    measure: Callable[[str, list[dict[str, Any]]], dict[str, Any]],
+    finish: Callable[[str, list[dict[str, Any]]], None],
+    policy: RoundPolicy,
+    *,
+    block: int = 12,
+    stop: Callable[[], bool] = lambda: False,
+) -> bool:
     """Measure ``keys`` in blocks of ``block``: one round of every unfinished key of the block, then the next round,
     until the policy is satisfied for each; ``finish(key, records)`` closes a key.
 
@@ -88,7 +95,7 @@ def interleave(keys: Sequence[str], rounds: dict[str, list[dict[str, Any]]],
     if block < 1:
         raise InvalidInputError(f"block={block!r} must be at least 1")
     for start in range(0, len(keys), block):
-        pending = list(keys[start:start + block])
+        pending = list(keys[start : start + block])
         for key in list(pending):  # rows resumed complete: close them at once
             if rounds.get(key) and not policy.wants_more(rounds[key]):
                 finish(key, rounds[key])

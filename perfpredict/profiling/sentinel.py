@@ -1,10 +1,10 @@
 """Host-speed sentinel: a fixed reference workload timed beside the dataset's rows.
 
 Why. A row's coefficient of variation only sees noise inside its own timed window (a second or less). On a shared
-VM the host's speed also moves between windows: `benchmarks/sweep_recheck.py` measured the same CPU sweeps twice,
+VM the host's speed also moves between windows: `studies/sweep_recheck.py` measured the same CPU sweeps twice,
 minutes apart, and their median latencies differed by 11-20% (median over rows), and by 25-55% from the day the
 dataset was collected. A slow spell that covers a whole window leaves its CV low and its label wrong. A workload
-that never changes, timed beside the rows, measures part of that: `benchmarks/host_drift.py` found that dividing
+that never changes, timed beside the rows, measures part of that: `studies/host_drift.py` found that dividing
 each latency by the speed factor of a sentinel timed right before it takes the round-to-round spread from 11.3% to
 9.1% (median over 8 models, 30 rounds); a sentinel timed once per round, 13.7% to 12.9%. The slow spells last
 seconds, so only a reading next to the row helps, and only partly. ``perfpredict collect --sentinel`` times it
@@ -81,8 +81,13 @@ class Sentinel:
     """Times the reference workloads at most every ``every_s`` seconds (0: at every reading); ``reading()`` is the
     latest, as row fields."""
 
-    def __init__(self, device: str, every_s: float = 60.0, seconds_per_part: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        device: str,
+        every_s: float = 60.0,
+        seconds_per_part: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.device = device
         self.every_s = every_s
         self.seconds_per_part = seconds_per_part

@@ -78,8 +78,7 @@ def reduce_events(events: list[Any], averages: Any, steps: int, cuda: bool) -> S
     marks = sorted((e for e in events if e.name.startswith(_MARK)), key=lambda e: e.time_range.start)
     bounds = [m.time_range.start for m in marks] + [float("inf")]
     aten = _top_level_aten([e for e in events if not _is_kernel(e)])
-    per_step_ops = [sum(1 for e in aten if bounds[i] <= e.time_range.start < bounds[i + 1])
-                    for i in range(len(marks))]
+    per_step_ops = [sum(1 for e in aten if bounds[i] <= e.time_range.start < bounds[i + 1]) for i in range(len(marks))]
     kernel_count = kernel_sum = busy = None
     if cuda:
         kernels = [e for e in events if _is_kernel(e)]
@@ -88,15 +87,25 @@ def reduce_events(events: list[Any], averages: Any, steps: int, cuda: bool) -> S
             mine = [k for k in kernels if bounds[i] <= k.time_range.start < bounds[i + 1]]
             counts.append(len(mine))
             sums.append(sum(k.time_range.elapsed_us() for k in mine) / 1e3)
-            spans.append((max(k.time_range.end for k in mine) - min(k.time_range.start for k in mine)) / 1e3
-                         if mine else 0.0)
+            spans.append(
+                (max(k.time_range.end for k in mine) - min(k.time_range.start for k in mine)) / 1e3 if mine else 0.0
+            )
         kernel_count = int(statistics.median(counts)) if counts else 0
         kernel_sum, busy = (statistics.median(sums), statistics.median(spans)) if sums else (0.0, 0.0)
     per_op = {}
     n = max(steps, 1)
     for avg in averages:
         if avg.key.startswith("aten::"):
-            per_op[avg.key] = [avg.count / n, float(avg.self_cpu_time_total) / 1e3 / n,
-                               _self_device_us(avg) / 1e3 / n if cuda else 0.0]
-    return StepProfile(steps=len(marks), aten_op_count=int(statistics.median(per_step_ops)) if per_step_ops else 0,
-                       kernel_count=kernel_count, kernel_sum_ms=kernel_sum, busy_ms=busy, per_op=per_op)
+            per_op[avg.key] = [
+                avg.count / n,
+                float(avg.self_cpu_time_total) / 1e3 / n,
+                _self_device_us(avg) / 1e3 / n if cuda else 0.0,
+            ]
+    return StepProfile(
+        steps=len(marks),
+        aten_op_count=int(statistics.median(per_step_ops)) if per_step_ops else 0,
+        kernel_count=kernel_count,
+        kernel_sum_ms=kernel_sum,
+        busy_ms=busy,
+        per_op=per_op,
+    )

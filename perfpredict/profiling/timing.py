@@ -38,8 +38,14 @@ def synchronizer(device: str) -> Callable[[], None]:
     return lambda: torch.cuda.synchronize(device)
 
 
-def blocked_ms(fn: Callable[[], Any], sync: Callable[[], None], *, min_window_s: float = 0.05, blocks: int = 3,
-               max_steps: int = 10_000) -> tuple[list[float], int]:
+def blocked_ms(
+    fn: Callable[[], Any],
+    sync: Callable[[], None],
+    *,
+    min_window_s: float = 0.05,
+    blocks: int = 3,
+    max_steps: int = 10_000,
+) -> tuple[list[float], int]:
     """``blocks`` samples of the mean step time over ``n`` back-to-back steps with one sync at the end of each block.
 
     ``n`` is sized from one synced step so that a block lasts about ``min_window_s``; returns (samples, n).
@@ -93,7 +99,7 @@ class GraphReplay:
             with torch.cuda.graph(self.graph):
                 self._out = fn()  # kept alive: the graph's outputs live in its private pool
             torch.cuda.synchronize(device)
-        except Exception as err:  # noqa: BLE001 - any capture error means "use the profiler fallback"
+        except Exception as err:
             raise CaptureFailed(f"{type(err).__name__}: {' '.join(str(err).split())[:200]}") from err
 
     def replay(self) -> None:
@@ -122,8 +128,9 @@ class GraphReplay:
         return out, n
 
 
-def graph_replay_ms(fn: Callable[[], Any], device: str, *, min_window_ms: float = 50.0,
-                    samples: int = 3) -> tuple[list[float], int, GraphReplay]:
+def graph_replay_ms(
+    fn: Callable[[], Any], device: str, *, min_window_ms: float = 50.0, samples: int = 3
+) -> tuple[list[float], int, GraphReplay]:
     """Capture ``fn`` and time its replays (see :class:`GraphReplay`); raises :class:`CaptureFailed`."""
     replay = GraphReplay(fn, device)
     times, n = replay.timed_ms(min_window_ms=min_window_ms, samples=samples)

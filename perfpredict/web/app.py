@@ -8,6 +8,7 @@ size-limited and parsed as JSON or ONNX only (no pickle, no remote code).
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from html import escape
 from pathlib import Path
@@ -27,44 +28,106 @@ def build_app():
     names = [d.name for d in list_devices()]
     slices = [f"{d.name}/{m.name}" for d in list_devices() for m in d.mig_profiles]
     with gr.Blocks(title="perfpredict: compare GPUs") as app:
-        gr.Markdown("# perfpredict: how fast, how big, how costly, on which GPU\nPredicted at compile time, "
-                    "without the hardware. Pick a model and the devices to compare.")
+        gr.Markdown(
+            "# perfpredict: how fast, how big, how costly, on which GPU\nPredicted at compile time, "
+            "without the hardware. Pick a model and the devices to compare."
+        )
         with gr.Row():
-            model = gr.Dropdown(known_models(), value="bert-base-uncased", label="shipped HuggingFace model",
-                                allow_custom_value=True, elem_id="model")
-            upload = gr.File(label="or upload a config.json or an ONNX file", file_types=[".json", ".onnx"],
-                             elem_id="upload")
+            model = gr.Dropdown(
+                known_models(),
+                value="bert-base-uncased",
+                label="shipped HuggingFace model",
+                allow_custom_value=True,
+                elem_id="model",
+            )
+            upload = gr.File(
+                label="or upload a config.json or an ONNX file", file_types=[".json", ".onnx"], elem_id="upload"
+            )
         with gr.Row():
             phase = gr.Radio(list(PHASES), value="inference", label="phase", elem_id="phase")
             batch = gr.Number(value=1, precision=0, minimum=1, label="batch", elem_id="batch")
-            seq = gr.Number(value=0, precision=0, label="sequence length or prompt (0: the model's default)",
-                            elem_id="seq")
+            seq = gr.Number(
+                value=0, precision=0, label="sequence length or prompt (0: the model's default)", elem_id="seq"
+            )
             dtype = gr.Dropdown(["default", "float32", "bfloat16", "float16"], value="default", label="dtype")
-            precision = gr.Dropdown(["default", "fp32", "bf16", "amp-bf16", "amp-fp16"], value="default",
-                                    label="training precision")
+            precision = gr.Dropdown(
+                ["default", "fp32", "bf16", "amp-bf16", "amp-fp16"], value="default", label="training precision"
+            )
         devices = gr.CheckboxGroup(names, value=list(DEFAULT_DEVICES), label="devices", elem_id="devices")
         mig = gr.Dropdown(slices, value=[], multiselect=True, label="MIG slices (optional)")
         with gr.Row():
             max_latency = gr.Number(value=0, label="latency target, ms (0: none)")
             min_throughput = gr.Number(value=0, label="throughput target, samples/s (0: none)")
+        multi_gpu = "multi-GPU (optional): the batch above is then one GPU's micro-batch"
+        with gr.Accordion(multi_gpu, open=False), gr.Row():
+            dp = gr.Number(value=1, precision=0, minimum=1, label="data parallel (dp)", elem_id="dp")
+            tp = gr.Number(value=1, precision=0, minimum=1, label="tensor parallel (tp)", elem_id="tp")
+            pp = gr.Number(value=1, precision=0, minimum=1, label="pipeline stages (pp)", elem_id="pp")
+            fsdp = gr.Checkbox(value=False, label="FSDP (shard weights, gradients, optimizer)", elem_id="fsdp")
         go = gr.Button("Predict", variant="primary", elem_id="predict")
         message = gr.HTML(elem_id="message")
         table = gr.HTML(elem_id="table")
         roofline = gr.HTML(elem_id="roofline")
         kinds = gr.HTML(elem_id="kinds")
         files = gr.File(label="reports (JSON and HTML)", file_count="multiple", elem_id="downloads")
-        go.click(answer, [model, upload, phase, batch, seq, dtype, precision, devices, mig, max_latency,
-                          min_throughput], [message, table, roofline, kinds, files])
+        go.click(
+            answer,
+            [
+                model,
+                upload,
+                phase,
+                batch,
+                seq,
+                dtype,
+                precision,
+                devices,
+                mig,
+                max_latency,
+                min_throughput,
+                dp,
+                tp,
+                pp,
+                fsdp,
+            ],
+            [message, table, roofline, kinds, files],
+        )
     return app
 
 
-def answer(model, upload, phase, batch, seq, dtype, precision, devices, mig, max_latency, min_throughput):
+def answer(
+    model,
+    upload,
+    phase,
+    batch,
+    seq,
+    dtype,
+    precision,
+    devices,
+    mig,
+    max_latency,
+    min_throughput,
+    dp=1,
+    tp=1,
+    pp=1,
+    fsdp=False,
+):
     """The page's handler: every error becomes one line in the page, never a traceback."""
     from perfpredict.errors import PerfPredictError
 
     try:
-        q = _question(model, upload, phase, batch, seq, dtype, precision, list(devices or []) + list(mig or []),
-                      max_latency, min_throughput)
+        q = _question(
+            model,
+            upload,
+            phase,
+            batch,
+            seq,
+            dtype,
+            precision,
+            list(devices or []) + list(mig or []),
+            max_latency,
+            min_throughput,
+        )
+        q = dataclasses.replace(q, parallel=parallel_plan(dp, tp, pp, fsdp))
         result = compare(q)
     except PerfPredictError as err:
         return _message(str(err)), "", "", "", None
@@ -86,10 +149,26 @@ def _question(model, upload, phase, batch, seq, dtype, precision, devices, max_l
             onnx, source = str(path), None
         else:
             source = config_from_upload(path.read_bytes())
-    return Question(model=source, onnx_path=onnx, phase=phase, batch=int(batch or 1), seq=int(seq) if seq else None,
-                    dtype=None if dtype in (None, "default") else dtype,
-                    precision=None if precision in (None, "default") else precision, devices=tuple(devices),
-                    max_latency_ms=max_latency or None, min_throughput_per_s=min_throughput or None)
+    return Question(
+        model=source,
+        onnx_path=onnx,
+        phase=phase,
+        batch=int(batch or 1),
+        seq=int(seq) if seq else None,
+        dtype=None if dtype in (None, "default") else dtype,
+        precision=None if precision in (None, "default") else precision,
+        devices=tuple(devices),
+        max_latency_ms=max_latency or None,
+        min_throughput_per_s=min_throughput or None,
+    )
+
+
+def parallel_plan(dp: Any, tp: Any, pp: Any, fsdp: bool) -> dict | None:
+    """The multi-GPU plan the page's fields ask for; None for one GPU."""
+    plan = {k: int(v) for k, v in (("dp", dp), ("tp", tp), ("pp", pp)) if v and int(v) > 1}
+    if fsdp:
+        plan["fsdp"] = True
+    return plan or None
 
 
 def _message(text: str) -> str:
@@ -99,7 +178,8 @@ def _message(text: str) -> str:
 def table_html(result: Answer) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in result.columns)
     body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in result.rows)
-    return f'<table id="comparison"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    notes = "".join(f'<p class="note">{escape(n)}</p>' for n in result.notes)
+    return f'<table id="comparison"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}'
 
 
 def _roofline(result: Answer) -> str:
@@ -109,7 +189,8 @@ def _roofline(result: Answer) -> str:
     from perfpredict.kernels.plot import roofline_svg
 
     return f"<h3>Roofline on {escape(result.reports[0].device)}</h3>" + roofline_svg(
-        result.graph, get_device(result.reports[0].device))
+        result.graph, get_device(result.reports[0].device)
+    )
 
 
 def _kinds(result: Answer) -> str:
@@ -119,8 +200,10 @@ def _kinds(result: Answer) -> str:
     from perfpredict.render_text import kind_rows
 
     rows = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in kind_rows(first))
-    return (f"<h3>Time by op kind on {escape(first.device)}</h3><table><thead><tr><th>op kind</th><th>ops</th>"
-            f"<th>time</th><th>share</th></tr></thead><tbody>{rows}</tbody></table>")
+    return (
+        f"<h3>Time by op kind on {escape(first.device)}</h3><table><thead><tr><th>op kind</th><th>ops</th>"
+        f"<th>time</th><th>share</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
 
 
 def _downloads(result: Answer) -> list[str]:
@@ -139,5 +222,4 @@ def _downloads(result: Answer) -> list[str]:
 
 
 def serve(host: str = "127.0.0.1", port: int = 7860) -> None:
-    build_app().launch(server_name=host, server_port=port, max_file_size=MAX_ONNX_BYTES, show_error=False,
-                       quiet=True)
+    build_app().launch(server_name=host, server_port=port, max_file_size=MAX_ONNX_BYTES, show_error=False, quiet=True)

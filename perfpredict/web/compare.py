@@ -32,6 +32,7 @@ class Question:
     max_latency_ms: float | None = None
     min_throughput_per_s: float | None = None
     new_tokens: int = 128
+    parallel: dict | None = None  # {"dp", "tp", "pp", "fsdp"}: one step over several GPUs (perfpredict.parallel)
 
 
 @dataclass(frozen=True)
@@ -72,33 +73,113 @@ def compare(q: Question) -> Answer:
         raise InvalidInputError("batch and sequence length must be at least 1")
     devices = [get_device(d) for d in q.devices]  # an unknown name fails here, with close names
     if q.phase == "generation":
+        if q.parallel:
+            raise InvalidInputError("multi-GPU plans cover inference and training steps; clear dp/tp/pp for generation")
         return _generation(q, devices)
+    if q.parallel:
+        return _parallel(q, devices)
     return _step(q, devices)
 
 
+def _parallel(q: Question, devices: list) -> Answer:
+    """One step over ``q.parallel``'s GPUs, per device: step time, communication, bubble, memory per GPU."""
+    from perfpredict.parallel import parallel_report
+    from perfpredict.render_text import fmt_bytes, fmt_rate, fmt_share, fmt_time_ms
+
+    reports = []
+    for device in devices:
+        graph, run = _graph(q, device)
+        reports.append(
+            parallel_report(graph, q.parallel, device=device, precision=run.precision, model_name=graph.name)
+        )
+    columns = (
+        "device",
+        "GPUs",
+        "step",
+        "throughput",
+        "exposed communication",
+        "pipeline bubble",
+        "memory per GPU",
+        "fits",
+        "scaling efficiency",
+        "interconnect",
+    )
+    rows = tuple(
+        (
+            r.device,
+            str(r.world_size),
+            fmt_time_ms(r.step_ms),
+            fmt_rate(r.throughput_per_s),
+            fmt_share(r.exposed_share),
+            fmt_share(r.bubble_fraction),
+            fmt_bytes(r.peak_memory_bytes),
+            "yes" if r.fits_in_memory else "NO",
+            fmt_share(r.scaling_efficiency),
+            r.interconnect,
+        )
+        for r in reports
+    )
+    note = (
+        f"{reports[0].world_size} GPUs; the batch is one GPU's micro-batch (global batch "
+        f"{reports[0].global_batch_size}). Multi-GPU step times are not validated on hardware (docs: multi-GPU)."
+    )
+    return Answer(columns, rows, tuple(reports), None, (note,))
+
+
 def _step(q: Question, devices: list) -> Answer:
-    from perfpredict.api import report_for_graph
+    from perfpredict.pipeline import report_for_graph
     from perfpredict.render_text import fmt_bytes, fmt_carbon_g, fmt_energy_j, fmt_rate, fmt_time_ms, fmt_usd
 
     reports, first_graph = [], None
     for device in devices:
         graph, run = _graph(q, device)
         first_graph = first_graph or graph
-        reports.append(report_for_graph(graph, device=device, phase=q.phase, precision=run.precision,
-                                        max_latency_ms=q.max_latency_ms, min_throughput_per_s=q.min_throughput_per_s,
-                                        weights_built_in=None, model_name=graph.name, assumed={"dtype": run.source}))
+        reports.append(
+            report_for_graph(
+                graph,
+                device=device,
+                phase=q.phase,
+                precision=run.precision,
+                max_latency_ms=q.max_latency_ms,
+                min_throughput_per_s=q.min_throughput_per_s,
+                weights_built_in=None,
+                model_name=graph.name,
+                assumed={"dtype": run.source},
+            )
+        )
     per = "1k inferences" if q.phase == "inference" else "training run"
-    columns = ("device", "latency", "80% interval", "throughput", "peak memory", "fits", "energy/sample",
-               "carbon", f"cost per {per}", "MIG pick", "predictor")
+    columns = (
+        "device",
+        "latency",
+        "80% interval",
+        "throughput",
+        "peak memory",
+        "fits",
+        "energy/sample",
+        "carbon",
+        f"cost per {per}",
+        "MIG pick",
+        "predictor",
+    )
     rows = []
     for r in reports:
         lat = r.latency_ms
         ood = " (outside its data)" if lat.ood is not None and lat.ood > 3 else ""
-        rows.append((r.device, fmt_time_ms(lat.value), f"{fmt_time_ms(lat.low)} - {fmt_time_ms(lat.high)}",
-                     fmt_rate(r.throughput_per_s.value), fmt_bytes(r.peak_memory_bytes.value),
-                     "yes" if r.fits_in_memory else "NO", fmt_energy_j(r.energy_per_sample_j.value),
-                     fmt_carbon_g(r.carbon_g.value), fmt_usd(r.cost_usd.value),
-                     (r.mig.recommended or "none") if r.mig else "-", f"{r.predictor}{ood}"))
+        rows.append(
+            (
+                r.device,
+                fmt_time_ms(lat.value),
+                f"{fmt_time_ms(lat.low)} - {fmt_time_ms(lat.high)}",
+                fmt_rate(r.throughput_per_s.value),
+                fmt_bytes(r.peak_memory_bytes.value),
+                "yes" if r.fits_in_memory else "NO",
+                fmt_energy_j(r.energy_per_sample_j.value),
+                fmt_carbon_g(r.carbon_g.value),
+                fmt_usd(r.cost_usd.value),
+                (r.mig.recommended or "none") if r.mig else "-",
+                f"{r.predictor}{ood}",
+            )
+        )
     return Answer(columns, tuple(rows), tuple(reports), first_graph)
 
 
@@ -109,7 +190,7 @@ def _graph(q: Question, device: Any):
     from perfpredict.precision import resolve_run_dtype
 
     if q.onnx_path:
-        from perfpredict.cli_onnx import graph_from_onnx_args
+        from perfpredict.compiler_hooks.onnx_file import graph_from_onnx_args
 
         run = resolve_run_dtype(None, q.dtype, q.precision, q.phase == "training", device)
         return graph_from_onnx_args(q.onnx_path, [], phase=q.phase), run
@@ -133,12 +214,33 @@ def _generation(q: Question, devices: list) -> Answer:
         source = q.model
     else:
         raise InvalidInputError("generation needs a HuggingFace LLM: a shipped id or an uploaded config.json")
-    reports = [predict_generation(source, prompt_tokens=q.seq or 512, new_tokens=q.new_tokens, batch=q.batch,
-                                  device=d.name, dtype=q.dtype) for d in devices]
-    columns = ("device", "time to first token", "per output token", "tokens/s", "peak memory", "fits",
-               "largest batch", "cost per 1M tokens")
-    rows = tuple((r.device, fmt_time_ms(r.ttft_ms), fmt_time_ms(r.tpot_mean_ms), fmt_rate(r.tokens_per_s, "tokens/s"),
-                  fmt_bytes(r.peak_memory_bytes), "yes" if r.fits else "NO", f"{r.max_batch:,}",
-                  "-" if r.cost_per_million_tokens_usd is None else fmt_usd(r.cost_per_million_tokens_usd))
-                 for r in reports)
+    reports = [
+        predict_generation(
+            source, prompt_tokens=q.seq or 512, new_tokens=q.new_tokens, batch=q.batch, device=d.name, dtype=q.dtype
+        )
+        for d in devices
+    ]
+    columns = (
+        "device",
+        "time to first token",
+        "per output token",
+        "tokens/s",
+        "peak memory",
+        "fits",
+        "largest batch",
+        "cost per 1M tokens",
+    )
+    rows = tuple(
+        (
+            r.device,
+            fmt_time_ms(r.ttft_ms),
+            fmt_time_ms(r.tpot_mean_ms),
+            fmt_rate(r.tokens_per_s, "tokens/s"),
+            fmt_bytes(r.peak_memory_bytes),
+            "yes" if r.fits else "NO",
+            f"{r.max_batch:,}",
+            "-" if r.cost_per_million_tokens_usd is None else fmt_usd(r.cost_per_million_tokens_usd),
+        )
+        for r in reports
+    )
     return Answer(columns, rows, tuple(reports))

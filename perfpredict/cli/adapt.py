@@ -1,0 +1,76 @@
+"""``perfpredict adapt``: few-shot adaptation of a trained predictor to a new device's measured rows."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "adapt",
+        parents=parents or [],
+        help="adapt a trained predictor to a new device from a few measured rows",
+        description="Fine-tune the gnn_llm artifact (or graphsage / gae_gnn) on --shots rows measured on --device "
+        "and register the result for that device; the other rows check it (MAPE before and after).",
+    )
+    p.add_argument("--device", required=True, help="the new device, as the catalog names it (perfpredict devices)")
+    p.add_argument(
+        "--data",
+        required=True,
+        type=Path,
+        help="its measured rows: a dataset folder from `perfpredict collect`, or a rows .parquet/.jsonl",
+    )
+    p.add_argument("--shots", type=int, default=32, help="rows to adapt on (default 32); the rest are held out")
+    p.add_argument("--predictor", default="gnn_llm", help="gnn_llm (default), graphsage or gae_gnn")
+    p.add_argument(
+        "--from",
+        dest="from_device",
+        default=None,
+        help="the trained device to start from (default: a shipped artifact of the same kind)",
+    )
+    p.add_argument("--steps", type=int, default=100, help="optimiser steps over the shots (default 100)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="artifact root (default: the user folder, ~/.local/share/perfpredict/artifacts)",
+    )
+    p.add_argument("--latency-stat", choices=("median", "min"), default="median")
+    p.add_argument(
+        "--include-busy-host",
+        action="store_true",
+        help="keep rows measured while other work loaded the host (left out by default: see data/README.md)",
+    )
+    p.set_defaults(func=run, handler=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfpredict.predictors.adapt import adapt
+
+    result = adapt(
+        args.device,
+        args.data,
+        predictor=args.predictor,
+        shots=args.shots,
+        seed=args.seed,
+        steps=args.steps,
+        from_device=args.from_device,
+        out_root=args.out,
+        latency_stat=args.latency_stat,
+        progress=True,
+        include_busy_host=args.include_busy_host,
+    )
+    print(f"adapted on {result.shots} rows; checked on the other {result.held_out}:")
+    for target, after in result.after.items():
+        print(f"  {target}: MAPE {result.before.get(target, float('nan')):.1f}% before, {after:.1f}% after")
+    print(
+        f"perfpredict: wrote {result.folder}; predictor={args.predictor!r} (and 'auto', when it is the best one) "
+        f"now uses it for {args.device}",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,81 @@
+"""The ``perfpredict`` command line: the parser of every command, and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+
+from perfpredict.cli import adapt, collect, demo, devices, generate, host, predict, roofline, serve, train
+from perfpredict.cli.args import EXIT_BUG, EXIT_OK, EXIT_USAGE, PROG, Parser, UsageError, fail, one_line
+from perfpredict.errors import PerfPredictError
+
+# in `perfpredict --help` order; each module's register() adds its commands
+COMMANDS = (predict, devices, demo, generate, serve, roofline, host, collect, train, adapt)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser = Parser(
+        prog=PROG,
+        parents=[common],
+        description="Predict a model's latency, memory, energy, carbon, "
+        "cost and MIG fit on an accelerator, without running it there.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for command in COMMANDS:
+        command.register(sub, parents=[common])
+    return parser
+
+
+def report_warnings(caught: list, debug: bool) -> None:
+    """Show our own warnings once, on stderr; library noise (torch, transformers) only under --debug."""
+    seen = set()
+    for w in caught:
+        ours = w.category.__module__.startswith("perfpredict") or "perfpredict" in str(w.filename)
+        text = one_line(w.message)
+        if (ours or debug) and text not in seen:
+            seen.add(text)
+            print(f"{PROG}: warning: {text}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 1 bug, 2 bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            raise UsageError(
+                f"choose a command: predict, explain, devices, models, demo, roofline, collect, zoo, train, "
+                f"calibrate-host (`{PROG} --help`)"
+            )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            code = args.func(args)
+        report_warnings(caught, debug)
+        return code
+    except SystemExit as exit_:  # --help and --version end here
+        return exit_.code if isinstance(exit_.code, int) else EXIT_OK
+    except UsageError as err:
+        fail(one_line(err))
+        return EXIT_USAGE
+    except PerfPredictError as err:
+        if debug:
+            raise
+        fail(one_line(err))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:
+        if debug:
+            raise
+        fail(f"unexpected {type(err).__name__}: {one_line(err)} (rerun with --debug for the traceback)")
+        return EXIT_BUG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""``perfpredict predict`` and ``perfpredict explain``: one model on one device, as tables, JSON or HTML."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from perfpredict.cli.args import (
+    EXIT_OK,
+    PROG,
+    Parser,
+    console,
+    write_text,
+)
+from perfpredict.cli.model_args import add_model_args, graph_from_args, run_dtype
+from perfpredict.cli.parallel import add_parallel_args, plan_from_args, run_parallel
+
+
+def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> None:
+    """Add ``predict`` and ``explain``."""
+    p = subparsers.add_parser("predict", parents=parents or [], help="predict one model on one device")
+    add_model_args(p, top_default=10)
+    p.add_argument("--json", metavar="PATH", help="write the report as JSON to PATH ('-': stdout, nothing else)")
+    p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report to PATH")
+    add_parallel_args(p)
+    p.set_defaults(func=cmd_predict)
+
+    p = subparsers.add_parser(
+        "explain", parents=parents or [], help="the full per-op breakdown, coverage and unknown ops"
+    )
+    add_model_args(p, top_default=None)
+    p.set_defaults(func=cmd_explain)
+
+
+def parse_predict(argv: list[str]) -> argparse.Namespace:
+    """``perfpredict predict`` arguments parsed alone (the demo asks its questions as a user would type them)."""
+    parser = Parser(prog=f"{PROG} predict")
+    add_model_args(parser, top_default=10)
+    return parser.parse_args(argv)
+
+
+def predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[Any, Any]:
+    """(PerfReport, OpGraph) for the model and device the arguments name."""
+    from perfpredict.devices import get_device
+    from perfpredict.pipeline import report_for_graph
+
+    device = get_device(args.device)  # fail fast, before a model is built
+    phase = "training" if args.training else "inference"
+    args.run = run_dtype(args, device)
+    graph, name = graph_from_args(args, phase)
+    assumed = {} if args.onnx else {"dtype": args.run.source}
+    report = report_for_graph(
+        graph,
+        device=device,
+        phase=phase,
+        predictor=args.predictor,
+        model_name=name,
+        max_latency_ms=args.max_latency_ms,
+        min_throughput_per_s=args.min_throughput,
+        top_ops=keep_ops,
+        mode=args.mode,
+        optimizer=args.optimizer,
+        tf32=args.tf32,
+        precision=args.run.precision if not args.onnx or args.precision else None,
+        weights_built_in=None if args.weights_built_in == "none" else args.weights_built_in,
+        assumed=assumed,
+    )
+    return report, graph
+
+
+def _roofline_section(graph: Any, device_name: str) -> dict[str, str]:
+    """The model's ops on the device's roofline, as inline SVG for the HTML report (a line saying why, if the plot
+    cannot be drawn: never a section that silently disappears)."""
+    from perfpredict.devices import get_device
+    from perfpredict.errors import MissingDependencyError
+    from perfpredict.kernels.plot import roofline_svg
+
+    try:
+        return {"Roofline": roofline_svg(graph, get_device(device_name))}
+    except (ImportError, MissingDependencyError) as err:
+        return {"Roofline": f"<p>The roofline plot could not be drawn: {err}</p>"}
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from perfpredict.render_html import render_html
+    from perfpredict.render_text import print_report
+
+    plan = plan_from_args(args)
+    if plan is not None:
+        return run_parallel(args, plan)
+    report, graph = predict_from_args(args)
+    if args.json == "-":
+        sys.stdout.write(report.to_json() + "\n")
+    else:
+        print_report(report, console=console(), top_ops=args.top)
+    if args.json and args.json != "-":
+        write_text(args.json, report.to_json() + "\n")
+    if args.html:
+        write_text(args.html, render_html(report, extra_sections=_roofline_section(graph, report.device)))
+    written = [p for p in (args.json, args.html) if p and p != "-"]
+    if written:
+        print(f"{PROG}: wrote {', '.join(written)}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from perfpredict.render_text import explain_renderables
+
+    report, _ = predict_from_args(args, keep_ops=1_000_000)  # explain shows every op
+    out = console()
+    for part in explain_renderables(report, top_ops=args.top):
+        out.print(part)
+    return EXIT_OK

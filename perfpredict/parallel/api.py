@@ -1,0 +1,160 @@
+"""The entry point: a ParallelReport for an OpGraph, a device and a parallel plan.
+
+``parallel_report(graph, {"dp": 2, "tp": 4}, device="H100-SXM")`` is what ``perfpredict.predict(...,
+parallel=...)`` and the CLI's ``--dp/--tp/--pp/--fsdp/--sp/--microbatches`` call. The graph is one rank's
+micro-batch: capture the model at the micro-batch size. This package calls ``perfpredict.pipeline.report_for_graph``
+for each rank's compute, so ``perfpredict.pipeline`` must not import it back (an import cycle): the ``parallel=``
+option belongs in ``perfpredict.api`` and the CLI.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from perfpredict.parallel import build
+from perfpredict.parallel import memory as mem
+from perfpredict.parallel.plan import ParallelPlan, check_phase, parse_plan
+from perfpredict.parallel.report import ParallelReport
+from perfpredict.parallel.timing import RunOptions, analytical_node_s
+
+
+def parallel_report(
+    graph,
+    parallel: ParallelPlan | Mapping[str, Any] | None,
+    *,
+    device: Any = "H100-SXM",
+    predictor: str = "auto",
+    optimizer: str = "adamw",
+    precision: str | None = None,
+    mode: str = "eager",
+    tf32: bool = False,
+    model_name: str | None = None,
+    interconnect: Any = None,
+) -> ParallelReport:
+    """Predict one step of ``graph`` (a training or inference OpGraph at the micro-batch size) spread over GPUs as
+    ``parallel`` says (``{"dp", "tp", "pp", "fsdp", "sp", "microbatches", "zero_stage", "gpus_per_node",
+    "bucket_mb"}``). ``precision``: a recipe of perfpredict.precision, or ``master-bf16``/``master-fp16`` (the
+    ZeRO paper's 2+2+12 bytes per parameter); None keeps the graph's dtype. ``interconnect``: an
+    ``Interconnect`` to use in place of the catalog's (another cluster)."""
+    from perfpredict.devices import get_device
+    from perfpredict.parallel.interconnect import interconnect_for
+    from perfpredict.parallel.simulate import links_of, run_stages, step_s
+
+    plan = parse_plan(parallel)
+    training = graph.phase == "training"
+    check_phase(plan, graph.phase)
+    dev = get_device(device) if isinstance(device, str) else device
+    ic = interconnect or interconnect_for(dev)
+    each = mem.per_param(graph, precision, optimizer) if training else None
+    options = RunOptions(predictor, optimizer, mem.compute_precision(precision) if training else None, mode, tf32)
+    links = links_of(ic, plan)
+    runs = run_stages(graph, plan, dev, options, links, each.gradients if each else 0.0, each.gathered if each else 0.0)
+    step = step_s(runs, plan.microbatches)
+    memories = [build.rank_memory(r, plan, each, dev) for r in runs]
+    stages = tuple(build.stage_report(r, plan, m, dev) for r, m in zip(runs, memories))
+    slowest = max(runs, key=lambda r: r.microbatch_s)
+    single_s, single_fits = _single_gpu(graph, dev, options, plan)
+    return _report(
+        graph, plan, dev, ic, runs, slowest, stages, links, step, single_s, single_fits, model_name, precision
+    )
+
+
+def _single_gpu(graph, device, options: RunOptions, plan: ParallelPlan) -> tuple[float, bool]:
+    """Seconds for one GPU to run the whole global batch (gradient accumulation over dp x microbatches
+    micro-batches, one optimizer step), and whether one micro-batch fits on it."""
+    from perfpredict.pipeline import report_for_graph
+
+    single = report_for_graph(
+        graph,
+        device=device,
+        predictor=options.predictor,
+        optimizer=options.optimizer,
+        precision=options.precision,
+        mode=options.mode,
+        tf32=options.tf32,
+        weights_built_in=None,
+    )
+    total_s = single.latency_ms.value / 1e3
+    optimizer_s = min(analytical_node_s(graph, device, options)[1], total_s) if graph.phase == "training" else 0.0
+    micro_batches = plan.microbatches * plan.dp
+    return micro_batches * (total_s - optimizer_s) + optimizer_s, single.fits_in_memory
+
+
+def _report(
+    graph, plan, dev, ic, runs, slowest, stages, links, step, single_s, single_fits, model_name, precision
+) -> ParallelReport:
+    m = plan.microbatches
+    compute = m * (slowest.time.forward_s + slowest.time.backward_s) + slowest.time.optimizer_s
+    exposed = max(step - compute - _bubble_s(runs, m), 0.0)
+    comm = m * (slowest.tp_forward_s + slowest.tp_backward_s + slowest.p2p_s) + slowest.dp.comm_s_per_step
+    global_batch = graph.batch_size * m * plan.dp
+    peak = max(s.memory.total_bytes for s in stages)
+    warn = _warnings(plan, stages, dev)
+    for text in warn:
+        warnings.warn(text, stacklevel=3)
+    return ParallelReport(
+        model_name=model_name or graph.name or "model",
+        device=dev.name,
+        phase=graph.phase,
+        plan=plan.to_dict(),
+        world_size=plan.world_size,
+        nodes=plan.nodes,
+        micro_batch_size=graph.batch_size,
+        global_batch_size=global_batch,
+        seq_len=graph.seq_len,
+        dtype=graph.dtype,
+        precision=precision,
+        step_ms=step * 1e3,
+        compute_ms=compute * 1e3,
+        communication_ms=comm * 1e3,
+        exposed_communication_ms=exposed * 1e3,
+        exposed_share=exposed / step if step else 0.0,
+        bubble_fraction=pipeline_bubble(plan),
+        throughput_per_s=global_batch / step if step else 0.0,
+        single_gpu_step_ms=single_s * 1e3,
+        scaling_efficiency=single_s / (plan.world_size * step) if step else 0.0,
+        peak_memory_bytes=peak,
+        device_memory_bytes=dev.memory_bytes,
+        fits_in_memory=all(s.fits_in_memory for s in stages),
+        single_gpu_fits_in_memory=single_fits,
+        stages=stages,
+        collectives=build.summaries(slowest, plan, links),
+        interconnect=ic.describe(),
+        assumptions=build.assumptions(plan, links, ic.describe(), graph.phase == "training"),
+        warnings=tuple(warn),
+    )
+
+
+def pipeline_bubble(plan: ParallelPlan) -> float:
+    from perfpredict.parallel.pipeline import bubble_fraction
+
+    return bubble_fraction(plan.pp, plan.microbatches) if plan.pp > 1 else 0.0
+
+
+def _bubble_s(runs, microbatches: int) -> float:
+    """The slowest stage's idle time in the 1F1B schedule (the others' fill and drain)."""
+    times = [r.microbatch_s for r in runs]
+    return sum(times) - max(times)
+
+
+def _warnings(plan: ParallelPlan, stages, dev) -> list[str]:
+    out = []
+    if plan.tp > plan.gpus_per_node:
+        out.append(
+            f"tp={plan.tp} spans nodes ({plan.gpus_per_node} GPUs each): tensor-parallel all-reduces then "
+            "run over the network on the critical path; keep tp within a node"
+        )
+    if plan.pp > 1 and plan.microbatches < plan.pp:
+        out.append(
+            f"microbatches={plan.microbatches} < pp={plan.pp}: the pipeline is idle "
+            f"{pipeline_bubble(plan):.0%} of the step; use at least {plan.pp} microbatches (4x is common)"
+        )
+    for s in stages:
+        if not s.fits_in_memory:
+            out.append(
+                f"stage {s.stage} needs {s.memory.total_bytes / 2**30:.1f} GiB per GPU, more than the "
+                f"{dev.memory_bytes / 2**30:.0f} GiB of a {dev.name}"
+            )
+    return out

@@ -1,0 +1,161 @@
+"""Build a ParallelReport from the simulated stages: memory per rank, the single-GPU baseline, collective summaries
+and the assumptions the numbers rest on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perfpredict.parallel import memory as mem
+from perfpredict.parallel import pipeline
+from perfpredict.parallel.collectives import bus_bandwidth_gb_per_s, collective_s
+from perfpredict.parallel.plan import ParallelPlan
+from perfpredict.parallel.report import CollectiveSummary, RankMemory, StageReport
+from perfpredict.parallel.simulate import Links, StageRun
+from perfpredict.parallel.structure import labelled_params
+
+VALIDATION_NOTE = (
+    "multi-GPU latency is not validated on hardware: the communication formulas are checked against "
+    "published nccl-tests bus bandwidths and the message sizes against torch.distributed on CPU "
+    "(gloo), but no multi-GPU step time has been measured against these predictions"
+)
+
+
+def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, device: Any) -> RankMemory:
+    """Peak memory of one rank of ``run``'s stage (see perfpredict.parallel.memory)."""
+    graph = run.stage.graph
+    training = each is not None
+    pp, m = plan.pp, plan.microbatches
+    flight = pipeline.in_flight(run.stage.index, pp, m) if training and pp > 1 else 1
+    activations = run.time.report.memory.activations_peak_bytes + (flight - 1) * mem.saved_activation_bytes(
+        graph, run.start
+    )
+    if not training:
+        return RankMemory(graph.param_bytes, 0, 0, activations, 0, 0, 0, device.runtime_overhead_bytes)
+    stage = plan.shard_stage if plan.dp > 1 else 0
+    state = mem.sharded_state(graph.trainable_param_count, each, stage, plan.dp)
+    frozen = round((graph.param_count - graph.trainable_param_count) * each.gathered)
+    gathered, buckets, copies = 0, 0, round(graph.trainable_param_count * each.weight_copies)
+    if stage >= 3:
+        per_label = labelled_params(graph, run.labels, run.start)
+        largest = max((v for k, v in per_label.items() if k >= 0), default=0)
+        root = sum(v for k, v in per_label.items() if k < 0)
+        gathered = round((2 * largest + root) * each.gathered + largest * each.gradients)
+        copies = 0  # FSDP2 casts when it gathers (a MixedPrecisionPolicy), no autocast cache of every layer
+    elif stage == 0 and plan.dp > 1:
+        buckets = state.gradients_bytes  # DDP copies gradients into its buckets
+    return RankMemory(
+        state.weights_bytes + frozen,
+        state.gradients_bytes,
+        state.optimizer_state_bytes,
+        activations,
+        gathered,
+        buckets,
+        copies,
+        device.runtime_overhead_bytes,
+    )
+
+
+def stage_report(run: StageRun, plan: ParallelPlan, memory: RankMemory, device: Any) -> StageReport:
+    m = plan.microbatches
+    return StageReport(
+        stage=run.stage.index,
+        layers=run.stage.layers,
+        param_count=run.stage.graph.param_count,
+        forward_ms=run.time.forward_s * 1e3,
+        backward_ms=run.time.backward_s * 1e3,
+        optimizer_ms=run.time.optimizer_s * 1e3,
+        tp_comm_ms=(run.tp_forward_s + run.tp_backward_s) * 1e3,
+        p2p_comm_ms=run.p2p_s * 1e3,
+        dp_comm_ms=run.dp.comm_s_per_step * 1e3,
+        dp_exposed_ms=(m * run.dp.per_microbatch_exposed_s + run.dp.last_microbatch_exposed_s + run.dp.after_step_s)
+        * 1e3,
+        in_flight_microbatches=pipeline.in_flight(run.stage.index, plan.pp, m) if plan.pp > 1 else 1,
+        memory=memory,
+        fits_in_memory=memory.total_bytes <= device.memory_bytes,
+    )
+
+
+def summaries(run: StageRun, plan: ParallelPlan, links: Links) -> tuple[CollectiveSummary, ...]:
+    """One rank's collectives per step, grouped by (group, kind, phase)."""
+    m = plan.microbatches
+    rows: dict[tuple[str, str, str], list] = {}
+    calls = [
+        (c.group, c.kind, f"{c.phase} (hidden)" if c.hidden else c.phase, c.size_bytes, m, plan.tp) for c in run.tp
+    ]
+    calls += [
+        ("dp", c.kind, c.phase, c.size_bytes, n, plan.dp) for (c, _), n in zip(run.dp.comms, run.dp.calls_per_step)
+    ]
+    training = run.start < len(run.stage.graph.nodes)
+    sends = [("forward", run.stage.send_bytes), ("backward", run.recv_bytes if training else 0)]
+    calls += [("pp", "send_recv", phase, b, m, 2) for phase, b in sends if b]
+    for group, kind, phase, size, count, ranks in calls:
+        rows.setdefault((group, kind, phase), []).append((size, count, ranks))
+    out = []
+    for (group, kind, phase), items in rows.items():
+        link = getattr(links, group)
+        ranks = items[0][2]
+        seconds = sum(collective_s(kind, size, ranks, link) * count for size, count, _ in items)
+        largest = max(size for size, _, _ in items)
+        out.append(
+            CollectiveSummary(
+                group,
+                kind,
+                phase,
+                sum(n for _, n, _ in items),
+                largest,
+                sum(s * n for s, n, _ in items),
+                seconds * 1e3,
+                ranks,
+                bus_bandwidth_gb_per_s(kind, largest, ranks, link),
+                link.description,
+            )
+        )
+    return tuple(sorted(out, key=lambda s: (s.group, s.phase, s.kind)))
+
+
+def assumptions(plan: ParallelPlan, links: Links, interconnect: str, training: bool) -> dict[str, str]:
+    out = {
+        "validation": VALIDATION_NOTE,
+        "placement": "ranks laid out tp, then dp, then pp (Megatron-LM's default order); "
+        f"{plan.gpus_per_node} GPUs per node",
+        "interconnect": interconnect,
+        # only the groups the plan has: a link of one GPU carries nothing
+        **{
+            f"{name}_link": link.description
+            for name, size, link in (("tp", plan.tp, links.tp), ("dp", plan.dp, links.dp), ("pp", plan.pp, links.pp))
+            if size > 1
+        },
+        "tensor_parallel": "Megatron-style column/row-parallel linears; its collectives are on the critical path "
+        "(not overlapped)"
+        + (
+            "; sequence parallelism: reduce-scatter + all-gather in place of "
+            "each all-reduce, the backward re-gather assumed hidden"
+            if plan.sp
+            else ""
+        ),
+        "bandwidth": "large messages reach the link's achievable fraction of its line rate (NCCL ring); NVLink "
+        "SHARP (Hopper all-reduce over 8 GPUs) is not modelled, and collectives of different groups "
+        "do not contend for links",
+        "micro_batch": "the graph's batch is one rank's micro-batch; global batch = micro-batch x microbatches x dp",
+    }
+    if plan.pp > 1:
+        out["pipeline"] = (
+            "1F1B: step = sum of stage times + (microbatches - 1) x the slowest; stages balanced by "
+            "roofline time; activation sends on the critical path"
+        )
+    if training and plan.dp > 1:
+        out["overlap"] = {
+            0: "DDP: gradient all-reduce in 25 MiB buckets (first 1 MiB), each as soon as its "
+            "gradients are ready, overlapping the rest of the last microbatch's backward",
+            1: "ZeRO-1: bucketed gradient reduce-scatter overlapping the backward; parameter "
+            "all-gather after the optimizer step, exposed",
+            2: "ZeRO-2: as ZeRO-1, gradients sharded too",
+            3: "FSDP2 defaults: each layer's parameters all-gathered before its forward and again "
+            "before its backward, prefetching one layer ahead; gradients reduce-scattered after "
+            "each layer's backward (last microbatch), overlapping the next",
+        }[plan.shard_stage]
+    out["scaling_efficiency"] = (
+        "throughput per GPU over one GPU running the same global batch by gradient "
+        "accumulation (its forward and backward once per micro-batch, one optimizer step)"
+    )
+    return out

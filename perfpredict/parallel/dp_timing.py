@@ -1,0 +1,96 @@
+"""The data-parallel collectives of one pipeline stage, timed on the two-stream model (``overlap``).
+
+Each stage's compute is cut into units (the layers, and the root: what lies outside them), each with its forward
+and backward seconds (tensor-parallel collectives included: they hold the compute stream). The collectives of
+``data_parallel`` are released and awaited by those units. Two numbers come out: what a microbatch loses waiting
+(FSDP's gathers; 0 for DDP and ZeRO 1/2, whose gradients are reduced on the last microbatch only) and what the
+last microbatch adds on top (the gradient reduction that the end of the backward could not hide).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from perfpredict.parallel import data_parallel as dpm
+from perfpredict.parallel.collectives import REDUCE_SCATTER, collective_s
+from perfpredict.parallel.interconnect import GroupLink
+from perfpredict.parallel.overlap import Comm, simulate
+from perfpredict.parallel.structure import POST, PRE, module_params
+
+
+@dataclass(frozen=True)
+class DataParallelTime:
+    per_microbatch_exposed_s: float
+    last_microbatch_exposed_s: float  # on top of per_microbatch_exposed_s
+    after_step_s: float  # ZeRO 1/2's all-gather of the updated parameters
+    comm_s_per_step: float
+    comms: tuple[tuple[dpm.PlannedComm, float], ...]  # (collective, seconds) of one step
+    calls_per_step: tuple[int, ...]  # how often each runs per step
+
+
+def units_of(
+    graph, labels: Sequence[int], forward_s: dict[int, float], backward_s: dict[int, float], start: int | None = None
+) -> list[dpm.Unit]:
+    """The stage's units in forward order (PRE, its layers, POST), with their modules' parameter counts scaled to
+    the graph's trainable total (the counts include buffers; frozen weights are not reduced). ``start``: the
+    first backward op (``backward_start`` when not given)."""
+    first: dict[str, int] = {}
+    for node, label in zip(graph.nodes, labels):
+        first.setdefault(node.module_path, label)
+    counts = module_params(graph, start)
+    scale = graph.trainable_param_count / max(sum(counts.values()), 1)
+    tensors: dict[int, list[int]] = {}
+    for path, count in counts.items():
+        tensors.setdefault(first[path], []).append(round(count * scale))
+    order = [PRE, *sorted(x for x in set(labels) if x >= 0), POST]
+    return [
+        dpm.Unit(x, sum(tensors.get(x, [])), tuple(tensors.get(x, [])), forward_s.get(x, 0.0), backward_s.get(x, 0.0))
+        for x in order
+        if x in set(labels)
+    ]
+
+
+def data_parallel_time(
+    units: Sequence[dpm.Unit],
+    stage: int,
+    dp: int,
+    link: GroupLink,
+    grad_bytes: float,
+    gathered_bytes: float,
+    bucket_mb: float,
+    microbatches: int,
+) -> DataParallelTime:
+    """``stage``: what is sharded (0 DDP, 1-2 ZeRO, 3 FSDP); bytes are per parameter."""
+
+    def timed(comms):
+        return [(c, collective_s(c.kind, c.size_bytes, dp, link)) for c in comms]
+
+    if dp == 1:
+        return DataParallelTime(0.0, 0.0, 0.0, 0.0, (), ())
+    if stage >= 3:
+        per_mb = timed(dpm.fsdp_comms(units, gathered_bytes, grad_bytes, reduce=False))
+        last = timed(dpm.fsdp_comms(units, gathered_bytes, grad_bytes, reduce=True))
+        tasks = [u.forward_s for u in units] + [u.backward_s for u in reversed(units)]
+        exposed_mb = simulate(tasks, [Comm(s, c.ready_after, c.needed_by) for c, s in per_mb]).exposed_s
+        exposed_last = simulate(tasks, [Comm(s, c.ready_after, c.needed_by) for c, s in last]).exposed_s
+        scatter = [(c, s) for c, s in last if c.kind == REDUCE_SCATTER]
+        total = microbatches * sum(s for _, s in per_mb) + sum(s for _, s in scatter)
+        calls = tuple(microbatches for _ in per_mb) + tuple(1 for _ in scatter)
+        return DataParallelTime(
+            exposed_mb, max(exposed_last - exposed_mb, 0.0), 0.0, total, tuple(per_mb + scatter), calls
+        )
+    kind = "all_reduce" if stage == 0 else REDUCE_SCATTER
+    buckets = timed(dpm.ddp_comms(units, grad_bytes, bucket_mb, kind))
+    tasks = [sum(u.forward_s for u in units)] + [u.backward_s for u in reversed(units)]
+    exposed = simulate(tasks, [Comm(s, c.ready_after) for c, s in buckets]).exposed_s
+    after = timed([dpm.zero_gather(units, gathered_bytes)]) if stage in (1, 2) else []
+    after_s = sum(s for _, s in after)
+    return DataParallelTime(
+        0.0,
+        exposed,
+        after_s,
+        sum(s for _, s in buckets) + after_s,
+        tuple(buckets + after),
+        tuple(1 for _ in buckets + after),
+    )

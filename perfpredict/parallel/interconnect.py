@@ -1,0 +1,140 @@
+"""The links between GPUs: NVLink/NVSwitch or PCIe inside a node, InfiniBand or Ethernet between nodes.
+
+``perfpredict/data/interconnects.json`` holds, per device of the catalog, the per-GPU bandwidth of each fabric (one
+direction, the line rate) and the share of it NCCL reaches, with sources. A group of ranks that fits in one node
+runs at the intra-node bus bandwidth. A group that spans nodes is limited by the NICs: each GPU's share of its
+node's NICs, pooled over the group's GPUs in that node (NCCL runs one ring per NIC), and never more than the
+intra-node rate. NB: NVLink SHARP (NVLS), which lifts an 8-GPU all-reduce on Hopper above the ring's bus bandwidth,
+is not modelled: the prediction is the ring's, which NCCL reaches for every collective.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfpredict.errors import InvalidInputError
+
+INTERCONNECTS_FILE = Path(__file__).resolve().parents[1] / "data" / "interconnects.json"
+
+
+@dataclass(frozen=True)
+class LinkKind:
+    """A kind of link: the share of its line rate NCCL reaches and NCCL's latency constants for it."""
+
+    name: str
+    achievable_fraction: float
+    latency_us: dict[str, float]
+
+
+@dataclass(frozen=True)
+class GroupLink:
+    """What one communication group runs on: its bus bandwidth and how many nodes it spans."""
+
+    bus_bandwidth_gb_per_s: float
+    nodes: int
+    intra: LinkKind
+    inter: LinkKind
+    description: str
+
+    def inter_steps(self, kind: str) -> int:
+        """Ring steps that cross nodes: 2(nodes-1) for an all-reduce, nodes-1 for the others (as NCCL counts)."""
+        if self.nodes <= 1:
+            return 0
+        return 2 * (self.nodes - 1) if kind == "all_reduce" else self.nodes - 1
+
+    def base_us(self, proto: str) -> float:
+        return self.intra.latency_us[f"base_{proto}"]
+
+    def step_us(self, proto: str, inter: bool) -> float:
+        return (self.inter if inter else self.intra).latency_us[f"step_{proto}"]
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    device: str
+    intra: LinkKind
+    intra_per_direction_gb_per_s: float
+    intra_generation: str
+    inter: LinkKind
+    nic_gbit_per_s: float
+    nics_per_node: int
+    inter_generation: str
+    sources: str
+
+    def group(self, ranks: int, stride: int, gpus_per_node: int) -> GroupLink:
+        """The link of a group of ``ranks`` ranks ``stride`` apart (rank k*stride), nodes of ``gpus_per_node``."""
+        nodes = len({(k * stride) // gpus_per_node for k in range(ranks)})
+        per_node = -(-ranks // nodes)
+        intra_gb_per_s = self.intra_per_direction_gb_per_s * self.intra.achievable_fraction
+        if nodes == 1:
+            return GroupLink(
+                intra_gb_per_s,
+                1,
+                self.intra,
+                self.inter,
+                f"{self.intra_generation}, {intra_gb_per_s:.0f} GB/s bus bandwidth",
+            )
+        nic_gb_per_s = self.nic_gbit_per_s * self.nics_per_node / 8 / gpus_per_node * self.inter.achievable_fraction
+        bandwidth = min(per_node * nic_gb_per_s, intra_gb_per_s if per_node > 1 else float("inf"))
+        return GroupLink(
+            bandwidth,
+            nodes,
+            self.intra,
+            self.inter,
+            f"{nodes} nodes over {self.inter_generation} ({per_node} GPU(s) per node), "
+            f"{bandwidth:.0f} GB/s bus bandwidth",
+        )
+
+    def describe(self) -> str:
+        return (
+            f"{self.intra_generation} {self.intra_per_direction_gb_per_s:g} GB/s per direction per GPU at "
+            f"{self.intra.achievable_fraction:.0%}; between nodes {self.nics_per_node}x "
+            f"{self.nic_gbit_per_s:g} Gb/s {self.inter_generation} at {self.inter.achievable_fraction:.0%}"
+        )
+
+
+@functools.lru_cache(maxsize=1)
+def _catalog() -> dict[str, Any]:
+    return json.loads(INTERCONNECTS_FILE.read_text())
+
+
+def interconnect_for(device: Any) -> Interconnect:
+    """The interconnect of a catalog device (a Device or its name; a MIG slice uses its parent's)."""
+    from perfpredict.devices import get_device
+
+    dev = get_device(device) if isinstance(device, str) else device
+    name = dev.parent or dev.name
+    data = _catalog()
+    entry = data["devices"].get(name)
+    if entry is None:
+        known = ", ".join(data["devices"])
+        raise InvalidInputError(
+            f"no interconnect is known for device {name!r}; multi-GPU prediction covers "
+            f"{known}. Add it to perfpredict/data/interconnects.json"
+        )
+    entry = _resolved(data["devices"], entry)
+    intra, inter = entry["intra"], entry["inter"]
+    links = {
+        k: LinkKind(k, float(v["achievable_fraction"]), dict(v["nccl_latency_us"])) for k, v in data["links"].items()
+    }
+    return Interconnect(
+        device=name,
+        intra=links[intra["link"]],
+        intra_per_direction_gb_per_s=float(intra["per_direction_gb_per_s"]),
+        intra_generation=intra["generation"],
+        inter=links[inter["link"]],
+        nic_gbit_per_s=float(inter["nic_gbit_per_s"]),
+        nics_per_node=int(inter["nics_per_node"]),
+        inter_generation=inter["generation"],
+        sources=f"intra: {intra['source']}; inter: {inter['source']}",
+    )
+
+
+def _resolved(devices: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    while "same_as" in entry:
+        entry = devices[entry["same_as"]]
+    return entry

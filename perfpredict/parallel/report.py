@@ -1,0 +1,127 @@
+"""ParallelReport: what perfpredict predicts for one step spread over several GPUs (data only; ``render`` shows it).
+
+Times are per step (one optimizer step over the global batch) unless a name says per microbatch. Every rank of a
+pipeline stage runs the same graph, so there is one entry per stage; ``step_ms`` is the slowest rank's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+PARALLEL_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """Peak memory of one rank, term by term; ``total_bytes`` is their sum."""
+
+    weights_bytes: int
+    gradients_bytes: int
+    optimizer_state_bytes: int
+    activations_bytes: int
+    gathered_weights_bytes: int  # FSDP: the all-gathered layers in use (and one layer's unsharded gradients)
+    comm_buffers_bytes: int  # DDP's gradient buckets
+    weight_copies_bytes: int  # autocast's half-precision weight copies
+    runtime_overhead_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return (
+            self.weights_bytes
+            + self.gradients_bytes
+            + self.optimizer_state_bytes
+            + self.activations_bytes
+            + self.gathered_weights_bytes
+            + self.comm_buffers_bytes
+            + self.weight_copies_bytes
+            + self.runtime_overhead_bytes
+        )
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """One pipeline stage (every rank of it alike): its layers, times and memory."""
+
+    stage: int
+    layers: tuple[int, ...]
+    param_count: int  # parameters on one rank of the stage, before data-parallel sharding
+    forward_ms: float  # per microbatch
+    backward_ms: float  # per microbatch
+    optimizer_ms: float  # per step
+    tp_comm_ms: float  # per microbatch, on the critical path
+    p2p_comm_ms: float  # per microbatch, sending and receiving activations and their gradients
+    dp_comm_ms: float  # per step, all data-parallel collectives
+    dp_exposed_ms: float  # per step, what they add to the step
+    in_flight_microbatches: int
+    memory: RankMemory
+    fits_in_memory: bool
+
+
+@dataclass(frozen=True)
+class CollectiveSummary:
+    """Collectives of one kind in one group, on one rank, per step."""
+
+    group: str  # "tp", "dp" or "pp"
+    kind: str
+    phase: str
+    calls_per_step: int
+    bytes_per_call: int  # the largest call (nccl-tests' S)
+    bytes_per_step: int
+    time_ms_per_step: float
+    ranks: int
+    bus_bandwidth_gb_per_s: float
+    link: str
+
+
+@dataclass(frozen=True)
+class ParallelReport:
+    model_name: str
+    device: str
+    phase: str
+    plan: dict[str, Any]
+    world_size: int
+    nodes: int
+    micro_batch_size: int
+    global_batch_size: int
+    seq_len: int | None
+    dtype: str
+    precision: str | None
+    step_ms: float
+    compute_ms: float  # the slowest rank's compute in one step (all microbatches, optimizer included)
+    communication_ms: float  # all its collectives' time, overlapped or not
+    exposed_communication_ms: float  # what communication adds to the step
+    exposed_share: float  # exposed_communication_ms / step_ms
+    bubble_fraction: float
+    throughput_per_s: float  # samples per second over the whole world
+    single_gpu_step_ms: float  # one GPU running the same global batch (gradient accumulation)
+    scaling_efficiency: float  # throughput per GPU over the single GPU's
+    peak_memory_bytes: int  # the fullest rank
+    device_memory_bytes: int
+    fits_in_memory: bool
+    single_gpu_fits_in_memory: bool
+    stages: tuple[StageReport, ...]
+    collectives: tuple[CollectiveSummary, ...]
+    interconnect: str
+    assumptions: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    schema_version: int = PARALLEL_SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ParallelReport:
+        d = dict(data)
+        d["stages"] = tuple(
+            StageReport(**{**s, "layers": tuple(s["layers"]), "memory": RankMemory(**s["memory"])}) for s in d["stages"]
+        )
+        d["collectives"] = tuple(CollectiveSummary(**c) for c in d["collectives"])
+        d["warnings"] = tuple(d.get("warnings", ()))
+        d["assumptions"] = dict(d.get("assumptions", {}))
+        return cls(**d)

@@ -1,0 +1,89 @@
+"""One rank's compute time, from the existing single-GPU predictors on the rank's own graph.
+
+``perfpredict.pipeline.report_for_graph`` gives the step's latency with the chosen predictor (two-timeline by default), its memory
+and its activations. The parallel model also needs that time split: forward and backward, per layer, and the
+optimizer step apart (it runs once per step, not per microbatch). The split follows the analytical (roofline)
+time of each op, scaled to the predictor's total; the optimizer's share is the analytical model's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfpredict.graph import OpGraph
+    from perfpredict.report import PerfReport
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the single-GPU report path needs besides the graph and device."""
+
+    predictor: str = "auto"
+    optimizer: str = "adamw"
+    precision: str | None = None  # a recipe of perfpredict.precision (compute-equivalent for master-* ones)
+    mode: str = "eager"
+    tf32: bool = False
+
+
+@dataclass(frozen=True)
+class RankTime:
+    """Seconds of one microbatch's forward and backward on one rank, per layer label, and of its optimizer step."""
+
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+    layer_forward_s: dict[int, float]
+    layer_backward_s: dict[int, float]
+    report: PerfReport
+
+
+def rank_time(graph: OpGraph, device: Any, options: RunOptions, labels: list[int], start: int) -> RankTime:
+    """Predict ``graph`` with the single-GPU path and split its latency (see the module docstring)."""
+    import numpy as np
+
+    from perfpredict.pipeline import report_for_graph
+
+    report = report_for_graph(
+        graph,
+        device=device,
+        predictor=options.predictor,
+        optimizer=options.optimizer,
+        precision=options.precision,
+        mode=options.mode,
+        tf32=options.tf32,
+        weights_built_in=None,
+    )
+    node_s, optimizer_s = analytical_node_s(graph, device, options)
+    total_s = report.latency_ms.value / 1e3
+    optimizer_s = min(optimizer_s, total_s)
+    work_s = total_s - optimizer_s
+    share = node_s * (work_s / node_s.sum()) if node_s.sum() > 0 else np.zeros_like(node_s)
+    fwd: dict[int, float] = {}
+    bwd: dict[int, float] = {}
+    for i, seconds in enumerate(share):
+        table = fwd if i < start else bwd
+        table[labels[i]] = table.get(labels[i], 0.0) + float(seconds)
+    return RankTime(float(share[:start].sum()), float(share[start:].sum()), optimizer_s, fwd, bwd, report)
+
+
+def analytical_node_s(graph: OpGraph, device: Any, options: RunOptions):
+    """(roofline seconds per op, the optimizer step's seconds) from the analytical predictor."""
+    import numpy as np
+
+    from perfpredict.devices import get_device
+    from perfpredict.predictors.analytical import AnalyticalPredictor
+    from perfpredict.predictors.base import RunConfig
+    from perfpredict.predictors.cost_arrays import CostArrays
+
+    dev = get_device(device) if isinstance(device, str) else device
+    config = RunConfig(
+        phase=graph.phase,
+        optimizer=options.optimizer,
+        tf32=options.tf32,
+        weights_built_in=None,
+        precision=options.precision if graph.phase == "training" else None,
+    )
+    ev = AnalyticalPredictor().evaluate(CostArrays.from_graph(graph), dev, config, np.array([graph.batch_size]))
+    return ev.node_s[:, 0], float(ev.optimizer_s[0])

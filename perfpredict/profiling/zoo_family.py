@@ -1,0 +1,76 @@
+"""What a zoo family is, and what every family's builder shares: sizes, the classification head, transformers.
+
+:mod:`perfpredict.profiling.zoo` registers the families of :mod:`.zoo_text`, :mod:`.zoo_vision` and
+:mod:`.zoo_torch`, in that order (the collector's round-robin order).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+NUM_LABELS = 10
+SEQ_RANGE = (32, 4096)
+SMALL_PROFILES = ("tiny", "cpu")  # the size profiles of small shared hosts
+TEXT_WIDTHS = {"tiny": (32, 64, 96, 128), "cpu": (64, 128, 192, 256), "gpu": (256, 512, 768, 1024, 1536, 2048)}
+TEXT_DEPTHS = {"tiny": (1, 2), "cpu": (1, 2, 3, 4), "gpu": (2, 4, 6, 8, 12, 16, 24)}
+IMAGES = {"tiny": (64, 80), "cpu": (64, 96, 128), "gpu": (128, 160, 192, 224, 256)}
+
+
+@dataclass(frozen=True)
+class Family:
+    """One architecture family: how to sample, build and feed it."""
+
+    name: str
+    kind: str  # "text", "vision" or "vector"
+    source: str  # "transformers" or "torch"
+    params: tuple[str, ...]  # the parameter names a spec must give
+    sample: Callable[[random.Random, str], dict[str, Any]]
+    build: Callable[[Mapping[str, Any], Mapping[str, Any]], Any]  # (params, spec info) -> nn.Module
+    smallest: dict[str, Any] = field(default_factory=dict)
+    max_seq: Callable[[Mapping[str, Any]], int | None] = lambda p: None
+
+    @property
+    def needs_seq(self) -> bool:
+        return self.kind == "text"
+
+
+def hf():
+    from perfpredict.errors import require
+
+    return require("transformers", "hf")
+
+
+def heads_for(rng: random.Random, hidden: int, choices: Sequence[int] = (2, 4, 8, 12, 16)) -> int:
+    ok = [h for h in choices if hidden % h == 0 and hidden // h >= 16]
+    return rng.choice(ok or [1])
+
+
+def classification_head(body: Any, width: int, pool: str, torch: Any):
+    """Wrap a body with a linear classification head; ``forward(x, labels=None)`` gives logits or the CE loss."""
+    nn = torch.nn
+
+    class Head(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = body
+            self.head = nn.Linear(width, NUM_LABELS)
+
+        def forward(self, x, labels=None):
+            h = self.body(x)
+            if hasattr(h, "last_hidden_state"):
+                h = h.last_hidden_state
+            if pool == "mean" and h.dim() == 3:
+                h = h.mean(dim=1)
+            logits = self.head(h)
+            if labels is None:
+                return logits
+            return nn.functional.cross_entropy(logits.float(), labels)
+
+    return Head()
+
+
+def image_size(rng: random.Random, profile: str) -> int:
+    return rng.choice(IMAGES[profile])

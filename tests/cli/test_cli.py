@@ -1,0 +1,194 @@
+"""The command line: exit codes, one-line errors, and one end-to-end prediction."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfpredict.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+HAVE_API = (REPO / "perfpredict" / "api.py").is_file()
+
+
+def _error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err  # one line, never a traceback
+    assert lines[0].startswith("perfpredict: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["predict", "--hf", "bert-base", "--device", "H100-SXN"], "unknown device 'H100-SXN'"),
+        (["predict", "--hf", "bert-base-uncasedd"], "--config path/to/config.json"),
+        (["predict", "--hf", "gpt2", "--seq", "2048"], "sequence length 2048 is longer than 'gpt2' allows (1024"),
+        (["predict", "--hf", "gpt2", "--batch", "0"], "batch size must be a positive integer, got '0'"),
+        (["predict", "--hf", "gpt2", "--batch", "-4"], "batch size must be a positive integer, got '-4'"),
+        (["predict", "--hf", "gpt2", "--batch", "2.5"], "batch size must be a positive integer"),
+        (["predict", "--hf", "gpt2", "--dtype", "int7"], "invalid choice: 'int7'"),
+        (["predict", "--hf", "resnet-50", "--seq", "64"], "vision model"),
+        (["predict", "--config", "/no/such/config.json"], "does not exist"),
+        (["predict"], "one of the arguments --hf --config --onnx is required"),
+        (["predict", "--hf", "gpt2", "--config", "x.json"], "not allowed with argument"),
+        (["predict", "--hf", "gpt2", "--max-latency-ms", "-1"], "expected a positive number"),
+        (["explain", "--hf", "gpt2", "--top", "-2"], "expected a whole number >= 0"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        ([], "choose a command"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, expected) -> None:
+    assert main(argv) == 2
+    assert expected in _error_line(capsys)
+
+
+def test_unknown_device_lists_close_names(capsys) -> None:
+    assert main(["predict", "--hf", "bert-base", "--device", "H100-SXN"]) == 2
+    assert "H100-SXM" in _error_line(capsys).split("H100-SXN")[1]
+
+
+def test_unexpected_error_is_exit_1_unless_debug(capsys, mocker) -> None:
+    mocker.patch("perfpredict.devices.list_devices", side_effect=RuntimeError("boom"))
+    assert main(["devices"]) == 1
+    line = _error_line(capsys)
+    assert "RuntimeError: boom" in line and "rerun with --debug for the traceback" in line
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["devices", "--debug"])
+
+
+def test_help_exits_0(capsys) -> None:
+    assert main(["--help"]) == 0
+    assert "predict" in capsys.readouterr().out
+
+
+def test_devices_and_models_json(capsys) -> None:
+    assert main(["devices", "--json"]) == 0
+    devices = json.loads(capsys.readouterr().out)
+    h100 = next(d for d in devices if d["name"] == "H100-SXM")
+    assert h100["memory_bytes"] > 0 and h100["mig_profiles"]
+    assert main(["models", "--json"]) == 0
+    models = {m["id"]: m for m in json.loads(capsys.readouterr().out)}
+    assert "bert-base" in models["bert-base-uncased"]["aliases"]
+    assert models["microsoft/resnet-50"]["input"] == "vision"
+
+
+def test_models_table(capsys) -> None:
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "meta-llama/Llama-2-7b-hf" in out and "llama-2-7b" in out
+
+
+def test_python_dash_m_devices() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfpredict", "devices"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "H100-SXM" in proc.stdout and "A100-40GB" in proc.stdout and "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(not HAVE_API, reason="api not yet available")
+def test_predict_end_to_end_json_and_html(capsys, tmp_path) -> None:
+    from perfpredict.report import PerfReport
+
+    html = tmp_path / "report.html"
+    code = main(["predict", "--hf", "bert-base-uncased", "--device", "H100-SXM", "--json", "-", "--html", str(html)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = PerfReport.from_dict(json.loads(captured.out))  # stdout holds the JSON and nothing else
+    assert report.model_name == "bert-base-uncased" and report.device == "H100-SXM"
+    assert report.batch_size == 1 and report.seq_len == 128
+    assert report.latency_ms.value > 0 and report.peak_memory_bytes.value > 0
+    assert "<!DOCTYPE html>" in html.read_text()
+
+
+@pytest.mark.skipif(not HAVE_API, reason="api not yet available")
+def test_explain_small_model(capsys) -> None:
+    assert main(["explain", "--hf", "distilbert", "--batch", "2", "--seq", "32", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "perfpredict explain: distilbert-base-uncased" in out and "Coverage:" in out
+
+
+@pytest.mark.slow
+def test_demo_prints_reports_and_mig_advice(capsys):
+    # `make demo` runs exactly this: it must keep working as the CLI's options grow.
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("perfpredict: bert-base-uncased on") == 2 and "microsoft/resnet-50" in out
+    assert "Recommended MIG profile on H100-SXM" in out and "Recommended MIG profile on A100-40GB" in out
+
+
+def test_weights_built_in_none_drops_the_float32_load(capsys) -> None:
+    peaks = {}
+    for built in ("float32", "none"):
+        assert (
+            main(
+                [
+                    "predict",
+                    "--hf",
+                    "distilbert",
+                    "--seq",
+                    "32",
+                    "--dtype",
+                    "bfloat16",
+                    "--predictor",
+                    "analytical",
+                    "--weights-built-in",
+                    built,
+                    "--json",
+                    "-",
+                ]
+            )
+            == 0
+        )
+        report = json.loads(capsys.readouterr().out)
+        peaks[built] = (report["peak_memory_bytes"]["value"], report["memory"]["load_transient_bytes"])
+    assert peaks["none"][1] == 0 and peaks["float32"][1] > 0  # 66M weights outweigh a batch of 32 tokens
+    assert peaks["float32"][0] - peaks["none"][0] == pytest.approx(peaks["float32"][1])
+
+
+def test_devices_fits_80_columns_and_wide_shows_every_column_uncut(capsys):
+    import perfpredict
+
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
+    names = [d.name for d in perfpredict.list_devices()]
+    assert all(name in out for name in names)
+    assert main(["devices", "--wide"]) == 0
+    wide = capsys.readouterr().out
+    assert "…" not in wide and "MIG profiles" in wide and "source" in wide
+    assert "calibrated" in wide or "datasheet" in wide
+
+
+def test_small_costs_print_without_an_exponent():
+    from perfpredict.render_text import fmt_usd
+
+    assert fmt_usd(9.1e-05) == "$0.000091" and fmt_usd(0.0091) == "$0.0091" and fmt_usd(12.345) == "$12.35"
+
+
+def test_a_repeated_question_is_answered_from_the_graph_cache(tmp_path, monkeypatch):
+    from perfpredict import api, graph_store
+
+    monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("PERFPREDICT_NO_GRAPH_CACHE", raising=False)
+    first, again = tmp_path / "a.json", tmp_path / "b.json"
+    argv = ["predict", "--hf", "distilbert", "--seq", "32", "--device", "L4", "--top", "3"]
+    assert main([*argv, "--json", str(first)]) == 0
+    assert len(list((tmp_path / "cli-graphs").glob("*.json.gz"))) == 1
+
+    def no_capture(*a, **k):
+        raise AssertionError("the cached graph should have answered")
+
+    monkeypatch.setattr(api, "featurize", no_capture)
+    assert main([*argv, "--json", str(again)]) == 0
+    a, b = json.loads(first.read_text()), json.loads(again.read_text())
+    assert a["latency_ms"] == b["latency_ms"] and a["graph"] == b["graph"] and a["model_name"] == b["model_name"]
+    # another batch is another graph, and --no-cache captures again: both reach the (failing) capture
+    assert main([*argv, "--batch", "2"]) != 0 and main([*argv, "--no-cache"]) != 0
+    assert graph_store.key(a=1) != graph_store.key(a=2)

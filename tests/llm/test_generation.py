@@ -1,0 +1,204 @@
+"""LLM generation: KV cache bytes, weight formats, decode traces with a real cache, the fit search, the CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+
+import pytest
+
+from perfpredict.cli import main
+from perfpredict.compiler_hooks import hf_frontend as hf
+from perfpredict.devices import get_device
+from perfpredict.errors import InvalidInputError
+from perfpredict.llm import kv_cache, weight_formats
+from perfpredict.llm.decode_trace import decode_graph, prefill_graph
+
+
+def _layers(model_id: str, n: int):
+    config = copy.deepcopy(hf.load_config(model_id))
+    config.num_hidden_layers = n
+    return config
+
+
+def test_kv_cache_bytes_are_exact_for_mha_gqa_with_a_window_and_moe():
+    llama = kv_cache.kv_geometry(hf.load_config("llama-2-7b"))
+    assert kv_cache.kv_cache_bytes(llama, 4096, 3, "float16") == 2 * 32 * 32 * 128 * 4096 * 3 * 2
+    mistral = kv_cache.kv_geometry(hf.load_config("mistral-7b"))  # GQA (8 KV heads) and a 4,096-token window
+    assert mistral.kv_heads == 8 and set(mistral.windows) == {4096}
+    assert kv_cache.kv_cache_bytes(mistral, 1000, 2, "bfloat16") == 2 * 32 * 8 * 128 * 1000 * 2 * 2
+    assert kv_cache.kv_cache_bytes(mistral, 10_000, 2, "bfloat16") == 2 * 32 * 8 * 128 * 4096 * 2 * 2
+    mixtral = kv_cache.kv_geometry(
+        hf.config_from_dict(
+            {
+                "model_type": "mixtral",
+                "hidden_size": 4096,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "num_hidden_layers": 32,
+                "intermediate_size": 14336,
+                "num_local_experts": 8,
+                "num_experts_per_tok": 2,
+                "vocab_size": 32000,
+                "sliding_window": None,
+            },
+            "mixtral-style",
+        )
+    )
+    assert kv_cache.kv_cache_bytes(mixtral, 2048, 1, "float8_e4m3fn") == 2 * 32 * 8 * 128 * 2048 * 1 * 1
+
+
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_a_decode_step_attends_to_the_cache_and_copied_layers_match_the_whole_trace(cache):
+    config = _layers("llama-2-7b", 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = decode_graph(config, batch=2, context=100, dtype="bfloat16", cache=cache, max_cache_len=160)
+        whole = decode_graph(
+            config, batch=2, context=100, dtype="bfloat16", cache=cache, max_cache_len=160, replicate=False
+        )
+    keys = {n.inputs[1].shape[2] for n in fast.nodes if n.op == "attention"}
+    assert keys == ({101} if cache == "dynamic" else {160})  # the new token joins 100 cached ones
+    assert [(n.op, n.flops, n.bytes_read) for n in fast.nodes] == [(n.op, n.flops, n.bytes_read) for n in whole.nodes]
+    assert set(fast.edges) == set(whole.edges) and fast.param_count == whole.param_count
+    assert fast.keep_alive == whole.keep_alive  # every layer's new K and V leave the step, not the last layer's
+    longer = decode_graph(config, batch=2, context=400, dtype="bfloat16")
+    assert longer.total_bytes > fast.total_bytes  # a longer cache is read every step
+
+
+def test_weight_formats_change_the_bytes_each_layer_matmul_reads():
+    config = _layers("llama-2-7b", 2)
+    h100, a100 = get_device("H100-SXM"), get_device("A100-80GB")
+    graph = decode_graph(config, batch=1, context=64, dtype="bfloat16", replicate=False)
+    linears = weight_formats.quantized_linears(graph)
+    layer_params = sum(graph.nodes[i].params for i in linears)
+    assert layer_params == 2 * (4 * 4096 * 4096 + 3 * 4096 * 11008)  # q, k, v, o and the MLP, per layer
+    nf4 = weight_formats.apply(graph, weight_formats.FORMATS["nf4"], h100, many_tokens=False)
+    assert graph.param_bytes - nf4.param_bytes == pytest.approx(layer_params * (2 - 0.5 - 4 / 64), abs=8)
+    i = linears[0]
+    assert nf4.nodes[i].bytes_read == pytest.approx(graph.nodes[i].bytes_read - graph.nodes[i].params * 1.4375, abs=2)
+    prefill = weight_formats.apply(graph, weight_formats.FORMATS["nf4"], h100, many_tokens=True)
+    assert prefill.nodes[i].bytes_read == pytest.approx(nf4.nodes[i].bytes_read + 4 * graph.nodes[i].params, abs=2)
+    fp8 = weight_formats.FORMATS["fp8"]
+    assert weight_formats.route(fp8, h100) == "native" and weight_formats.route(fp8, a100) == "weight-only"
+    with pytest.raises(InvalidInputError, match="needs a CUDA GPU"):
+        weight_formats.check("nf4", get_device("cpu"))
+    with pytest.raises(InvalidInputError, match="no bfloat16 hardware"):
+        weight_formats.check("bf16", get_device("V100"))
+
+
+@pytest.mark.slow
+def test_llama_2_7b_decode_is_never_faster_than_streaming_its_weights_and_the_fit_search_holds():
+    from perfpredict.llm.generation import predict_generation
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = predict_generation(
+            "llama-2-7b", prompt_tokens=128, new_tokens=32, device="H100-SXM", dtype="bfloat16", mode="cuda_graph"
+        )
+    h100 = get_device("H100-SXM")
+    first = r.decode_points[0]
+    assert first.weight_streaming_ms == pytest.approx(r.weights_bytes / h100.memory_bandwidth_bytes_per_s * 1e3)
+    assert first.device_ms >= first.weight_streaming_ms  # physics: every weight is read once per step
+    assert r.weights_bytes / 2**30 == pytest.approx(12.55, abs=0.05)
+    assert r.kv_cache_bytes == 2 * 32 * 32 * 128 * 160 * 2
+    per_seq = (r.kv_cache_bytes + r.activations_bytes) / r.batch
+    fixed = r.weights_bytes + r.runtime_bytes
+    assert fixed + per_seq * r.max_batch <= h100.memory_bytes < fixed + per_seq * (r.max_batch + 1)
+    assert (
+        r.ttft_ms > 0
+        and r.tpot_first_ms <= r.tpot_last_ms
+        and r.e2e_ms == pytest.approx(r.ttft_ms + r.tpot_mean_ms * 31, rel=1e-9)
+    )
+    sweep = {p.batch: p for p in r.batch_sweep}
+    assert sweep[8].tokens_per_s > 4 * sweep[1].tokens_per_s  # memory-bound: a bigger batch is nearly free
+    assert [p.fits for p in r.batch_sweep] == [p.batch <= r.max_batch for p in r.batch_sweep]
+
+
+def test_prefill_keeps_the_last_positions_logits_only():
+    config = _layers("gpt2", 2)
+    config.n_layer = 2
+    graph = prefill_graph(config, batch=2, prompt=64, dtype="float32", replicate=False)
+    head = [n for n in graph.nodes if "lm_head" in n.module_path]
+    assert head and head[-1].outputs[0].shape[-2:] == (1, config.vocab_size)
+
+
+def test_generate_cli_answers_and_refuses_bad_questions_in_one_line(tmp_path, capsys):
+    out, page = tmp_path / "g.json", tmp_path / "g.html"
+    assert (
+        main(
+            [
+                "generate",
+                "--hf",
+                "gpt2",
+                "--prompt-tokens",
+                "32",
+                "--new-tokens",
+                "8",
+                "--device",
+                "L4",
+                "--json",
+                str(out),
+                "--html",
+                str(page),
+            ]
+        )
+        == 0
+    )
+    report = json.loads(out.read_text())
+    assert report["new_tokens"] == 8 and report["tokens_per_s"] > 0 and report["batch_sweep"]
+    assert "<svg" in page.read_text()
+    capsys.readouterr()
+    for argv, message in (
+        (["--new-tokens", "0"], "generate at least one token"),
+        (["--prompt-tokens", "1000", "--new-tokens", "100"], "beyond the model's 1024 positions"),
+        (["--weights", "nf4", "--device", "cpu"], "needs a CUDA GPU"),
+    ):
+        assert main(["generate", "--hf", "gpt2", *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+
+
+def test_a_moe_decode_step_streams_the_experts_its_batch_reaches():
+    from perfpredict.llm import moe
+    from perfpredict.llm.generation import _decode_graph
+
+    config = hf.config_from_dict(
+        {
+            "model_type": "mixtral",
+            "hidden_size": 256,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "num_hidden_layers": 3,
+            "intermediate_size": 512,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "vocab_size": 1000,
+            "sliding_window": None,
+            "max_position_embeddings": 4096,
+        },
+        "mixtral-tiny",
+    )
+    assert moe.expected_experts(8, 2, 1) == pytest.approx(2.0) and moe.expected_experts(8, 2, 1000) == pytest.approx(8)
+    h100 = get_device("H100-SXM")
+    fmt = weight_formats.FORMATS["bf16"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raw = decode_graph(config, batch=1, context=16, dtype="bfloat16")
+        one = _decode_graph(config, h100, fmt, "dynamic", 1, 16, "bfloat16")
+    grouped = [i for i, n in enumerate(raw.nodes) if n.target == "_grouped_mm"]
+    assert grouped and all(raw.nodes[i].flops > 0 for i in grouped)  # the expert GEMMs are costed, not unknown
+    i = grouped[0]
+    weight = raw.nodes[i].inputs[1].nbytes
+    assert raw.nodes[i].bytes_read - one.nodes[i].bytes_read == pytest.approx(weight * (1 - 2 / 8), abs=2)
+
+
+def test_float32_generation_keeps_float32_weights():
+    from perfpredict.llm.generation import predict_generation
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = predict_generation("gpt2", prompt_tokens=16, new_tokens=4, device="V100", dtype="float32")
+    assert r.weights == "fp32" and r.dtype == "float32"
+    assert r.weights_bytes == pytest.approx(124_439_808 * 4, rel=0.01)  # GPT-2's parameters, 4 bytes each

@@ -1,0 +1,136 @@
+"""Collective time: nccl-tests' formulas, NCCL's latency model, and predicted bus bandwidth against the figures
+NVIDIA's NCCL maintainers have published for DGX A100 and DGX H100."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfpredict.errors import InvalidInputError
+from perfpredict.parallel.collectives import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    BROADCAST,
+    REDUCE_SCATTER,
+    SEND_RECV,
+    bus_bandwidth_gb_per_s,
+    bus_factor,
+    collective_s,
+    ring_steps,
+)
+from perfpredict.parallel.interconnect import INTERCONNECTS_FILE, interconnect_for
+
+GIB = 2**30
+
+# Published nccl-tests bus bandwidths at large sizes (busbw, GB/s). Each figure is a maintainer's statement, not
+# a run of ours; "ring" rows are what NCCL's ring reaches, which is what perfpredict models.
+PUBLISHED = [
+    # (system, device, ranks, GPUs per node, collective, busbw GB/s, source)
+    (
+        "DGX A100, 8 GPUs, NVLink3/NVSwitch",
+        "A100-80GB",
+        8,
+        8,
+        ALL_REDUCE,
+        230.0,
+        "S. Jeaugey (NVIDIA), github.com/NVIDIA/nccl-tests/issues/149, 2023-07-05: ~230 GB/s at 8 GB",
+    ),
+    (
+        "DGX H100, 8 GPUs, NVLink4/NVSwitch, ring",
+        "H100-SXM",
+        8,
+        8,
+        ALL_GATHER,
+        370.0,
+        "S. Jeaugey (NVIDIA), github.com/NVIDIA/nccl-tests/issues/212, 2024-05-06: ~370 GB/s for non-allreduce "
+        "collectives or NCCL_ALGO=RING",
+    ),
+    ("DGX H100, 8 GPUs, NVLink4/NVSwitch, ring", "H100-SXM", 8, 8, REDUCE_SCATTER, 370.0, "same statement as above"),
+    (
+        "2x DGX A100, 16 GPUs, 8x HDR 200 Gb/s per node",
+        "A100-80GB",
+        16,
+        8,
+        ALL_REDUCE,
+        192.0,
+        "D. Addison (NVIDIA), github.com/NVIDIA/nccl/issues/812, 2023-03-31 (quoted in nccl#1576): 192 GB/s "
+        "all-reduce bus bandwidth (algorithm not stated)",
+    ),
+]
+# NVLink SHARP, the default 8-GPU all-reduce on Hopper, reaches ~480 GB/s (same nccl-tests#212 comment); it is
+# not modelled, so the prediction stays at the ring's 360 GB/s: a known, stated gap of -25%.
+NVLS = ("H100-SXM", 8, ALL_REDUCE, 480.0)
+
+
+@pytest.mark.parametrize(
+    "system, device, ranks, per_node, kind, published, source",
+    PUBLISHED,
+    ids=[f"{row[0]}-{row[4]}" for row in PUBLISHED],
+)
+def test_large_message_bus_bandwidth_within_5_percent(system, device, ranks, per_node, kind, published, source):
+    link = interconnect_for(device).group(ranks, 1, per_node)
+    predicted = bus_bandwidth_gb_per_s(kind, 8 * GIB, ranks, link)
+    assert predicted == pytest.approx(published, rel=0.05), f"{system}: {predicted:.0f} vs {published} ({source})"
+
+
+def test_nvlink_sharp_is_not_modelled_and_the_gap_is_the_stated_one():
+    device, ranks, kind, published = NVLS
+    predicted = bus_bandwidth_gb_per_s(kind, 8 * GIB, ranks, interconnect_for(device).group(ranks, 1, 8))
+    assert predicted == pytest.approx(450 * 0.80, rel=0.01)  # the ring: line rate x NCCL's ~20% overhead
+    assert (predicted - published) / published == pytest.approx(-0.25, abs=0.01)
+
+
+def test_nccl_tests_bus_factors():
+    assert bus_factor(ALL_REDUCE, 8) == 2 * 7 / 8
+    assert bus_factor(ALL_GATHER, 8) == bus_factor(REDUCE_SCATTER, 8) == 7 / 8
+    assert bus_factor(BROADCAST, 8) == bus_factor(SEND_RECV, 2) == 1.0
+    assert bus_factor(ALL_REDUCE, 1) == 0.0
+    assert (ring_steps(ALL_REDUCE, 8), ring_steps(ALL_GATHER, 8), ring_steps(SEND_RECV, 2)) == (14, 7, 1)
+
+
+def test_time_is_bandwidth_bound_for_large_and_latency_bound_for_small_messages():
+    link = interconnect_for("H100-SXM").group(8, 1, 8)
+    size = 4 * GIB
+    wire_s = size * 2 * 7 / 8 / (link.bus_bandwidth_gb_per_s * 1e9)
+    # Simple protocol: 8.4 us + 14 steps x 3.4 us of latency on top of the wire time
+    assert collective_s(ALL_REDUCE, size, 8, link) == pytest.approx(wire_s + (8.4 + 14 * 3.4) * 1e-6)
+    # a few bytes: NCCL's LL protocol, 6.6 us + 14 steps x 0.6 us
+    assert collective_s(ALL_REDUCE, 8, 8, link) == pytest.approx((6.6 + 14 * 0.6) * 1e-6, rel=1e-3)
+    assert collective_s(ALL_REDUCE, size, 1, link) == 0.0
+
+
+def test_a_group_that_spans_nodes_runs_at_its_nics():
+    ic = interconnect_for("H100-SXM")
+    inside = ic.group(8, 1, 8)
+    one_per_node = ic.group(4, 8, 8)  # dp=4 with tp=8: one GPU of each of 4 nodes
+    two_per_node = ic.group(4, 4, 8)  # dp=4 with tp=4: 2 nodes, 2 GPUs each
+    assert (inside.nodes, one_per_node.nodes, two_per_node.nodes) == (1, 4, 2)
+    # one NDR NIC per GPU (8 x 400 Gb/s per node = 50 GB/s per GPU) at 94%
+    assert one_per_node.bus_bandwidth_gb_per_s == pytest.approx(50 * 0.94)
+    assert two_per_node.bus_bandwidth_gb_per_s == pytest.approx(2 * 50 * 0.94)
+    assert inside.bus_bandwidth_gb_per_s == pytest.approx(450 * 0.80)
+    assert collective_s(ALL_REDUCE, GIB, 4, one_per_node) > 5 * collective_s(ALL_REDUCE, GIB, 4, ic.group(4, 1, 8))
+
+
+def test_every_catalog_gpu_has_a_sourced_interconnect():
+    from perfpredict.devices import list_devices
+
+    data = json.loads(INTERCONNECTS_FILE.read_text())
+    for device in (d for d in list_devices() if d.kind == "gpu" and not d.parent):
+        ic = interconnect_for(device)
+        assert ic.intra_per_direction_gb_per_s > 0 and ic.nic_gbit_per_s > 0, device.name
+        assert "[src]" in ic.sources or "[calc]" in ic.sources or "[assumption]" in ic.sources, device.name
+    for link in data["links"].values():
+        assert 0 < link["achievable_fraction"] <= 1 and link["fraction_source"] and link["latency_source"]
+    # the datasheet figures (per direction): NVLink3 300, NVLink4 450, NVLink5 900 GB/s; PCIe Gen4 x16 31.5
+    assert [
+        interconnect_for(d).intra_per_direction_gb_per_s for d in ("A100-40GB", "H100-SXM", "H200", "B200", "L4")
+    ] == [300, 450, 450, 900, 31.5]
+
+
+def test_a_device_without_an_interconnect_is_refused():
+    from perfpredict.devices import local_cpu
+
+    with pytest.raises(InvalidInputError, match="no interconnect is known"):
+        interconnect_for(local_cpu())

@@ -1,0 +1,155 @@
+"""The web page: its answers equal the CLI's, bad input is one line, and a real headless Chromium drives it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import warnings
+
+import pytest
+
+from perfpredict.cli import main
+from perfpredict.render_text import fmt_time_ms
+
+pytest.importorskip("gradio", reason="the web page needs gradio (perfpredict[ui])")
+
+
+def _cli_latency(tmp_path, device: str, subprocess_env: dict | None = None) -> str:
+    """The CLI's latency for bert-base-uncased on ``device``: in this process, or (for a comparison with the
+    server, which sees the shipped catalog) in a fresh process like the server's."""
+    out = tmp_path / f"{device}.json"
+    argv = ["predict", "--hf", "bert-base-uncased", "--device", device, "--json", str(out)]
+    if subprocess_env is None:
+        assert main(argv) == 0
+    else:
+        subprocess.run(
+            [sys.executable, "-m", "perfpredict", *argv],
+            env=subprocess_env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    return fmt_time_ms(json.loads(out.read_text())["latency_ms"]["value"])
+
+
+def test_the_page_answers_what_the_cli_answers_and_says_what_is_wrong_in_one_line(tmp_path):
+    from perfpredict.web.app import answer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        message, table, roofline, kinds, files = answer(
+            "bert-base-uncased",
+            None,
+            "inference",
+            1,
+            None,
+            "default",
+            "default",
+            ["H100-SXM", "A100-80GB"],
+            [],
+            None,
+            None,
+        )
+    assert message == "" and "<svg" in roofline and "matmul" in kinds and len(files) == 4
+    for device in ("H100-SXM", "A100-80GB"):
+        assert f"<td>{device}</td><td>{_cli_latency(tmp_path, device)}</td>" in table
+    broken = tmp_path / "config.json"
+    broken.write_text("{not json")
+    message, table, *_ = answer(None, str(broken), "inference", 1, None, "default", "default", ["L4"], [], None, None)
+    assert "not a JSON config.json" in message and table == "" and "Traceback" not in message
+    message, *_ = answer("bert-base-uncased", None, "inference", 1, None, "default", "default", [], [], None, None)
+    assert "at least one device" in message
+    message, *_ = answer(str(broken), None, "inference", 1, None, "default", "default", ["L4"], [], None, None)
+    assert "not a shipped model id" in message  # a typed path never reads the server's disk
+
+
+def _browser():
+    """A headless Chromium driven by Selenium, or the reason there is none."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        return None, "selenium is not installed"
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not binary or not driver:
+        return None, "no chromium and chromedriver on PATH (.ci/run installs them with apt-get)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,2400"):
+        options.add_argument(flag)
+    try:
+        return webdriver.Chrome(service=Service(driver), options=options), ""
+    except Exception as err:  # noqa: BLE001 - a browser that cannot start is a skip with its reason
+        return None, f"chromium did not start: {err}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    port = _free_port()
+    env = {**os.environ, "PERFPREDICT_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perfpredict", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("perfpredict serve did not start listening within 120 s")
+    yield f"http://127.0.0.1:{port}/", env
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_a_real_browser_compares_two_gpus_and_sees_a_broken_upload(server, tmp_path):
+    url, env = server
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser, why = _browser()
+    if browser is None:
+        print(f"skipping the browser test: {why}")
+        pytest.skip(why)
+    try:
+        browser.get(url)
+        wait = WebDriverWait(browser, 180)
+        wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "#predict"))).click()
+        table = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#comparison")))
+        rows = {
+            r.find_elements(By.TAG_NAME, "td")[0].text: r.find_elements(By.TAG_NAME, "td")[1].text
+            for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")
+        }
+        browser.save_screenshot(str(tmp_path / "compare.png"))
+        assert rows == {d: _cli_latency(tmp_path, d, env) for d in ("H100-SXM", "A100-80GB")}
+        broken = tmp_path / "broken_config.json"
+        broken.write_text('{"hidden_size": 8}')
+        browser.find_element(By.CSS_SELECTOR, "#upload input[type=file]").send_keys(str(broken))
+        time.sleep(2)  # the upload reaches the server before the click
+        browser.find_element(By.CSS_SELECTOR, "#predict").click()
+        error = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#error")))
+        browser.save_screenshot(str(tmp_path / "error.png"))
+        assert "no 'model_type' field" in error.text
+        assert (tmp_path / "compare.png").stat().st_size > 10_000
+    finally:
+        browser.quit()
