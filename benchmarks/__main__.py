@@ -45,6 +45,7 @@ SUITE = {
     "overhead": Benchmark("the torch.compile hook's share of compile time", (), True),
     "generation": Benchmark("LLM prefill/decode predictions against their bounds", (), True),
     "roofline": Benchmark("this host's measured ceilings", ("--device", "cpu"), True),
+    "parallel_validation": Benchmark("multi-GPU collectives and memory against published figures", (), True),
     "repeatability": Benchmark(
         "label repeatability of the collector",
         ("--device", "cpu", "--min-seconds", "0.3", "--warmup-max-seconds", "1.0"),

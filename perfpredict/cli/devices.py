@@ -36,7 +36,34 @@ def _device_row(d: Any) -> dict[str, Any]:
         "source": d.source,
         "measured": sorted(d.measured),
         "aliases": list(d.aliases),
+        "interconnect": _link(d),
     }
+
+
+def _link(d: Any) -> dict[str, Any] | None:
+    """The GPU's links to its peers (perfpredict/data/interconnects.json), for multi-GPU plans; None for a CPU or a
+    device without an entry."""
+    from perfpredict.errors import PerfPredictError
+    from perfpredict.parallel.interconnect import interconnect_for
+
+    if d.kind != "gpu":
+        return None
+    try:
+        ic = interconnect_for(d)
+    except PerfPredictError:
+        return None
+    return {
+        "intra_node": ic.intra_generation,
+        "intra_node_per_direction_gb_per_s": ic.intra_per_direction_gb_per_s,
+        "inter_node": f"{ic.nics_per_node}x {ic.nic_gbit_per_s:g} Gb/s {ic.inter_generation}",
+    }
+
+
+def _link_cell(link: dict[str, Any] | None) -> str:
+    """'NVLink4 450': the peer link's generation and its bandwidth per direction."""
+    if link is None:
+        return "-"
+    return f"{link['intra_node'].split(' ')[0]} {link['intra_node_per_direction_gb_per_s']:g}"
 
 
 def _tflops(value: float | None) -> str:
@@ -67,6 +94,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
         "BF16 TC TFLOP/s",
         "TDP W",
         "MIG profiles",
+        "GPU link GB/s",
         "price $/h",
         "source",
     )
@@ -96,6 +124,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
                     _tflops(peaks.get("bf16_tensor")),
                     f"{d.tdp_w:,.0f}",
                     str(len(d.mig_profiles)),
+                    _link_cell(_link(d)) if wide else "",
                     price,
                     source,
                 ),

@@ -20,7 +20,7 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
         "--microbatches",
         type=positive_int("--microbatches"),
         default=None,
-        help="micro-batches per step (pipeline and gradient accumulation; default 1, or 4 x --pp)",
+        help="micro-batches per step (pipeline and gradient accumulation; default 1; with --pp use at least --pp)",
     )
     g.add_argument("--fsdp", action="store_true", help="shard parameters, gradients and optimizer state (FSDP2)")
     g.add_argument("--zero-stage", type=non_negative_int, default=None, help="DeepSpeed ZeRO stage 0-3 instead")

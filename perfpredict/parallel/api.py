@@ -91,7 +91,7 @@ def _report(
     comm = m * (slowest.tp_forward_s + slowest.tp_backward_s + slowest.p2p_s) + slowest.dp.comm_s_per_step
     global_batch = graph.batch_size * m * plan.dp
     peak = max(s.memory.total_bytes for s in stages)
-    warn = _warnings(plan, stages, dev)
+    warn = _warnings(plan, stages, dev, links)
     for text in warn:
         warnings.warn(text, stacklevel=3)
     return ParallelReport(
@@ -139,12 +139,12 @@ def _bubble_s(runs, microbatches: int) -> float:
     return sum(times) - max(times)
 
 
-def _warnings(plan: ParallelPlan, stages, dev) -> list[str]:
+def _warnings(plan: ParallelPlan, stages, dev, links) -> list[str]:
     out = []
-    if plan.tp > plan.gpus_per_node:
+    if links.tp.nodes > 1:
         out.append(
             f"tp={plan.tp} spans nodes ({plan.gpus_per_node} GPUs each): tensor-parallel all-reduces then "
-            "run over the network on the critical path; keep tp within a node"
+            "run over the network on the critical path; keep tp within a node (a divisor of the node size)"
         )
     if plan.pp > 1 and plan.microbatches < plan.pp:
         out.append(

@@ -8,6 +8,7 @@ from typing import Any
 from perfpredict.parallel import memory as mem
 from perfpredict.parallel import pipeline
 from perfpredict.parallel.collectives import bus_bandwidth_gb_per_s, collective_s
+from perfpredict.parallel.data_parallel import DEFAULT_BUCKET_MB
 from perfpredict.parallel.plan import ParallelPlan
 from perfpredict.parallel.report import CollectiveSummary, RankMemory, StageReport
 from perfpredict.parallel.simulate import Links, StageRun
@@ -33,7 +34,8 @@ def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, de
         return RankMemory(graph.param_bytes, 0, 0, activations, 0, 0, 0, device.runtime_overhead_bytes)
     stage = plan.shard_stage if plan.dp > 1 else 0
     state = mem.sharded_state(graph.trainable_param_count, each, stage, plan.dp)
-    frozen = round((graph.param_count - graph.trainable_param_count) * each.gathered)
+    # frozen weights have no gradients or optimizer state, but ZeRO-3 and FSDP shard them like the others
+    frozen = round((graph.param_count - graph.trainable_param_count) * each.gathered / (plan.dp if stage >= 3 else 1))
     gathered, buckets, copies = 0, 0, round(graph.trainable_param_count * each.weight_copies)
     if stage >= 3:
         per_label = labelled_params(graph, run.labels, run.start)
@@ -144,16 +146,19 @@ def assumptions(plan: ParallelPlan, links: Links, interconnect: str, training: b
             "roofline time; activation sends on the critical path"
         )
     if training and plan.dp > 1:
+        buckets = f"{plan.bucket_mb:g} MiB buckets" + (" (first 1 MiB)" if plan.bucket_mb == DEFAULT_BUCKET_MB else "")
         out["overlap"] = {
-            0: "DDP: gradient all-reduce in 25 MiB buckets (first 1 MiB), each as soon as its "
-            "gradients are ready, overlapping the rest of the last microbatch's backward",
-            1: "ZeRO-1: bucketed gradient reduce-scatter overlapping the backward; parameter "
-            "all-gather after the optimizer step, exposed",
-            2: "ZeRO-2: as ZeRO-1, gradients sharded too",
+            0: f"DDP: gradient all-reduce in {buckets}, each as soon as its gradients are ready, overlapping the "
+            "rest of the last microbatch's backward (earlier microbatches no_sync)",
+            1: f"ZeRO-1: gradient reduce-scatter in {buckets} overlapping the last microbatch's backward; "
+            "parameter all-gather after the optimizer step, exposed",
+            2: "ZeRO-2: as ZeRO-1, gradients sharded too, so the reduce-scatter runs every microbatch",
             3: "FSDP2 defaults: each layer's parameters all-gathered before its forward and again "
             "before its backward, prefetching one layer ahead; gradients reduce-scattered after "
-            "each layer's backward (last microbatch), overlapping the next",
+            "each layer's backward, every microbatch, overlapping the next",
         }[plan.shard_stage]
+        if plan.shard_stage:
+            out["optimizer"] = f"each rank steps the optimizer on its 1/{plan.dp} shard of the parameters"
     out["scaling_efficiency"] = (
         "throughput per GPU over one GPU running the same global batch by gradient "
         "accumulation (its forward and backward once per micro-batch, one optimizer step)"

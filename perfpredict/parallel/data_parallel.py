@@ -8,13 +8,16 @@
   (``gradient_as_bucket_view=False``). With several microbatches DDP reduces on the last one only (``no_sync``).
 - **ZeRO 1/2** (DeepSpeed): the gradient buckets are reduce-scattered during the backward, and after the
   optimizer step each rank's updated parameters are all-gathered (the same traffic as an all-reduce, ZeRO paper
-  section 7); the all-gather is not overlapped.
+  section 7); the all-gather is not overlapped. ZeRO-1 holds whole gradients and reduces them at the gradient
+  accumulation boundary only; ZeRO-2 holds only its shard and reduce-scatters every microbatch (DeepSpeed's
+  ``allreduce_gradients``).
 - **FSDP2** (``fully_shard`` per layer and on the root, defaults ``reshard_after_forward=True``, no mixed-precision
   policy): each layer's parameters are all-gathered before its forward and again before its backward, the next
   layer's gather overlapping the current layer's compute (prefetch of one), and its gradients reduce-scattered
   after its backward. The root's parameters (outside the layers) are gathered once and kept through the backward.
-  Gathers run every microbatch; the reduce-scatter only on the last (``set_requires_gradient_sync(False)``
-  before it, as torchtitan does with a pipeline).
+  Gathers and reduce-scatters run every microbatch: FSDP2 keeps ``requires_gradient_sync`` on by default and a
+  rank holds only its gradient shard (``set_requires_gradient_sync(False)`` would keep whole gradients instead,
+  which the memory model does not count).
 """
 
 from __future__ import annotations

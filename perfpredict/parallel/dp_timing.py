@@ -2,9 +2,10 @@
 
 Each stage's compute is cut into units (the layers, and the root: what lies outside them), each with its forward
 and backward seconds (tensor-parallel collectives included: they hold the compute stream). The collectives of
-``data_parallel`` are released and awaited by those units. Two numbers come out: what a microbatch loses waiting
-(FSDP's gathers; 0 for DDP and ZeRO 1/2, whose gradients are reduced on the last microbatch only) and what the
-last microbatch adds on top (the gradient reduction that the end of the backward could not hide).
+``data_parallel`` are released and awaited by those units. Two numbers come out: what every microbatch loses
+waiting (ZeRO-2's reduce-scatters, FSDP's gathers and reduce-scatters: a rank that holds only its gradient shard
+must reduce every microbatch's gradients) and what the last microbatch adds on top (DDP's and ZeRO-1's gradient
+reduction, run once per step, that the end of the backward could not hide).
 """
 
 from __future__ import annotations
@@ -69,28 +70,28 @@ def data_parallel_time(
     if dp == 1:
         return DataParallelTime(0.0, 0.0, 0.0, 0.0, (), ())
     if stage >= 3:
-        per_mb = timed(dpm.fsdp_comms(units, gathered_bytes, grad_bytes, reduce=False))
-        last = timed(dpm.fsdp_comms(units, gathered_bytes, grad_bytes, reduce=True))
+        # ZeRO-3 and FSDP2 (requires_gradient_sync left on) keep only their gradient shard, so every microbatch
+        # gathers each layer twice and reduce-scatters its gradients
+        comms = timed(dpm.fsdp_comms(units, gathered_bytes, grad_bytes, reduce=True))
         tasks = [u.forward_s for u in units] + [u.backward_s for u in reversed(units)]
-        exposed_mb = simulate(tasks, [Comm(s, c.ready_after, c.needed_by) for c, s in per_mb]).exposed_s
-        exposed_last = simulate(tasks, [Comm(s, c.ready_after, c.needed_by) for c, s in last]).exposed_s
-        scatter = [(c, s) for c, s in last if c.kind == REDUCE_SCATTER]
-        total = microbatches * sum(s for _, s in per_mb) + sum(s for _, s in scatter)
-        calls = tuple(microbatches for _ in per_mb) + tuple(1 for _ in scatter)
-        return DataParallelTime(
-            exposed_mb, max(exposed_last - exposed_mb, 0.0), 0.0, total, tuple(per_mb + scatter), calls
-        )
+        exposed = simulate(tasks, [Comm(s, c.ready_after, c.needed_by) for c, s in comms]).exposed_s
+        total = microbatches * sum(s for _, s in comms)
+        return DataParallelTime(exposed, 0.0, 0.0, total, tuple(comms), tuple(microbatches for _ in comms))
     kind = "all_reduce" if stage == 0 else REDUCE_SCATTER
     buckets = timed(dpm.ddp_comms(units, grad_bytes, bucket_mb, kind))
     tasks = [sum(u.forward_s for u in units)] + [u.backward_s for u in reversed(units)]
     exposed = simulate(tasks, [Comm(s, c.ready_after) for c, s in buckets]).exposed_s
     after = timed([dpm.zero_gather(units, gathered_bytes)]) if stage in (1, 2) else []
     after_s = sum(s for _, s in after)
+    # DDP (no_sync) and ZeRO-1 hold whole gradients and reduce them on the last microbatch; ZeRO-2 holds only its
+    # shard, so it reduce-scatters every microbatch (DeepSpeed: "ZeRO stage >= 2 communicates during non gradient
+    # accumulation boundaries as well")
+    every = microbatches if stage == 2 else 1
     return DataParallelTime(
-        0.0,
-        exposed,
+        exposed if every > 1 else 0.0,
+        0.0 if every > 1 else exposed,
         after_s,
-        sum(s for _, s in buckets) + after_s,
+        every * sum(s for _, s in buckets) + after_s,
         tuple(buckets + after),
-        tuple(1 for _ in buckets + after),
+        tuple(every for _ in buckets) + tuple(1 for _ in after),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,10 +66,12 @@ class Interconnect:
     inter_generation: str
     sources: str
 
-    def group(self, ranks: int, stride: int, gpus_per_node: int) -> GroupLink:
-        """The link of a group of ``ranks`` ranks ``stride`` apart (rank k*stride), nodes of ``gpus_per_node``."""
-        nodes = len({(k * stride) // gpus_per_node for k in range(ranks)})
-        per_node = -(-ranks // nodes)
+    def group(self, ranks: int, stride: int, gpus_per_node: int, first: int = 0) -> GroupLink:
+        """The link of a group of ``ranks`` ranks ``stride`` apart (ranks first + k*stride), nodes of
+        ``gpus_per_node``. Across nodes, the node with the fewest of the group's GPUs (the fewest NICs) paces it."""
+        counts = Counter((first + k * stride) // gpus_per_node for k in range(ranks))
+        nodes = len(counts)
+        per_node = min(counts.values())
         intra_gb_per_s = self.intra_per_direction_gb_per_s * self.intra.achievable_fraction
         if nodes == 1:
             return GroupLink(

@@ -14,6 +14,7 @@ forward and backward; the global batch is ``micro-batch * microbatches * dp``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -97,6 +98,11 @@ def parse_plan(options: ParallelPlan | Mapping[str, Any] | None) -> ParallelPlan
     for key in ("fsdp", "sp"):
         if key in values and not isinstance(values[key], bool):
             raise InvalidInputError(f"parallel option {key}={values[key]!r} must be True or False")
+    if "zero_stage" in values and (isinstance(values["zero_stage"], bool) or not isinstance(values["zero_stage"], int)):
+        raise InvalidInputError(f"zero_stage={values['zero_stage']!r} must be 0, 1, 2 or 3 (DeepSpeed ZeRO stages)")
+    bucket = values.get("bucket_mb", DEFAULT_BUCKET_MB)
+    if isinstance(bucket, bool) or not isinstance(bucket, int | float) or not 0 < bucket < math.inf:
+        raise InvalidInputError(f"bucket_mb={bucket!r} must be a positive number of MiB (torch DDP's default is 25)")
     plan = ParallelPlan(**values)
     _check_combination(plan)
     return plan
@@ -104,7 +110,8 @@ def parse_plan(options: ParallelPlan | Mapping[str, Any] | None) -> ParallelPlan
 
 def _positive_int(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(f"parallel option {key}={value!r} must be a positive integer (1 means not split)")
+        hint = " (1 means not split)" if key in ("dp", "tp", "pp") else ""
+        raise InvalidInputError(f"parallel option {key}={value!r} must be a positive integer{hint}")
     return value
 
 
@@ -120,8 +127,6 @@ def _check_combination(plan: ParallelPlan) -> None:
             "sp=True (sequence parallelism) splits the sequence over the tensor-parallel "
             "group; it needs tp > 1, e.g. parallel={'tp': 2, 'sp': True}"
         )
-    if not plan.bucket_mb > 0:
-        raise InvalidInputError(f"bucket_mb={plan.bucket_mb!r} must be positive (torch DDP's default is 25)")
 
 
 def check_phase(plan: ParallelPlan, phase: str) -> None:

@@ -10,7 +10,7 @@ backward could not hide, plus the optimizer step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from perfpredict.parallel import pipeline, tensor_parallel
@@ -57,9 +57,23 @@ class StageRun:
 
 
 def links_of(ic: Interconnect, plan: ParallelPlan) -> Links:
-    """Rank layout tp-dp-pp (Megatron's default): tp neighbours, dp tp apart, stages tp*dp apart."""
-    gpn = plan.gpus_per_node
-    return Links(ic.group(plan.tp, 1, gpn), ic.group(plan.dp, plan.tp, gpn), ic.group(2, plan.tp * plan.dp, gpn))
+    """Rank layout tp-dp-pp (Megatron's default): tp neighbours, dp tp apart, stages tp*dp apart. Every group of a
+    kind runs at once and the step waits for the slowest, so each kind gets its slowest group's link (rank 0's
+    group can sit inside one node while another crosses a node boundary, when a size does not divide the node)."""
+    tp, dp, pp, gpn = plan.tp, plan.dp, plan.pp, plan.gpus_per_node
+    return Links(
+        _slowest(ic, tp, 1, gpn, (tp * g for g in range(dp * pp))),
+        _slowest(ic, dp, tp, gpn, (t + tp * dp * s for s in range(pp) for t in range(tp))),
+        _slowest(ic, 2, tp * dp, gpn, range(max(tp * dp * (pp - 1), 1))),  # stage s's rank r sends to r + tp*dp
+    )
+
+
+def _slowest(ic: Interconnect, ranks: int, stride: int, gpus_per_node: int, firsts) -> GroupLink:
+    """The slowest link among groups starting at ``firsts`` (where a group falls on nodes depends on its first
+    rank modulo the node size only)."""
+    starts = {first % gpus_per_node: first for first in firsts}.values()
+    links = [ic.group(ranks, stride, gpus_per_node, first) for first in starts]
+    return min(links, key=lambda link: (link.bus_bandwidth_gb_per_s, -link.nodes))
 
 
 def run_stages(
@@ -78,6 +92,8 @@ def run_stages(
         st_labels = [labels[i] for i in st.nodes]
         st_start = sum(1 for i in st.nodes if i < start)
         time = rank_time(st.graph, device, options, st_labels, st_start)
+        if training and plan.dp > 1 and plan.shard_stage:  # ZeRO and FSDP: each rank steps its optimizer shard
+            time = replace(time, optimizer_s=time.optimizer_s / plan.dp)
         tp = tuple(c for c in shard.collectives if c.node in mine)
         fwd_tp, bwd_tp = _tp_by_label(tp, labels, plan.tp, links.tp)
         fwd = {k: v + fwd_tp.get(k, 0.0) for k, v in time.layer_forward_s.items()}

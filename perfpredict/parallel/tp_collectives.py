@@ -91,7 +91,7 @@ def collectives_of(graph: OpGraph, events: Sequence[Event], tp: int, sp: bool) -
             )
     for group, e in grad_inputs.items():
         size = e.node.outputs[0].nbytes
-        where = module_name(group.split(":", 1)[-1])
+        where = module_name(group.split(":", 1)[-1]) or module_name(e.role.path)  # a top-level head: its own name
         out.append(Collective(reduce, size, "tp", "backward", e.index, what=f"{where} input gradient"))
         if sp:
             out.append(

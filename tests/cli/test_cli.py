@@ -163,6 +163,7 @@ def test_devices_fits_80_columns_and_wide_shows_every_column_uncut(capsys):
     assert main(["devices", "--wide"]) == 0
     wide = capsys.readouterr().out
     assert "…" not in wide and "MIG profiles" in wide and "source" in wide
+    assert "NVLink4 450" in wide and "GPU link" in wide  # H100 SXM: 900 GB/s both ways, 450 each
     assert "calibrated" in wide or "datasheet" in wide
 
 

@@ -3,7 +3,9 @@ NVIDIA's NCCL maintainers have published for DGX A100 and DGX H100."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
@@ -23,44 +25,16 @@ from perfpredict.parallel.interconnect import INTERCONNECTS_FILE, interconnect_f
 
 GIB = 2**30
 
-# Published nccl-tests bus bandwidths at large sizes (busbw, GB/s). Each figure is a maintainer's statement, not
-# a run of ours; "ring" rows are what NCCL's ring reaches, which is what perfpredict models.
-PUBLISHED = [
-    # (system, device, ranks, GPUs per node, collective, busbw GB/s, source)
-    (
-        "DGX A100, 8 GPUs, NVLink3/NVSwitch",
-        "A100-80GB",
-        8,
-        8,
-        ALL_REDUCE,
-        230.0,
-        "S. Jeaugey (NVIDIA), github.com/NVIDIA/nccl-tests/issues/149, 2023-07-05: ~230 GB/s at 8 GB",
-    ),
-    (
-        "DGX H100, 8 GPUs, NVLink4/NVSwitch, ring",
-        "H100-SXM",
-        8,
-        8,
-        ALL_GATHER,
-        370.0,
-        "S. Jeaugey (NVIDIA), github.com/NVIDIA/nccl-tests/issues/212, 2024-05-06: ~370 GB/s for non-allreduce "
-        "collectives or NCCL_ALGO=RING",
-    ),
-    ("DGX H100, 8 GPUs, NVLink4/NVSwitch, ring", "H100-SXM", 8, 8, REDUCE_SCATTER, 370.0, "same statement as above"),
-    (
-        "2x DGX A100, 16 GPUs, 8x HDR 200 Gb/s per node",
-        "A100-80GB",
-        16,
-        8,
-        ALL_REDUCE,
-        192.0,
-        "D. Addison (NVIDIA), github.com/NVIDIA/nccl/issues/812, 2023-03-31 (quoted in nccl#1576): 192 GB/s "
-        "all-reduce bus bandwidth (algorithm not stated)",
-    ),
-]
-# NVLink SHARP, the default 8-GPU all-reduce on Hopper, reaches ~480 GB/s (same nccl-tests#212 comment); it is
-# not modelled, so the prediction stays at the ring's 360 GB/s: a known, stated gap of -25%.
-NVLS = ("H100-SXM", 8, ALL_REDUCE, 480.0)
+# Published nccl-tests bus bandwidths at large sizes, with their sources: the table the benchmark prints
+# (benchmarks/parallel_validation.py); each is a maintainer's statement, not a run of ours.
+_BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "parallel_validation.py"
+_spec = importlib.util.spec_from_file_location("parallel_validation", _BENCH)
+_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_bench)
+PUBLISHED = _bench.PUBLISHED
+# NVLink SHARP, the default 8-GPU all-reduce on Hopper, reaches ~480 GB/s; it is not modelled, so the prediction
+# stays at the ring's 360 GB/s: a known, stated gap of -25%.
+NVLS = (_bench.NVLS[1], _bench.NVLS[2], _bench.NVLS[4], _bench.NVLS[5])
 
 
 @pytest.mark.parametrize(

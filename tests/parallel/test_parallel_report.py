@@ -100,6 +100,26 @@ def test_plans_that_make_no_sense_are_refused(decoder_graphs):
     assert parse_plan({"tp": 2, "pp": 2, "dp": 4}).world_size == 16
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"bucket_mb": "25"}, "bucket_mb='25' must be a positive number of MiB"),
+        ({"bucket_mb": float("inf")}, "bucket_mb=inf must be a positive number"),
+        ({"bucket_mb": True}, "bucket_mb=True must be a positive number"),
+        ({"bucket_mb": 0}, "bucket_mb=0 must be a positive number"),
+        ({"zero_stage": True}, "zero_stage=True must be 0, 1, 2 or 3"),
+        ({"zero_stage": 2.0}, "zero_stage=2.0 must be 0, 1, 2 or 3"),
+        ({"microbatches": 0}, "microbatches=0 must be a positive integer$"),
+    ],
+)
+def test_option_values_of_the_wrong_type_are_refused_in_one_line(options, message):
+    # a value of the wrong type is the user's to fix, not a TypeError from deep inside
+    with pytest.raises(InvalidInputError, match=message) as err:
+        parse_plan(options)
+    assert "\n" not in str(err.value)
+    assert parse_plan({"bucket_mb": 50, "zero_stage": 2, "dp": 2}).bucket_mb == 50
+
+
 def test_a_pipeline_short_of_microbatches_warns(decoder_graphs):
     with pytest.warns(UserWarning, match="microbatches=1 < pp=2"):
         report = parallel_report(decoder_graphs[0], {"pp": 2})

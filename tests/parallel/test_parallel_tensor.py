@@ -167,7 +167,14 @@ def test_huggingface_module_paths_are_recognised():
             if r.kind == "column"
         }
         assert columns == expected[name], name
-        rank = tensor_parallel.shard(graph, 2).graph
+        shard = tensor_parallel.shard(graph, 2)
+        rank = shard.graph
+        # Megatron's f and g per block, plus the vocabulary-parallel embedding's forward all-reduce (g) and, in
+        # training, the LM head's input-gradient all-reduce (f): 1 + 2 x 2 layers each way
+        counts = Counter((c.kind, c.phase) for c in shard.collectives)
+        per_step = {("all_reduce", "forward"): 5} | ({("all_reduce", "backward"): 5} if phase == "training" else {})
+        assert counts == per_step, name
+        assert all(c.what and not c.what.startswith(" ") for c in shard.collectives), name  # each names its module
         split = {
             (a.module_path.endswith("pooler.dense"), b.flops / a.flops)
             for a, b in zip(graph.nodes, rank.nodes)
