@@ -123,3 +123,14 @@ def run_dtype(args: argparse.Namespace, device: Any) -> Any:
 
         declared = declared_dtype(raw_config(args.hf or args.config)[0])
     return resolve_run_dtype(declared, args.dtype, args.precision, args.training, device)
+
+
+def model_from_args(args: argparse.Namespace) -> tuple[Any, str, Any, str]:
+    """(device, phase, OpGraph, model name) the arguments name; the run dtype is kept on ``args.run``."""
+    from perfpredict.devices import get_device
+
+    device = get_device(args.device)  # fail fast, before a model is built
+    phase = "training" if args.training else "inference"
+    args.run = run_dtype(args, device)
+    graph, name = graph_from_args(args, phase)
+    return device, phase, graph, name

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from perfpredict.cli.args import EXIT_OK, PROG, non_negative_int, positive_int, write_text
-from perfpredict.cli.model_args import graph_from_args, run_dtype
+from perfpredict.cli.model_args import model_from_args
 from perfpredict.errors import InvalidInputError
 
 
@@ -43,14 +43,11 @@ def plan_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def run_parallel(args: argparse.Namespace, plan: dict[str, Any]) -> int:
     """Predict the step for ``plan`` and print it (or write its JSON)."""
-    from perfpredict.devices import get_device
     from perfpredict.parallel import parallel_report, render_parallel_text
 
     if args.html:
         raise InvalidInputError("--html is not available for multi-GPU plans yet; use --json PATH")
-    device = get_device(args.device)
-    args.run = run_dtype(args, device)
-    graph, name = graph_from_args(args, "training" if args.training else "inference")
+    device, _, graph, name = model_from_args(args)
     report = parallel_report(
         graph,
         plan,

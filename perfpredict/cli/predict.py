@@ -13,7 +13,7 @@ from perfpredict.cli.args import (
     console,
     write_text,
 )
-from perfpredict.cli.model_args import add_model_args, graph_from_args, run_dtype
+from perfpredict.cli.model_args import add_model_args, model_from_args
 from perfpredict.cli.parallel import add_parallel_args, plan_from_args, run_parallel
 
 
@@ -42,13 +42,9 @@ def parse_predict(argv: list[str]) -> argparse.Namespace:
 
 def predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[Any, Any]:
     """(PerfReport, OpGraph) for the model and device the arguments name."""
-    from perfpredict.devices import get_device
     from perfpredict.pipeline import report_for_graph
 
-    device = get_device(args.device)  # fail fast, before a model is built
-    phase = "training" if args.training else "inference"
-    args.run = run_dtype(args, device)
-    graph, name = graph_from_args(args, phase)
+    device, phase, graph, name = model_from_args(args)
     assumed = {} if args.onnx else {"dtype": args.run.source}
     report = report_for_graph(
         graph,

@@ -55,27 +55,19 @@ def parallel_report(
     memories = [build.rank_memory(r, plan, each, dev) for r in runs]
     stages = tuple(build.stage_report(r, plan, m, dev) for r, m in zip(runs, memories))
     slowest = max(runs, key=lambda r: r.microbatch_s)
-    single_s, single_fits = _single_gpu(graph, dev, options, plan)
+    # with neither tp nor pp the one stage's graph is the whole graph: its report is the single GPU's too
+    whole = runs[0].time.report if len(runs) == 1 and runs[0].stage.graph is graph else None
+    single_s, single_fits = _single_gpu(graph, dev, options, plan, whole)
     return _report(
         graph, plan, dev, ic, runs, slowest, stages, links, step, single_s, single_fits, model_name, precision
     )
 
 
-def _single_gpu(graph, device, options: RunOptions, plan: ParallelPlan) -> tuple[float, bool]:
+def _single_gpu(graph, device, options: RunOptions, plan: ParallelPlan, single=None) -> tuple[float, bool]:
     """Seconds for one GPU to run the whole global batch (gradient accumulation over dp x microbatches
-    micro-batches, one optimizer step), and whether one micro-batch fits on it."""
-    from perfpredict.pipeline import report_for_graph
-
-    single = report_for_graph(
-        graph,
-        device=device,
-        predictor=options.predictor,
-        optimizer=options.optimizer,
-        precision=options.precision,
-        mode=options.mode,
-        tf32=options.tf32,
-        weights_built_in=None,
-    )
+    micro-batches, one optimizer step), and whether one micro-batch fits on it. ``single``: the whole graph's
+    report when it is already known."""
+    single = single or options.report(graph, device)
     total_s = single.latency_ms.value / 1e3
     optimizer_s = min(analytical_node_s(graph, device, options)[1], total_s) if graph.phase == "training" else 0.0
     micro_batches = plan.microbatches * plan.dp

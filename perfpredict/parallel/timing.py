@@ -26,6 +26,21 @@ class RunOptions:
     mode: str = "eager"
     tf32: bool = False
 
+    def report(self, graph: OpGraph, device: Any) -> PerfReport:
+        """The single-GPU report of ``graph`` under these options (weights loaded straight in the run dtype)."""
+        from perfpredict.pipeline import report_for_graph
+
+        return report_for_graph(
+            graph,
+            device=device,
+            predictor=self.predictor,
+            optimizer=self.optimizer,
+            precision=self.precision,
+            mode=self.mode,
+            tf32=self.tf32,
+            weights_built_in=None,
+        )
+
 
 @dataclass(frozen=True)
 class RankTime:
@@ -43,18 +58,7 @@ def rank_time(graph: OpGraph, device: Any, options: RunOptions, labels: list[int
     """Predict ``graph`` with the single-GPU path and split its latency (see the module docstring)."""
     import numpy as np
 
-    from perfpredict.pipeline import report_for_graph
-
-    report = report_for_graph(
-        graph,
-        device=device,
-        predictor=options.predictor,
-        optimizer=options.optimizer,
-        precision=options.precision,
-        mode=options.mode,
-        tf32=options.tf32,
-        weights_built_in=None,
-    )
+    report = options.report(graph, device)
     node_s, optimizer_s = analytical_node_s(graph, device, options)
     total_s = report.latency_ms.value / 1e3
     optimizer_s = min(optimizer_s, total_s)

@@ -42,6 +42,11 @@ class Event:
     node: OpNode
 
 
+def _sp_gather(nbytes: int, phase: str, index: int, what: str) -> Collective:
+    """Sequence parallelism's all-gather of a sequence-split tensor before a tensor-parallel matmul."""
+    return Collective(ALL_GATHER, nbytes, "tp", phase, index, what=f"{what} (sequence-parallel gather)")
+
+
 def collectives_of(graph: OpGraph, events: Sequence[Event], tp: int, sp: bool) -> tuple[Collective, ...]:
     out: list[Collective] = []
     reduce = REDUCE_SCATTER if sp else ALL_REDUCE
@@ -53,42 +58,16 @@ def collectives_of(graph: OpGraph, events: Sequence[Event], tp: int, sp: bool) -
             out.append(Collective(reduce, e.node.outputs[0].nbytes, "tp", "forward", e.index, what=f"{where} output"))
         elif e.kind == "column_forward" and sp and e.role.group not in gathered:
             gathered.add(e.role.group)
-            a, _ = matmul_operands(e.node)
             out.append(
-                Collective(
-                    ALL_GATHER,
-                    e.node.inputs[a].nbytes,
-                    "tp",
-                    "forward",
-                    e.index,
-                    what=f"{where} input (sequence-parallel gather)",
-                )
+                _sp_gather(e.node.inputs[matmul_operands(e.node)[0]].nbytes, "forward", e.index, f"{where} input")
             )
         elif e.kind == "column_grad_input":
             grad_inputs[e.role.group] = e  # the last of the group: its gradients are summed, then reduced once
         elif e.kind == "row_grad_input" and sp:
-            a, _ = matmul_operands(e.node)
-            out.append(
-                Collective(
-                    ALL_GATHER,
-                    e.node.inputs[a].nbytes,
-                    "tp",
-                    "backward",
-                    e.index,
-                    what=f"{where} output gradient (sequence-parallel gather)",
-                )
-            )
+            nbytes = e.node.inputs[matmul_operands(e.node)[0]].nbytes
+            out.append(_sp_gather(nbytes, "backward", e.index, f"{where} output gradient"))
         elif e.kind == "embedding_backward" and sp:
-            out.append(
-                Collective(
-                    ALL_GATHER,
-                    e.node.inputs[0].nbytes,
-                    "tp",
-                    "backward",
-                    e.index,
-                    what=f"{where} output gradient (sequence-parallel gather)",
-                )
-            )
+            out.append(_sp_gather(e.node.inputs[0].nbytes, "backward", e.index, f"{where} output gradient"))
     for group, e in grad_inputs.items():
         size = e.node.outputs[0].nbytes
         where = module_name(group.split(":", 1)[-1]) or module_name(e.role.path)  # a top-level head: its own name
