@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from perfpredict.external import neusight, vidur
+from perfpredict.external import neusight, neusight_models, vidur
 from perfpredict.external.op_rows import EXTERNAL_DIR, write_rows
 from perfpredict.external.source_tree import SourceTree
 
@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     for (kind, dtype), n in sorted(Counter((r["kind"], r["dtype"]) for r in rows).items()):
         print(f"  {kind:12s} {dtype:9s} {n}")
     if args.source == "neusight":
+        for path in neusight_models.copy_configs(tree, out / "configs"):
+            print(f"model config -> {path}")
         table = neusight.e2e_table(tree)
         with (out / "e2e_published.csv").open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(table[0]))

@@ -109,12 +109,18 @@ def row_of(op: str, rec: dict[str, str], latency_ms: float) -> dict[str, Any]:
     if op == "bmm":
         b, m, n, k = d["B"], d["M"], d["N"], d["K"]
         ins = [([b, m, n], F32), ([b, n, k], F32)]
-        return op_row(target="bmm", inputs=ins, output=([b, m, k], F32), device_ms=latency_ms, key=_key("aten::bmm.default", ins))
+        return op_row(
+            target="bmm", inputs=ins, output=([b, m, k], F32), device_ms=latency_ms, key=_key("aten::bmm.default", ins)
+        )
     if op == "linear":
         b, m, n, k = d["B"], d["M"], d["N"], d["K"]
         ins = [([b, m, n], F32), ([k, n], F32), ([k], F32)]
         return op_row(
-            target="linear", inputs=ins, output=([b, m, k], F32), device_ms=latency_ms, key=_key("aten::linear.default", ins)
+            target="linear",
+            inputs=ins,
+            output=([b, m, k], F32),
+            device_ms=latency_ms,
+            key=_key("aten::linear.default", ins),
         )
     if op == "conv":
         return _conv(d, latency_ms)
@@ -123,7 +129,9 @@ def row_of(op: str, rec: dict[str, str], latency_ms: float) -> dict[str, Any]:
         shape = [d["B"], d["H"]]
         ins = [(shape, F32)] if unary else [(shape, F32), (shape, F32)]
         extra = [_SCALAR] if op in _WITH_SCALAR else []
-        return op_row(target=name, inputs=ins, output=(shape, F32), device_ms=latency_ms, key=_key(overload, ins, extra))
+        return op_row(
+            target=name, inputs=ins, output=(shape, F32), device_ms=latency_ms, key=_key(overload, ins, extra)
+        )
     if op == "ln":
         b, h = d["B"], d["H"]
         ins = [([b, h], F32), ([h], F32), ([h], F32)]
@@ -161,7 +169,9 @@ def _key(overload: str, tensors: list, *rest: list) -> str:
             args += [{"t": list(s), "d": dt} for s, dt in part]
         else:
             args += list(part)
-    return json.dumps({"v": OP_KEY_VERSION, "op": overload, "args": args, "kwargs": {}}, sort_keys=True, separators=(",", ":"))
+    return json.dumps(
+        {"v": OP_KEY_VERSION, "op": overload, "args": args, "kwargs": {}}, sort_keys=True, separators=(",", ":")
+    )
 
 
 def e2e_table(tree: SourceTree) -> list[dict[str, Any]]:

@@ -119,7 +119,9 @@ def layer_rows(rec: dict[str, str], spec: ModelSpec) -> Iterator[dict[str, Any]]
     act = _median(rec, "mlp_act")
     if act is not None:  # fused SiLU-and-mul reads the gate and up halves and writes one; GELU one in, one out
         width = 2 * hidden if gated else hidden
-        per_element = ops.ELEMENTWISE_FLOPS_PER_ELEMENT["silu"] + 1 if gated else ops.ELEMENTWISE_FLOPS_PER_ELEMENT["gelu"]
+        per_element = (
+            ops.ELEMENTWISE_FLOPS_PER_ELEMENT["silu"] + 1 if gated else ops.ELEMENTWISE_FLOPS_PER_ELEMENT["gelu"]
+        )
         yield op_row(
             target="silu_and_mul" if gated else "gelu",
             kind=ops.ELEMENTWISE,
