@@ -228,5 +228,5 @@ def models_argv(python: str, device: str, folder: Path, budget_s: float) -> list
         *common,
         *("--dtypes", "bfloat16", "--batches", "1,8,32"),
         *("--families", "llama,qwen2,bert,vit,resnet,convnext,gpt2,swin,efficientnet"),
-        *("--min-seconds", "0.3", "--warmup-max-seconds", "1", "--max-latency-ms", "400", "--round-block", "6"),
+        *("--min-seconds", "0.3", "--warmup-max-seconds", "1", "--max-latency-ms", "400", "--round-block", "3"),
     ]

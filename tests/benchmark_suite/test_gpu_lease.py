@@ -188,8 +188,8 @@ def test_the_dry_run_runs_every_stage_and_its_pack_files_into_data(tmp_path):
     slug = device_slug("cpu")
     skipped_key = _seed_one_done_op(tmp_path / "seed", slug)
     out = tmp_path / "out"
-    cmd = ["bash", str(REPO / "benchmarks" / "gpu_lease.sh"), str(out), "--device", "cpu", "--budget-s", "100"]
-    cmd += ["--reserve-s", "4", "--shares", "env=12,ops=24,models=20,generation=28,env_after=12"]
+    cmd = ["bash", str(REPO / "benchmarks" / "gpu_lease.sh"), str(out), "--device", "cpu", "--budget-s", "86"]
+    cmd += ["--reserve-s", "4", "--shares", "env=10,ops=20,models=18,generation=24,env_after=10"]
     cmd += ["--work", str(tmp_path / "work"), "--seed-data", str(tmp_path / "seed")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=200, env={**os.environ, "PY": PY})
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
