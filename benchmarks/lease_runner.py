@@ -146,12 +146,18 @@ def run_stages(
                 write_json(manifest_path, manifest)
                 _say(log, t0, clock, f"{stage.name}: start (limit {limit:.0f} s, budget {result.budget_s:.0f} s)")
                 started = clock()
-                result.status, result.exit_code = run_child(result.argv, limit, log, kill_grace_s)
+                try:
+                    result.status, result.exit_code = run_child(result.argv, limit, log, kill_grace_s)
+                except OSError as err:  # the command could not start: this stage's loss, not the run's
+                    result.status = f"failed: {err}"
                 result.seconds = round(clock() - started, 1)
                 _say(log, t0, clock, f"{stage.name}: {result.status} (exit {result.exit_code}) in {result.seconds} s")
             manifest["stages"][i] = asdict(result)
             write_json(manifest_path, manifest)
-            after_stage()
+            try:
+                after_stage()
+            except Exception as err:  # noqa: BLE001 - a failed packing must not stop the stages after it
+                _say(log, t0, clock, f"after {stage.name}: {type(err).__name__}: {err}")
     return results
 
 

@@ -89,7 +89,7 @@ class GenSpec:
 def lease_plan(prompt_tokens: int = 512, new_tokens: int = 128, batches: Sequence[int] = (1, 8, 32)) -> list[GenSpec]:
     """The lease's generation rows, most valuable first: eager Qwen2-0.5B (its shipped config), eager Llama-2-7B's
     layers at 8 of its 32 (1.9B parameters: the same kernels per layer), then both compiled at the two smallest
-    batches. ``perfpredict benchmarks/generation.py`` predicts batch 1 at prompt 512 and 128 new tokens."""
+    batches. ``benchmarks/generation.py`` predicts batch 1 at prompt 512 with 128 new tokens."""
     qwen = ("Qwen/Qwen2-0.5B", ())
     llama8 = ("meta-llama/Llama-2-7b-hf", (("num_hidden_layers", 8),))
     plan = []
