@@ -132,3 +132,37 @@ def test_a_planned_op_becomes_an_op_row(tmp_path):
         assert r["in_bytes"] == p.op.io_bytes() and r["out_bytes"] > 0 and r["flops"] is not None
     again = collect_ops.collect_ops(cfg, plan=((p.op, p.source, False) for p in small))
     assert again.measured == 0 and again.skipped_existing == 3  # a rerun extends, never redoes
+
+
+def test_planned_op_rows_train_the_gpu_device_time_model_unchanged(plan, tmp_path, monkeypatch):
+    """The rows a lease files under data/v3/<gpu>/ops/ go into the device-time model's training arrays as they are.
+    The device_ms here is a fixture (0.05 ms for every row), not a measurement: the test checks the interface."""
+    import numpy as np
+
+    from perfpredict.predictors import gpu_training_rows as gtr
+
+    by_group: dict[str, list] = {}
+    for p in plan:
+        by_group.setdefault(p.group, []).append(p)
+    sample = [p for ps in by_group.values() for p in ps[:2]]
+    folder = tmp_path / "v3" / "nvidia-h100-80gb-hbm3" / "ops"
+    folder.mkdir(parents=True)
+    with open(folder / "rows.jsonl", "w") as f:
+        for p in sample:
+            out = p.op.build("meta")()
+            first = out[0] if isinstance(out, (list, tuple)) else out
+            row = {
+                **{"schema_version": 2, "protocol_version": 3, "row_kind": "op", "status": "ok", "device_ms": 0.05},
+                **{"key": p.op.to_key(), "op": p.op.overload, "kind": p.op.kind, "dtype": p.op.dtype()},
+                **{"device": "nvidia-h100-80gb-hbm3", "device_type": "cuda", "device_method": "cuda_graph"},
+                **{"env_device_name": "NVIDIA H100 80GB HBM3", "source_key": p.source, "variant": False},
+                **{"in_bytes": p.op.io_bytes(), "out_bytes": first.numel() * first.element_size()},
+                "flops": op_plan._meta_flops(p.op),
+            }
+            f.write(json.dumps(row) + "\n")
+    monkeypatch.setattr(gtr, "DATA_DIR", tmp_path)
+    own = gtr.own_rows()
+    assert len(own) == len(sample) and set(own["device"]) == {"H100-SXM"}
+    arrays = gtr.arrays(gtr.load_frame(sources=(), own=True))
+    assert arrays.X.shape[0] == len(sample) and np.isfinite(arrays.X).all() and (arrays.bound_s > 0).all()
+    assert {"tensor", "memory"} <= set(arrays.classes)
