@@ -66,6 +66,19 @@ def test_an_overrunning_stage_is_cut_and_the_next_still_runs(tmp_path):
     assert "a: start" in log and "c: skipped" in log
 
 
+def _run(tmp_path, stages, *, total_s, **kw):
+    return lr.run_stages(
+        stages,
+        total_s=total_s,
+        reserve_s=1.0,
+        manifest={},
+        manifest_path=tmp_path / "run.json",
+        log_path=tmp_path / "lease.log",
+        min_stage_s=1.0,
+        **kw,
+    )
+
+
 def test_a_stage_that_cannot_start_or_pack_costs_only_itself(tmp_path):
     def broken_pack():
         raise OSError("disk full")
@@ -74,31 +87,14 @@ def test_a_stage_that_cannot_start_or_pack_costs_only_itself(tmp_path):
         lr.Stage("missing", 5.0, lambda budget: [str(tmp_path / "no-such-program")]),
         lr.Stage("next", 5.0, _py("pass")),
     ]
-    results = lr.run_stages(
-        stages,
-        total_s=20.0,
-        reserve_s=1.0,
-        manifest={},
-        manifest_path=tmp_path / "run.json",
-        log_path=tmp_path / "lease.log",
-        after_stage=broken_pack,
-        min_stage_s=1.0,
-    )
+    results = _run(tmp_path, stages, total_s=20.0, after_stage=broken_pack)
     assert results[0].status.startswith("failed: ") and results[1].status == "ok"
     assert (tmp_path / "lease.log").read_text().count("OSError: disk full") == 2
 
 
 def test_a_stage_that_ends_early_leaves_its_time_to_the_next(tmp_path):
     stages = [lr.Stage("quick", 5.0, _py("pass")), lr.Stage("next", 2.0, _py("pass"))]
-    results = lr.run_stages(
-        stages,
-        total_s=30.0,
-        reserve_s=1.0,
-        manifest={},
-        manifest_path=tmp_path / "run.json",
-        log_path=tmp_path / "lease.log",
-        min_stage_s=1.0,
-    )
+    results = _run(tmp_path, stages, total_s=30.0)
     assert results[1].limit_s > 4.0  # 5 + 2 s of schedule, of which 'quick' used about one
     assert results[0].budget_s == pytest.approx(5.0 - 2.0, abs=0.5)  # its limit less 40% (the 5 s margin is more)
 
