@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# For a short lease, run benchmarks/gpu_lease.sh first (the one prepared lease script); this campaign is for the
+# roofline suite, the studies and longer collections.
 # One GPU lease, used fully: environment, NVML resolution, roofline ceilings, predicted vs measured, then the
 # dataset collector until the time is up. Every stage has its own time limit, so one failing stage costs only
 # itself. Run from the repository root on the GPU host (python3 there must have torch with CUDA):

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# For a short lease, run benchmarks/gpu_lease.sh first (the one prepared lease script); this one is for a
+# collection spread over several device calls of one lease.
 # A dataset collection that outlives one device call. The device tool caps a command at 10 minutes but keeps a
 # process started with setsid running while the machine stays held, so one lease can collect for ~25 minutes
 # without restarting Python or re-sending rows:

@@ -22,7 +22,7 @@ import hashlib
 import random
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from perfpredict.profiling import collect as v2
@@ -104,9 +104,18 @@ def time_op(call: Any, device: str) -> dict[str, Any]:
     return {"device_samples_ms": samples, "device_method": "wall", "eager_block_steps": steps, "cache_state": "warm"}
 
 
-def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2, ops: list[OpInstance] | None = None) -> v2.CollectSummary:
+def collect_ops(
+    cfg: v2.CollectConfig,
+    *,
+    variants: int = 2,
+    ops: list[OpInstance] | None = None,
+    plan: Iterable[tuple[OpInstance, str, bool]] | None = None,
+    build_on_device: bool = False,
+) -> v2.CollectSummary:
     """Collect op rows into ``cfg.out / "ops"`` (resumable): the ops of the zoo plan, or ``ops`` when given (a
-    re-measurement of chosen rows); returns what it did."""
+    re-measurement of chosen rows), or ``plan``'s ``(op, source, is_variant)`` in its order (a chosen plan such as
+    :func:`perfpredict.profiling.op_plan.lease_plan`, whose ``source`` labels each row's group); returns what it
+    did. ``build_on_device`` draws each op's random operands on the device (:meth:`OpInstance.materialize`)."""
     import statistics
 
     from perfpredict.profiling.monitor import Monitor
@@ -157,7 +166,7 @@ def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2, ops: list[OpInstanc
             attempts[kid] = attempts.get(kid, 0) + 1
             try:
                 if key not in built:
-                    built[key] = op.build(cfg.device)
+                    built[key] = op.build(cfg.device, on_device=build_on_device)
                     if not any(r.get("out_bytes") is not None for r in records):
                         rec["out_bytes"] = _out_bytes(built[key]())
                         rec["flops"] = v2.torch_flops(built[key])
@@ -182,7 +191,8 @@ def collect_ops(cfg: v2.CollectConfig, *, variants: int = 2, ops: list[OpInstanc
 
         chunk: list[str] = []
         finished = True
-        plan = op_plan(cfg, variants, seed=cfg.seed) if ops is None else ((op, "", False) for op in ops)
+        if plan is None:
+            plan = op_plan(cfg, variants, seed=cfg.seed) if ops is None else ((op, "", False) for op in ops)
         for op, source, is_variant in plan:
             key = op.to_key()
             if key in done:

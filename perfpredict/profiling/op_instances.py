@@ -9,7 +9,9 @@ Nothing is computed, so a batch-256 model costs milliseconds.
 An :class:`OpInstance` key is one-line JSON: the overload (``aten::addmm.default``), and each argument either a
 tensor spec (shape, dtype, strides when not contiguous) or a literal. :meth:`OpInstance.build` turns the key back into
 the exact call on a real device: tensors with the recorded shapes, dtypes and strides (floats random, integer and
-bool tensors zero, so index arguments are always in range), literals as recorded.
+bool tensors zero, so index arguments are always in range), literals as recorded. A planned integer tensor may carry
+``"hi": N`` (:mod:`perfpredict.profiling.op_plan`): it is then filled with random indices in ``[0, N)``, so an
+embedding reads many rows rather than row 0.
 
 Views and metadata ops launch no kernel and are not recorded; neither are ops whose arguments cannot be written
 down (generators, opaque objects).
@@ -152,17 +154,27 @@ class OpInstance:
         except AttributeError as err:
             raise InvalidInputError(f"op {self.overload!r} does not exist in this torch build") from err
 
-    def materialize(self, device: Any = "cpu", seed: int = 0) -> tuple[list[Any], dict[str, Any]]:
-        """The call's arguments on ``device``: fresh tensors with the recorded shapes, dtypes and strides."""
+    def materialize(
+        self, device: Any = "cpu", seed: int = 0, on_device: bool = False
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """The call's arguments on ``device``: fresh tensors with the recorded shapes, dtypes and strides.
+
+        ``on_device`` draws the random values on ``device`` itself, in the tensor's dtype (a generator of the
+        device's own) instead of in float32 on the host and copying them over: the same distributions, other values,
+        and no host time for a GPU's large operands."""
         import torch
 
-        gen = torch.Generator().manual_seed(seed)
-        return [_decode(a, device, gen) for a in self.args], {k: _decode(v, device, gen) for k, v in self.kwargs}
+        local = on_device and str(device) != "meta"
+        gen = torch.Generator(device=device if local else "cpu").manual_seed(seed)
+        return [_decode(a, device, gen, local) for a in self.args], {
+            k: _decode(v, device, gen, local) for k, v in self.kwargs
+        }
 
-    def build(self, device: Any = "cpu", seed: int = 0) -> Callable[[], Any]:
-        """A zero-argument callable that runs this exact op on ``device`` with fresh tensors."""
+    def build(self, device: Any = "cpu", seed: int = 0, on_device: bool = False) -> Callable[[], Any]:
+        """A zero-argument callable that runs this exact op on ``device`` with fresh tensors (``on_device``: see
+        :meth:`materialize`)."""
         fn = self.packet()
-        args, kwargs = self.materialize(device, seed)
+        args, kwargs = self.materialize(device, seed, on_device)
 
         def call() -> Any:
             return fn(*args, **kwargs)
@@ -192,11 +204,12 @@ def _numel(shape: Iterable[int]) -> int:
     return n
 
 
-def _decode(value: Any, device: Any, gen: Any) -> Any:
+def _decode(value: Any, device: Any, gen: Any, local: bool = False) -> Any:
+    """One encoded argument as a value on ``device``; ``local``: ``gen`` lives on ``device`` and draws there."""
     import torch
 
     if isinstance(value, list):
-        return [_decode(v, device, gen) for v in value]
+        return [_decode(v, device, gen, local) for v in value]
     if not isinstance(value, dict):
         return value
     if "t" in value:
@@ -206,11 +219,13 @@ def _decode(value: Any, device: Any, gen: Any) -> Any:
             return torch.empty_strided(shape, strides or _dense_strides(shape), dtype=dtype, device="meta")
         strides = strides or _dense_strides(shape)
         storage = 1 + sum((int(n) - 1) * int(st) for n, st in zip(shape, strides)) if _numel(shape) else 0
-        flat = (
-            torch.randn(storage, generator=gen).to(dtype)
-            if dtype.is_floating_point
-            else torch.zeros(storage, dtype=dtype)
-        )  # index arguments (embedding, gather, targets) stay in range
+        where = device if local else "cpu"
+        if dtype.is_floating_point:
+            flat = torch.randn(storage, generator=gen, device=where, dtype=dtype if local else torch.float32).to(dtype)
+        elif value.get("hi"):  # a planned index tensor: random rows in [0, hi)
+            flat = torch.randint(0, int(value["hi"]), (storage,), generator=gen, device=where, dtype=dtype)
+        else:  # index arguments (embedding, gather, targets) stay in range
+            flat = torch.zeros(storage, dtype=dtype, device=where)
         base = flat.as_strided(shape, strides)
         return base.to(device)
     if "f" in value:
