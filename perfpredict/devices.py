@@ -194,6 +194,11 @@ def _apply_ceilings(device: Device, data: Mapping[str, Any], label: str) -> Devi
         else:
             peaks[flop_key] = value
             measured.update({"peak_flops_per_s", f"peak_flops_per_s.{flop_key}"})
+            if device.kind == "cpu" and f"{flop_key}_tensor" in peaks:
+                # a CPU's half-precision ceiling is measured through nn.Linear, which runs on AMX where the CPU
+                # has it: the measured rate is that unit's, and replaces its estimate
+                peaks[f"{flop_key}_tensor"] = value
+                measured.add(f"peak_flops_per_s.{flop_key}_tensor")
     if not measured:
         raise InvalidInputError(
             f"no usable ceilings in {label}: expected a 'ceilings' mapping with keys such as "
