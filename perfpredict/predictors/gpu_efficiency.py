@@ -152,6 +152,9 @@ class GpuEfficiencyModel:
         """One line per class used: whose rows stand behind this device's efficiency in it."""
         out = []
         for cls in sorted(classes):
+            if cls not in LEVELLED:
+                out.append(self._unlevelled_source(device, cls))
+                continue
             read = cls if self.levels.get(cls) else FALLBACK.get(cls, cls)
             _, origin = self.level(device, cls)
             label = LABELS.get(cls, cls)
@@ -162,6 +165,14 @@ class GpuEfficiencyModel:
             else:
                 out.append(f"{label}: {via}no {device.name} rows; level from {origin.replace('+', ' and ')}")
         return out
+
+    def _unlevelled_source(self, device: Any, cls: str) -> str:
+        """A class the trees read alone: the device's own rows, or its datasheet against other GPUs' rows."""
+        covered = self.dtypes.get(cls, {})
+        own = next((n for n in (device.name, device.parent) if n and n in covered), None)
+        if own:
+            return f"{LABELS[cls]}: learned from {own}'s own {'/'.join(covered[own])} op rows"
+        return f"{LABELS[cls]}: no {device.name} rows; read from its datasheet by trees fitted on {len(covered)} GPUs' rows"
 
     def save(self, folder: Path, manifest: dict[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
