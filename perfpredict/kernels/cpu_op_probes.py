@@ -86,8 +86,9 @@ def _bytes(dtype: str) -> int:
     return 2 if dtype in ("bfloat16", "float16") else 4
 
 
-def gemm_probe(m: int, k: int, n: int, dtype: str = "float32", batch: int = 0) -> Probe:
-    """``F.linear(x[m, k], w[n, k], b)`` (nn.Linear), or ``torch.bmm`` over ``batch`` [m, k] x [k, n] matrices."""
+def gemm_probe(m: int, k: int, n: int, dtype: str = "float32", batch: int = 0, kn: bool = False) -> Probe:
+    """``F.linear(x[m, k], w[n, k], b)`` (nn.Linear), ``torch.addmm(b, x, w[k, n])`` with ``kn`` (GPT-2's Conv1D
+    layout), or ``torch.bmm`` over ``batch`` [m, k] x [k, n] matrices."""
     e = _bytes(dtype)
     count = max(batch, 1)
 
@@ -99,10 +100,14 @@ def gemm_probe(m: int, k: int, n: int, dtype: str = "float32", batch: int = 0) -
         if batch:
             a, b = torch.randn(batch, m, k, dtype=dt), torch.randn(batch, k, n, dtype=dt)
             return lambda: torch.bmm(a, b)
-        x, w, bias = torch.randn(m, k, dtype=dt), torch.randn(n, k, dtype=dt), torch.randn(n, dtype=dt)
+        x, bias = torch.randn(m, k, dtype=dt), torch.randn(n, dtype=dt)
+        if kn:
+            w = torch.randn(k, n, dtype=dt)
+            return lambda: torch.addmm(bias, x, w)
+        w = torch.randn(n, k, dtype=dt)
         return lambda: F.linear(x, w, bias)
 
-    label = f"bmm {batch}x[{m},{k}]x[{k},{n}]" if batch else f"linear [{m},{k}]x[{k},{n}]"
+    label = f"bmm {batch}x[{m},{k}]x[{k},{n}]" if batch else f"{'addmm' if kn else 'linear'} [{m},{k}]x[{k},{n}]"
     return Probe(GEMM, dtype, label, 2.0 * count * m * k * n, float(e * count * (m * k + k * n + m * n)), build)
 
 
@@ -292,6 +297,8 @@ def probe_set(quick: bool = False) -> list[Probe]:
         gemm += [(4, 2048, 1024), (16, 512, 512), (128, 512, 2048), (128, 2048, 512), (256, 1024, 1024)]
         gemm += [(512, 2048, 512), (512, 1024, 4096), (2048, 256, 256), (1, 4096, 1024), (128, 256, 32000)]
     probes = [gemm_probe(m, k, n) for m, k, n in gemm]
+    if not quick:
+        probes += [gemm_probe(m, k, n, kn=True) for m, k, n in ((1, 1024, 1024), (256, 1024, 1024), (512, 1024, 4096))]
     probes += [gemm_probe(128, 64, 128, batch=16)]
     if not quick:  # attention's two products as bmm: scores [s, d] x [d, s], then [s, s] x [s, d]
         probes += [gemm_probe(128, 128, 64, batch=16), gemm_probe(49, 32, 49, batch=64)]

@@ -61,8 +61,11 @@ _CLASS_OF_KIND = {
     ops.CREATION: probes.CREATION,
     ops.LOSS: probes.SOFTMAX,  # cross-entropy: a log-softmax and a gather
 }
-#: elementwise ops that evaluate a transcendental function per element (ATen's vectorised exp, erf, tanh)
-MATH_TARGETS = ("gelu", "silu", "sigmoid", "tanh", "erf", "exp", "log", "softplus", "pow", "mish", "elu", "hardswish")
+#: elementwise ops that evaluate a transcendental function per element (ATen's vectorised exp, erf, tanh), as
+#: a word of the op's name (``gelu_backward`` is one; ``hardtanh``, a clamp, is not)
+MATH_TARGETS = frozenset(
+    {"gelu", "silu", "sigmoid", "tanh", "erf", "exp", "log", "softplus", "pow", "mish", "elu", "sqrt", "rsqrt"}
+)
 #: the class whose fit stands in for a class with no samples: fused attention is two GEMMs around a softmax (op rows
 #: time it as its parts), and every memory-bound class is at worst an elementwise pass
 STAND_IN = {
@@ -81,7 +84,7 @@ def op_class(kind: str, target: str = "", groups: int = 1) -> str:
     if kind == ops.NORM:
         return probes.BATCH_NORM if "batch_norm" in name else probes.LAYER_NORM
     if kind == ops.ELEMENTWISE:
-        return probes.ELTWISE_MATH if any(m in name for m in MATH_TARGETS) else probes.ELTWISE
+        return probes.ELTWISE_MATH if MATH_TARGETS & set(name.strip("_").split("_")) else probes.ELTWISE
     return _CLASS_OF_KIND.get(kind, probes.ELTWISE)
 
 

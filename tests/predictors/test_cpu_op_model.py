@@ -27,6 +27,8 @@ def test_graph_nodes_fall_into_the_probe_classes():
     assert com.op_class(ops.NORM, "native_layer_norm_backward") == probes.LAYER_NORM
     assert com.op_class(ops.ELEMENTWISE, "gelu") == probes.ELTWISE_MATH
     assert com.op_class(ops.ELEMENTWISE, "add") == probes.ELTWISE
+    assert com.op_class(ops.ELEMENTWISE, "gelu_backward") == probes.ELTWISE_MATH
+    assert com.op_class(ops.ELEMENTWISE, "hardtanh") == probes.ELTWISE  # ReLU6: a clamp, not a tanh
     assert com.op_class(ops.UNKNOWN, "mystery") == probes.ELTWISE
     assert com.precision("bfloat16") == "half" and com.precision("float32") == "float32"
     assert set(com.KIND_OF) == set(probes.CLASSES)
