@@ -21,6 +21,7 @@ not on every round of one. The load average before and after is recorded.
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import time
@@ -260,9 +261,17 @@ def _embedding(n, dtype, build):
     import torch
     import torch.nn.functional as F
 
-    table = torch.randn(32000, width, dtype=_t(dtype))
-    idx = torch.randint(0, 32000, (rows,))
+    table = _vocabulary(width, dtype)
+    idx = torch.randint(0, table.shape[0], (rows,))
     return lambda: F.embedding(idx, table)
+
+
+@functools.cache
+def _vocabulary(width: int, dtype: str):
+    """One 32,000-row table per width and dtype, shared by the embedding probes (65 MiB in float32)."""
+    import torch
+
+    return torch.randn(32000, width, dtype=_t(dtype))
 
 
 def _creation(n, dtype, build):
@@ -289,40 +298,83 @@ _SIZED_BUILDERS = {
 HALF_SIZED = (ELTWISE, ELTWISE_MATH, LAYER_NORM, SOFTMAX)
 
 
+#: (m, k, n) of the float32 GEMMs in nn.Linear's layout: one row to thousands, square, wide, narrow, and a
+#: vocabulary-sized output; the first four are the quick set
+GEMM_SHAPES = (
+    (1, 1024, 1024),
+    (64, 1024, 1024),
+    (256, 512, 2048),
+    (1024, 1024, 1024),
+    (4, 2048, 1024),
+    (16, 512, 512),
+    (128, 512, 2048),
+    (128, 2048, 512),
+    (256, 1024, 1024),
+    (512, 2048, 512),
+    (512, 1024, 4096),
+    (2048, 256, 256),
+    (1, 4096, 1024),
+    (128, 256, 32000),
+)
+CONV1D_SHAPES = ((1, 1024, 1024), (256, 1024, 1024), (512, 1024, 4096))  # x @ w[k, n] (GPT-2's Conv1D)
+#: (batch, m, k, n): attention's two products, scores [s, d] x [d, s] and then [s, s] x [s, d]
+BMM_SHAPES = ((16, 128, 64, 128), (16, 128, 128, 64), (64, 49, 32, 49), (64, 49, 49, 32), (48, 256, 64, 256))
+#: (c_in, c_out, size, kernel, stride) of dense convolutions: 3x3 and 1x1 at every stage of a CNN, strided, stems
+CONV_SHAPES = (
+    (64, 64, 56, 3, 1),
+    (64, 256, 56, 1, 1),
+    (128, 128, 28, 3, 1),
+    (256, 256, 14, 3, 1),
+    (512, 512, 7, 3, 1),
+    (256, 64, 56, 1, 1),
+    (1024, 256, 14, 1, 1),
+    (3, 32, 224, 3, 2),
+    (32, 32, 112, 3, 1),
+    (64, 128, 56, 3, 2),
+    (3, 64, 224, 7, 2),
+    (512, 2048, 7, 1, 1),
+)
+#: (channels, size, kernel, stride) of depthwise convolutions: 3x3, 5x5 and 7x7, early and late
+DEPTHWISE_SHAPES = (
+    (32, 112, 3, 1),
+    (672, 14, 5, 1),
+    (96, 112, 3, 2),
+    (144, 56, 3, 1),
+    (240, 28, 5, 1),
+    (1152, 7, 3, 1),
+    (96, 56, 7, 1),
+    (384, 14, 7, 1),
+    (480, 28, 3, 1),
+    (144, 56, 5, 2),
+)
+#: (batch, heads, sequence, head dim, causal) of fused attention
+ATTENTION_SHAPES = (
+    (1, 8, 128, 64, False),
+    (1, 12, 256, 64, False),
+    (2, 16, 128, 64, False),
+    (1, 12, 256, 64, True),
+    (64, 4, 49, 32, False),
+    (4, 12, 128, 64, False),
+    (1, 16, 512, 64, True),
+)
+
+
 def probe_set(quick: bool = False) -> list[Probe]:
-    """The probes: generic shapes of the sizes deep-learning models run, none taken from a particular model."""
-    sizes = QUICK_SIZES if quick else SIZES
-    gemm = [(1, 1024, 1024), (64, 1024, 1024), (256, 512, 2048), (1024, 1024, 1024)]
-    if not quick:
-        gemm += [(4, 2048, 1024), (16, 512, 512), (128, 512, 2048), (128, 2048, 512), (256, 1024, 1024)]
-        gemm += [(512, 2048, 512), (512, 1024, 4096), (2048, 256, 256), (1, 4096, 1024), (128, 256, 32000)]
-    probes = [gemm_probe(m, k, n) for m, k, n in gemm]
-    if not quick:
-        probes += [gemm_probe(m, k, n, kn=True) for m, k, n in ((1, 1024, 1024), (256, 1024, 1024), (512, 1024, 4096))]
-    probes += [gemm_probe(128, 64, 128, batch=16)]
-    if not quick:  # attention's two products as bmm: scores [s, d] x [d, s], then [s, s] x [s, d]
-        probes += [gemm_probe(128, 128, 64, batch=16), gemm_probe(49, 32, 49, batch=64)]
-        probes += [gemm_probe(49, 49, 32, batch=64), gemm_probe(256, 64, 256, batch=48)]
-    conv = [(64, 64, 56, 3, 1), (64, 256, 56, 1, 1)]
-    if not quick:
-        conv += [(128, 128, 28, 3, 1), (256, 256, 14, 3, 1), (512, 512, 7, 3, 1), (256, 64, 56, 1, 1)]
-        conv += [(1024, 256, 14, 1, 1), (3, 32, 224, 3, 2), (32, 32, 112, 3, 1), (64, 128, 56, 3, 2)]
-        conv += [(3, 64, 224, 7, 2), (512, 2048, 7, 1, 1)]
-    probes += [conv_probe(ci, co, hw, k, s) for ci, co, hw, k, s in conv]
-    dw = [(32, 112, 3, 1), (672, 14, 5, 1)]
-    if not quick:
-        dw += [(96, 112, 3, 2), (144, 56, 3, 1), (240, 28, 5, 1), (1152, 7, 3, 1), (96, 56, 7, 1), (384, 14, 7, 1)]
-        dw += [(480, 28, 3, 1), (144, 56, 5, 2)]
-    probes += [conv_probe(c, c, hw, k, s, depthwise=True) for c, hw, k, s in dw]
-    att = [(1, 8, 128, 64, False)]
-    if not quick:
-        att += [(1, 12, 256, 64, False), (2, 16, 128, 64, False), (1, 12, 256, 64, True), (64, 4, 49, 32, False)]
-        att += [(4, 12, 128, 64, False), (1, 16, 512, 64, True)]
-    probes += [attention_probe(*a) for a in att]
-    probes += [sized_probe(cls, n) for cls in SIZED for n in sizes]
-    if not quick:
-        probes += [gemm_probe(m, k, n, "bfloat16") for m, k, n in ((1, 1024, 1024), (64, 1024, 1024))]
-        probes += [gemm_probe(m, k, n, "bfloat16") for m, k, n in ((256, 512, 2048), (1024, 1024, 1024))]
+    """The probes: generic shapes of the sizes deep-learning models run, none taken from a particular model.
+    ``quick``: the first few of each class, and two sizes of the memory-bound ones."""
+
+    def first(shapes: tuple, n: int) -> tuple:
+        return shapes[:n] if quick else shapes
+
+    probes = [gemm_probe(m, k, n) for m, k, n in first(GEMM_SHAPES, 4)]
+    probes += [gemm_probe(m, k, n, kn=True) for m, k, n in first(CONV1D_SHAPES, 0)]
+    probes += [gemm_probe(m, k, n, batch=b) for b, m, k, n in first(BMM_SHAPES, 1)]
+    probes += [conv_probe(ci, co, hw, k, s) for ci, co, hw, k, s in first(CONV_SHAPES, 2)]
+    probes += [conv_probe(c, c, hw, k, s, depthwise=True) for c, hw, k, s in first(DEPTHWISE_SHAPES, 2)]
+    probes += [attention_probe(*a) for a in first(ATTENTION_SHAPES, 1)]
+    probes += [sized_probe(cls, n) for cls in SIZED for n in (QUICK_SIZES if quick else SIZES)]
+    if not quick:  # bfloat16: AMX on recent Xeons, widened to float32 where the CPU has no bf16 arithmetic
+        probes += [gemm_probe(m, k, n, "bfloat16") for m, k, n in GEMM_SHAPES[:4]]
         probes += [conv_probe(64, 64, 56, 3, dtype="bfloat16"), conv_probe(256, 64, 56, 1, dtype="bfloat16")]
         probes += [conv_probe(144, 144, 56, 3, dtype="bfloat16", depthwise=True)]
         probes += [attention_probe(1, 12, 256, 64, dtype="bfloat16")]

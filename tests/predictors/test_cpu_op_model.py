@@ -16,7 +16,7 @@ from perfpredict.kernels import cpu_op_probes as probes
 from perfpredict.predictors import cpu_op_model as com
 from perfpredict.predictors import host_model
 from perfpredict.predictors.base import RunConfig
-from perfpredict.predictors.two_timeline import TwoTimelinePredictor
+from perfpredict.predictors.two_timeline import TwoTimelinePredictor, calibration
 
 
 def test_graph_nodes_fall_into_the_probe_classes():
@@ -124,8 +124,10 @@ def test_a_calibrated_cpu_answers_with_its_own_op_model():
     graph, cpu = _matmul_graph(), get_device("cpu")
     t_fast = TwoTimelinePredictor(fast).latency_s(graph, cpu, RunConfig())
     t_slow = TwoTimelinePredictor(slow).latency_s(graph, cpu, RunConfig())
-    # 1.07 GFLOP: 5.4 ms at 200 GFLOP/s, 10.7 ms at 100; the host part (one op's dispatch) is the same
-    assert t_slow - t_fast == pytest.approx(graph.total_flops * (1 / 1e11 - 1 / 2e11), rel=1e-3)
+    # 1.07 GFLOP: 5.4 ms at 200 GFLOP/s, 10.7 ms at 100, times the CPU's device-time scale; the host part (one
+    # op's dispatch) is the same
+    scale = calibration(cpu, "device_time_scale", 1.0)
+    assert t_slow - t_fast == pytest.approx(scale * graph.total_flops * (1 / 1e11 - 1 / 2e11), rel=1e-3)
     gpu = get_device("H100-SXM")  # a GPU never reads the CPU's op model
     assert TwoTimelinePredictor(fast).latency_s(graph, gpu, RunConfig()) == TwoTimelinePredictor(slow).latency_s(
         graph, gpu, RunConfig()
