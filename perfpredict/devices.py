@@ -186,6 +186,10 @@ def _apply_ceilings(device: Device, data: Mapping[str, Any], label: str) -> Devi
             f"no usable ceilings in {label}: expected a 'ceilings' mapping with keys such as "
             f"'hbm_bandwidth_bytes_per_s' or 'fp32_flops_per_s'"
         )
+    if device.kind == "cpu":  # a CPU's GEMM ceilings are measured through torch, on AMX where the CPU has it
+        for key in [k for k in peaks if f"peak_flops_per_s.{k}" in measured]:
+            if f"{key}_tensor" in peaks and f"peak_flops_per_s.{key}_tensor" not in measured:
+                peaks[f"{key}_tensor"] = peaks[key]  # the estimate (cores x clock x 1024 for AMX) gives way
     return dataclasses.replace(
         device,
         **updates,
