@@ -243,7 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also time one round of the calibration's probes before each measurement round, and predict with "
         "those rounds as a second calibration (a busy host drifts between the two halves of one run)",
     )
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's, every core)")
     args = p.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)  # before the calibration: it probes at the threads the models run with
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M")
     store = Path(args.store)
     store.mkdir(parents=True, exist_ok=True)
