@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 #: op classes the probes time; ``cpu_op_model.op_class`` maps every graph node onto one of them
-GEMM, CONV, CONV_DW, ATTENTION = "gemm", "conv", "conv_dw", "attention"
+GEMM, CONV, CONV_1X1, CONV_DW, ATTENTION = "gemm", "conv", "conv_1x1", "conv_dw", "attention"
 ELTWISE, ELTWISE_MATH, LAYER_NORM, BATCH_NORM = "eltwise", "eltwise_math", "layer_norm", "batch_norm"
 SOFTMAX, REDUCTION, POOLING, COPY, EMBEDDING, CREATION = (
     "softmax",
@@ -41,7 +41,7 @@ SOFTMAX, REDUCTION, POOLING, COPY, EMBEDDING, CREATION = (
     "creation",
 )
 #: classes whose time is fitted as overhead + FLOPs / rate + bytes / bandwidth (their shapes vary in more than size)
-SHAPED = (GEMM, CONV, CONV_DW, ATTENTION)
+SHAPED = (GEMM, CONV, CONV_1X1, CONV_DW, ATTENTION)
 #: classes whose time is a curve in the bytes they move (one shape family each, at several sizes)
 SIZED = (ELTWISE, ELTWISE_MATH, LAYER_NORM, BATCH_NORM, SOFTMAX, REDUCTION, POOLING, COPY, EMBEDDING, CREATION)
 CLASSES = SHAPED + SIZED
@@ -130,7 +130,15 @@ def conv_probe(c_in: int, c_out: int, hw: int, k: int, stride: int = 1, dtype: s
         return lambda: F.conv2d(x, w, None, stride, k // 2, 1, groups)
 
     label = f"{'dw' if depthwise else 'conv'} {c_in}->{c_out} {hw}px k{k} s{stride}"
-    return Probe(CONV_DW if depthwise else CONV, dtype, label, flops, float(moved), build)
+    return Probe(conv_class(k, stride, groups), dtype, label, flops, float(moved), build)
+
+
+def conv_class(kernel: int, stride: int, groups: int) -> str:
+    """Depthwise (grouped), pointwise (1x1, stride 1: a GEMM over the pixels, which ATen runs outside oneDNN on one
+    thread, ``use_mkldnn`` in Convolution.cpp), or a dense spatial convolution."""
+    if groups > 1:
+        return CONV_DW
+    return CONV_1X1 if kernel == 1 and stride == 1 else CONV
 
 
 def attention_probe(b: int, heads: int, seq: int, dim: int, causal: bool = False, dtype: str = "float32") -> Probe:
@@ -333,6 +341,8 @@ CONV_SHAPES = (
     (64, 128, 56, 3, 2),
     (3, 64, 224, 7, 2),
     (512, 2048, 7, 1, 1),
+    (128, 512, 28, 1, 1),
+    (256, 1024, 14, 1, 1),
 )
 #: (channels, size, kernel, stride) of depthwise convolutions: 3x3, 5x5 and 7x7, early and late
 DEPTHWISE_SHAPES = (

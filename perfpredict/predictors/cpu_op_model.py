@@ -38,6 +38,7 @@ KIND_OF = {
     probes.GEMM: ops.MATMUL,
     probes.CONV: ops.CONV,
     probes.CONV_DW: ops.CONV,
+    probes.CONV_1X1: ops.CONV,
     probes.ATTENTION: ops.ATTENTION,
     probes.ELTWISE: ops.ELEMENTWISE,
     probes.ELTWISE_MATH: ops.ELEMENTWISE,
@@ -71,16 +72,18 @@ MATH_TARGETS = frozenset(
 STAND_IN = {
     probes.ATTENTION: probes.GEMM,
     probes.CONV_DW: probes.CONV,
+    probes.CONV_1X1: probes.CONV,
     **{cls: probes.ELTWISE for cls in probes.SIZED if cls != probes.ELTWISE},
 }
 MAX_DISPATCH_SHARE = 0.9  # never take more than this share of a probe's time off as dispatch
 
 
-def op_class(kind: str, target: str = "", groups: int = 1) -> str:
-    """The probe class of a graph node (its canonical ``kind``, frontend ``target`` and convolution groups)."""
+def op_class(kind: str, target: str = "", groups: int = 1, kernel: int = 3, stride: int = 1) -> str:
+    """The probe class of a graph node: its canonical ``kind``, frontend ``target``, and for a convolution its
+    groups, (largest) kernel side and stride."""
     name = target.lower()
     if kind == ops.CONV:
-        return probes.CONV_DW if groups > 1 else probes.CONV
+        return probes.conv_class(kernel, stride, groups)
     if kind == ops.NORM:
         return probes.BATCH_NORM if "batch_norm" in name else probes.LAYER_NORM
     if kind == ops.ELEMENTWISE:
@@ -175,7 +178,17 @@ class CpuOpModel:
 
 def node_class(node: Any) -> tuple[str, str]:
     out = node.outputs[0].dtype if node.outputs else "float32"
-    return op_class(node.op, node.target, int(node.attrs.get("groups", 1) or 1)), precision(out)
+    shapes = [tuple(t.shape) for t in (*node.inputs[:2], *node.outputs[:1])]
+    kernel, stride = conv_geometry(*shapes) if node.op == ops.CONV and len(shapes) == 3 else (3, 1)
+    return op_class(node.op, node.target, int(node.attrs.get("groups", 1) or 1), kernel, stride), precision(out)
+
+
+def conv_geometry(x: tuple[int, ...], w: tuple[int, ...], y: tuple[int, ...]) -> tuple[int, int]:
+    """(largest kernel side, stride) of a convolution from its input, weight and output shapes (stride 1 where the
+    output keeps the input's spatial size)."""
+    kernel = max(w[2:], default=1)
+    stride = 1 if tuple(x[2:]) == tuple(y[2:]) else 2
+    return int(kernel), stride
 
 
 @dataclass(frozen=True)
@@ -209,7 +222,10 @@ def op_row_samples(rows: Iterable[Mapping[str, Any]], dispatch_us: Mapping[str, 
         name = str(row["op"]).split("::")[-1].split(".")[0]
         seconds = float(row["device_ms"]) * 1e-3
         taken = min(dispatch_us.get(shape.kind, 0.0) * 1e-6, MAX_DISPATCH_SHARE * seconds)
-        cls = op_class(shape.kind, name, shape.groups)
+        kernel, stride = (3, 1)
+        if shape.kind == ops.CONV and len(shape.in_shapes) == 2 and name == "convolution":
+            kernel, stride = conv_geometry(*shape.in_shapes, shape.out_shape)
+        cls = op_class(shape.kind, name, shape.groups, kernel, stride)
         out.append(Sample(cls, precision(shape.dtype), shape.flops, shape.bytes, seconds - taken))
     return out
 

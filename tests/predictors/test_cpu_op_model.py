@@ -23,6 +23,12 @@ def test_graph_nodes_fall_into_the_probe_classes():
     assert com.op_class(ops.MATMUL, "linear") == probes.GEMM
     assert com.op_class(ops.CONV, "conv2d", groups=1) == probes.CONV
     assert com.op_class(ops.CONV, "conv2d", groups=32) == probes.CONV_DW
+    assert com.op_class(ops.CONV, "conv2d", kernel=1, stride=1) == probes.CONV_1X1  # a GEMM over the pixels
+    assert com.op_class(ops.CONV, "conv2d", kernel=1, stride=2) == probes.CONV  # a strided 1x1 is not
+    # a 1x1 weight keeping 56x56 is pointwise; a 3x3 is spatial; a 1x1 halving the image is strided
+    assert com.conv_geometry((1, 64, 56, 56), (256, 64, 1, 1), (1, 256, 56, 56)) == (1, 1)
+    assert com.conv_geometry((1, 64, 56, 56), (64, 64, 3, 3), (1, 64, 56, 56)) == (3, 1)
+    assert com.conv_geometry((1, 256, 56, 56), (512, 256, 1, 1), (1, 512, 28, 28)) == (1, 2)
     assert com.op_class(ops.NORM, "batch_norm") == probes.BATCH_NORM
     assert com.op_class(ops.NORM, "native_layer_norm_backward") == probes.LAYER_NORM
     assert com.op_class(ops.ELEMENTWISE, "gelu") == probes.ELTWISE_MATH
