@@ -112,24 +112,28 @@ def gemm_probe(m: int, k: int, n: int, dtype: str = "float32", batch: int = 0, k
     return Probe(GEMM, dtype, label, 2.0 * count * m * k * n, float(e * count * (m * k + k * n + m * n)), build)
 
 
-def conv_probe(c_in: int, c_out: int, hw: int, k: int, stride: int = 1, dtype: str = "float32", depthwise=False):
-    """``F.conv2d`` on one NCHW image, padding k // 2; depthwise: groups = channels (c_out = c_in)."""
+def conv_probe(
+    c_in: int, c_out: int, hw: int, k: int, stride: int = 1, dtype: str = "float32", depthwise=False, batch: int = 1
+):
+    """``F.conv2d`` on ``batch`` NCHW images, padding k // 2; depthwise: groups = channels (c_out = c_in)."""
     groups = c_in if depthwise else 1
     out_hw = (hw + 2 * (k // 2) - k) // stride + 1
     e = _bytes(dtype)
-    flops = 2.0 * c_out * out_hw * out_hw * (c_in // groups) * k * k
-    moved = e * (c_in * hw * hw + c_out * (c_in // groups) * k * k + c_out * out_hw * out_hw)
+    flops = 2.0 * batch * c_out * out_hw * out_hw * (c_in // groups) * k * k
+    moved = e * (batch * c_in * hw * hw + c_out * (c_in // groups) * k * k + batch * c_out * out_hw * out_hw)
 
     def build():
         import torch
         import torch.nn.functional as F
 
         dt = _t(dtype)
-        x = torch.randn(1, c_in, hw, hw, dtype=dt)
+        x = torch.randn(batch, c_in, hw, hw, dtype=dt)
         w = torch.randn(c_out, c_in // groups, k, k, dtype=dt)
         return lambda: F.conv2d(x, w, None, stride, k // 2, 1, groups)
 
-    label = f"{'dw' if depthwise else 'conv'} {c_in}->{c_out} {hw}px k{k} s{stride}"
+    label = f"{'dw' if depthwise else 'conv'} {c_in}->{c_out} {hw}px k{k} s{stride}" + (
+        f" x{batch}" if batch > 1 else ""
+    )
     return Probe(conv_class(k, stride, groups), dtype, label, flops, float(moved), build)
 
 
@@ -381,6 +385,9 @@ def probe_set(quick: bool = False) -> list[Probe]:
     probes += [gemm_probe(m, k, n, batch=b) for b, m, k, n in first(BMM_SHAPES, 1)]
     probes += [conv_probe(ci, co, hw, k, s) for ci, co, hw, k, s in first(CONV_SHAPES, 2)]
     probes += [conv_probe(c, c, hw, k, s, depthwise=True) for c, hw, k, s in first(DEPTHWISE_SHAPES, 2)]
+    if not quick:  # a batch of images: each class's fit must reach the FLOPs of a model at batch 4 and beyond
+        probes += [conv_probe(ci, co, hw, k, s, batch=4) for ci, co, hw, k, s in CONV_SHAPES[:7]]
+        probes += [conv_probe(c, c, hw, k, s, depthwise=True, batch=4) for c, hw, k, s in DEPTHWISE_SHAPES[:4]]
     probes += [attention_probe(*a) for a in first(ATTENTION_SHAPES, 1)]
     probes += [sized_probe(cls, n) for cls in SIZED for n in (QUICK_SIZES if quick else SIZES)]
     if not quick:  # bfloat16: AMX on recent Xeons, widened to float32 where the CPU has no bf16 arithmetic
