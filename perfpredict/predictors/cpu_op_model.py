@@ -237,10 +237,35 @@ def fit(samples: Sequence[Sample], threads: int, source: str = "", details: Mapp
         if s.seconds > 0 and math.isfinite(s.seconds):
             groups.setdefault(f"{s.cls}/{s.prec}", []).append(s)
     fits = {}
-    for key, group in groups.items():
+    for key, group in sorted(groups.items(), key=lambda kv: kv[0].endswith("/half")):  # float32 first
         cls = key.split("/")[0]
-        fits[key] = fit_shaped(group) if cls in probes.SHAPED else fit_sized(group)
+        if cls not in probes.SHAPED:
+            fits[key] = fit_sized(group)
+        elif len(group) < MIN_SHAPED_PROBES and f"{cls}/float32" in fits:
+            fits[key] = scaled_like(fits[f"{cls}/float32"], group)
+        else:
+            fits[key] = fit_shaped(group)
     return CpuOpModel(fits, threads, source, dict(details or {}))
+
+
+#: fewer probes than this cannot fix a shaped fit's three figures: the class's float32 fit, scaled to them, stands in
+MIN_SHAPED_PROBES = 4
+
+
+def scaled_like(reference: ClassFit, group: Sequence[Sample]) -> ClassFit:
+    """``reference`` (the class's float32 fit) times the median ratio of ``group``'s times to its prediction: a
+    bfloat16 GEMM probed at a few shapes follows the float32 shape dependence at its own speed."""
+    t = np.array([s.seconds for s in group])
+    pred = reference.seconds(np.array([s.flops for s in group]), np.array([s.bytes for s in group]))
+    k = float(np.median(t / pred))
+    return ClassFit(
+        "shaped",
+        overhead_s=reference.overhead_s * k,
+        s_per_flop=reference.s_per_flop * k,
+        s_per_byte=reference.s_per_byte * k,
+        probes=len(group),
+        fit_mape=round(float(np.mean(np.abs(pred * k - t) / t)), 4),
+    )
 
 
 def fit_shaped(group: Sequence[Sample]) -> ClassFit:

@@ -178,3 +178,13 @@ def test_the_reference_profile_carries_an_op_model_for_every_class():
     t = gemm.seconds(np.array([1e8, 1e9, 1e10]), np.array([1e6, 4e6, 1.6e7]))
     assert np.all(np.diff(t) > 0) and 1e-3 < t[1] < 0.1
     assert math.isfinite(gemm.fit_mape)
+
+
+def test_a_class_probed_at_a_few_shapes_follows_its_float32_fit_at_its_own_speed():
+    # float32 GEMMs: 2 us + flops / 100 GFLOP/s; two bfloat16 probes run 4x faster than float32 at their shapes
+    shapes = ((1e6, 1e4), (1e7, 3e5), (1e8, 2e6), (1e9, 4e6), (1e10, 5e7))  # (flops, bytes)
+    f32 = [com.Sample(probes.GEMM, "float32", f, b, 2e-6 + f / 1e11) for f, b in shapes]
+    half = [com.Sample(probes.GEMM, "half", f, b / 2, (2e-6 + f / 1e11) / 4) for f, b in shapes[2:4]]
+    model = com.fit(f32 + half, threads=2)
+    got = model.fit_for(probes.GEMM, "half").seconds(np.array([1e11]), np.array([1e7]))
+    assert got[0] == pytest.approx((2e-6 + 1e11 / 1e11) / 4, rel=1e-6)  # 100 GFLOP: 250 ms, not a constant
