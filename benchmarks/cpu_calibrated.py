@@ -64,14 +64,15 @@ HELD_OUT = (
     "google/efficientnet-b0",
 )
 TEXT_SEQ = 128
+CLOCKS = {"wall": time.perf_counter_ns, "cpu": time.process_time_ns}
 MIN_CALLS, WINDOW_S = 3, 0.3
 
 
-def calibrate_profile(path: Path) -> dict:
+def calibrate_profile(path: Path, clock) -> dict:
     from perfpredict.predictors.host_calibration import calibrate
 
     t0 = time.perf_counter()
-    profile = calibrate("cpu_calibrated benchmark", say=lambda m: print(m, file=sys.stderr, flush=True))
+    profile = calibrate("cpu_calibrated benchmark", say=lambda m: print(m, file=sys.stderr, flush=True), clock=clock)
     seconds = time.perf_counter() - t0
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(profile.to_json())
@@ -151,7 +152,7 @@ def refit(profile, probes: list[dict] | None = None):
     return replace(profile, cpu_ops=model.to_dict())
 
 
-def measure_all(items: list[tuple[str, int]], rounds: int, save, probe_rounds: bool = False) -> dict:
+def measure_all(items: list[tuple[str, int]], rounds: int, save, probe_rounds: bool, clock) -> dict:
     import torch
 
     from perfpredict.compiler_hooks.hf_frontend import load_config, model_from_hf
@@ -175,10 +176,11 @@ def measure_all(items: list[tuple[str, int]], rounds: int, save, probe_rounds: b
         for r in range(rounds):
             order = items if r % 2 == 0 else items[::-1]  # alternate, so drift does not favour either end
             if probe_rounds:  # one round of the calibration's probes before each round of the models
-                probes.append([p.as_dict() for p in cpu_op_probes.time_probes(cpu_op_probes.probe_set(), rounds=1)])
+                timed = cpu_op_probes.time_probes(cpu_op_probes.probe_set(), rounds=1, clock=clock)
+                probes.append([p.as_dict() for p in timed])
             loads.append(os.getloadavg()[0])
             for key in order:
-                samples[key].append(time_step(*built[key]))
+                samples[key].append(time_step(*built[key], clock))
             print(f"round {r + 1}/{rounds}, load {loads[-1]:.2f}", file=sys.stderr, flush=True)
             save({**labels(samples, loads), "probe_rounds": probes})
     return {**labels(samples, loads), "probe_rounds": probes}
@@ -203,14 +205,15 @@ def labels(samples: dict[tuple[str, int], list[float]], loads: list[float]) -> d
     }
 
 
-def time_step(model, inputs: tuple) -> float:
-    """Milliseconds of ``model(*inputs)``: the median of at least MIN_CALLS calls, as many as fill WINDOW_S."""
+def time_step(model, inputs: tuple, clock) -> float:
+    """Milliseconds of ``model(*inputs)`` by ``clock``: the median of at least MIN_CALLS calls, as many as fill
+    WINDOW_S."""
     times = []
     start = time.perf_counter()
     while len(times) < MIN_CALLS or time.perf_counter() - start < WINDOW_S:
-        t0 = time.perf_counter_ns()
+        t0 = clock()
         model(*inputs)
-        times.append((time.perf_counter_ns() - t0) / 1e6)
+        times.append((clock() - t0) / 1e6)
     return statistics.median(times)
 
 
@@ -244,7 +247,16 @@ def main(argv: list[str] | None = None) -> int:
         "those rounds as a second calibration (a busy host drifts between the two halves of one run)",
     )
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's, every core)")
+    p.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="wall time (default), or this process's CPU time (with --threads 1 only): on a busy host, what one "
+        "thread takes when it runs, which checks the model's structure without the other tenants' share",
+    )
     args = p.parse_args(argv)
+    if args.clock == "cpu" and args.threads != 1:
+        p.error("--clock cpu counts every thread's CPU time: use it with --threads 1")
     if args.threads:
         import torch
 
@@ -255,16 +267,21 @@ def main(argv: list[str] | None = None) -> int:
     items = [(m, int(b)) for m in args.models.split(",") for b in args.batches.split(",")]
     run = {"started": stamp, "command": "python benchmarks/cpu_calibrated.py " + shlex.join(sys.argv[1:])}
     profile = Path(args.profile) if args.profile else store / f"profile-{stamp}.json"
-    run["calibration"] = {"path": args.profile, "seconds": None} if args.profile else calibrate_profile(profile)
+    clock = CLOCKS[args.clock]
+    run["calibration"] = {"path": args.profile, "seconds": None} if args.profile else calibrate_profile(profile, clock)
+    run["clock"] = args.clock
     if args.measured:
         measured = json.loads(Path(args.measured).read_text())
     else:
         path = store / f"measured-{stamp}.json"
 
         def save(data: dict) -> None:
-            path.write_text(json.dumps({**data, "created": stamp, "calibration": run["calibration"]}, indent=1) + "\n")
+            path.write_text(
+                json.dumps({**data, "created": stamp, "calibration": run["calibration"], "clock": args.clock}, indent=1)
+                + "\n"
+            )
 
-        measured = measure_all(items, args.rounds, save, args.probe_rounds)
+        measured = measure_all(items, args.rounds, save, args.probe_rounds, clock)
         save(measured)
         measured = json.loads(path.read_text())
     if args.skip_predict:

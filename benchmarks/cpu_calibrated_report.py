@@ -31,7 +31,9 @@ def render(run: dict, measured: dict, predicted: dict, items: list[tuple[str, in
         "",
         f"Command: `{run['command']}` ({run['started']} UTC). Calibration: "
         + (f"{cal['seconds']} s, stored in `{cal['path']}`" if cal.get("seconds") else f"reused `{cal['path']}`")
-        + f". Measured {measured.get('created', '?')} UTC with {measured.get('threads')} torch threads, "
+        + f". Measured {measured.get('created', '?')} UTC with {measured.get('threads')} torch threads"
+        + (" by CPU time (`--clock cpu`)" if measured.get("clock") == "cpu" else "")
+        + ", "
         f"{len(measured.get('load_average_per_round', []))} interleaved rounds, load average per round "
         f"{', '.join(f'{x:.2f}' for x in loads)}.",
         "",

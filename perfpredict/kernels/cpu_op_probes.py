@@ -405,25 +405,28 @@ def time_probes(
     rounds: int = 3,
     window_s: float = 0.004,
     say: Callable[[str], None] = lambda msg: None,
+    clock: Callable[[], int] = time.perf_counter_ns,
 ) -> list[ProbeResult]:
-    """Time every probe in ``rounds`` interleaved rounds (see the module docstring)."""
+    """Time every probe in ``rounds`` interleaved rounds (see the module docstring). ``clock`` (nanoseconds):
+    wall time by default; ``time.process_time_ns`` counts only this process's CPU time, what one thread would take on
+    a quiet host (used to check the model on a busy one)."""
     from perfpredict.profiling.rounds import label
 
     calls = []
     for p in probes:
         fn = p.build()
         fn()  # warm: oneDNN builds its kernels and primitive caches on the first call
-        t0 = time.perf_counter_ns()
+        t0 = clock()
         fn()
-        one_s = max((time.perf_counter_ns() - t0) * 1e-9, 1e-7)
+        one_s = max((clock() - t0) * 1e-9, 1e-7)
         calls.append((fn, max(1, int(window_s / one_s))))
     samples: list[list[float]] = [[] for _ in probes]
     for r in range(rounds):
         for i, (fn, n) in enumerate(calls):
-            t0 = time.perf_counter_ns()
+            t0 = clock()
             for _ in range(n):
                 fn()
-            samples[i].append((time.perf_counter_ns() - t0) * 1e-9 / n)
+            samples[i].append((clock() - t0) * 1e-9 / n)
         say(f"  round {r + 1}/{rounds}: {len(probes)} probes")
     out = []
     for p, s in zip(probes, samples):
@@ -432,7 +435,7 @@ def time_probes(
     return out
 
 
-def thread_speedup(threads: int) -> dict[str, float]:
+def thread_speedup(threads: int, clock: Callable[[], int] = time.perf_counter_ns) -> dict[str, float]:
     """How much ``threads`` threads speed up one large GEMM and one large elementwise op over one thread: the
     threading behaviour the probes' times already carry, recorded apart (a busy host shows here first)."""
     import torch
@@ -448,9 +451,9 @@ def thread_speedup(threads: int) -> dict[str, float]:
                 fn()
                 samples = []
                 for _ in range(3):
-                    t0 = time.perf_counter_ns()
+                    t0 = clock()
                     fn()
-                    samples.append(time.perf_counter_ns() - t0)
+                    samples.append(clock() - t0)
                 times[t] = statistics.median(samples)
             out[probe.cls] = round(times[1] / times[threads], 3)
     finally:

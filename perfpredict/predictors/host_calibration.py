@@ -53,19 +53,21 @@ def _probes() -> dict[str, Callable[[], Any]]:
     }
 
 
-def time_call_us(fn: Callable[[], Any], *, calls: int = 400, blocks: int = 5) -> float:
+def time_call_us(
+    fn: Callable[[], Any], *, calls: int = 400, blocks: int = 5, clock: Callable[[], int] = time.perf_counter_ns
+) -> float:
     """Median over ``blocks`` of the mean microseconds per call of ``calls`` back-to-back calls."""
     fn()
     out = []
     for _ in range(blocks):
-        t0 = time.perf_counter_ns()
+        t0 = clock()
         for _ in range(calls):
             fn()
-        out.append((time.perf_counter_ns() - t0) / 1e3 / calls)
+        out.append((clock() - t0) / 1e3 / calls)
     return statistics.median(out)
 
 
-def module_overhead_us(layers: int = 8) -> float:
+def module_overhead_us(layers: int = 8, clock: Callable[[], int] = time.perf_counter_ns) -> float:
     """Microseconds per op that ``nn.Module`` Python adds: a module stack against the same ATen calls made bare."""
     import torch
 
@@ -86,12 +88,12 @@ def module_overhead_us(layers: int = 8) -> float:
         return h
 
     with torch.no_grad():
-        wrapped = time_call_us(lambda: stack(x), calls=100)
-        plain = time_call_us(bare, calls=100)
+        wrapped = time_call_us(lambda: stack(x), calls=100, clock=clock)
+        plain = time_call_us(bare, calls=100, clock=clock)
     return max(0.0, (wrapped - plain) / (3 * layers))
 
 
-def measure_dispatch() -> tuple[dict[str, float], float]:
+def measure_dispatch(clock: Callable[[], int] = time.perf_counter_ns) -> tuple[dict[str, float], float]:
     """(dispatch microseconds per op kind, module microseconds per forward op), on one thread (a host dispatches
     from one thread)."""
     import torch
@@ -100,15 +102,21 @@ def measure_dispatch() -> tuple[dict[str, float], float]:
     torch.set_num_threads(1)
     try:
         with torch.no_grad():
-            dispatch = {kind: round(time_call_us(fn), 3) for kind, fn in _probes().items()}
-        module = round(module_overhead_us(), 3)
+            dispatch = {kind: round(time_call_us(fn, clock=clock), 3) for kind, fn in _probes().items()}
+        module = round(module_overhead_us(clock=clock), 3)
     finally:
         torch.set_num_threads(threads)
     dispatch[ops.UNKNOWN] = dispatch[ops.ELEMENTWISE]
     return dispatch, module
 
 
-def calibrate(name: str = "this host", *, quick: bool = False, say: Callable[[str], None] = lambda m: None):
+def calibrate(
+    name: str = "this host",
+    *,
+    quick: bool = False,
+    say: Callable[[str], None] = lambda m: None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+):
     """This machine's host profile: its dispatch per op kind, and its CPU op model (the probes of
     :mod:`perfpredict.kernels.cpu_op_probes`, at the thread count torch uses here, fitted by
     :mod:`perfpredict.predictors.cpu_op_model`), with the ceilings they reached. ``quick``: a few probes in one
@@ -123,12 +131,14 @@ def calibrate(name: str = "this host", *, quick: bool = False, say: Callable[[st
 
     t0 = time.perf_counter()
     load_before = cpu_op_probes.load_average()
-    dispatch, module = measure_dispatch()
+    dispatch, module = measure_dispatch(clock)
     say(f"dispatch: {len(dispatch)} op kinds, {time.perf_counter() - t0:.1f} s")
     threads = torch.get_num_threads()
     with torch.no_grad():
-        results = cpu_op_probes.time_probes(cpu_op_probes.probe_set(quick), rounds=1 if quick else 3, say=say)
-        speedup = cpu_op_probes.thread_speedup(threads)
+        results = cpu_op_probes.time_probes(
+            cpu_op_probes.probe_set(quick), rounds=1 if quick else 3, say=say, clock=clock
+        )
+        speedup = cpu_op_probes.thread_speedup(threads, clock=clock)
     load_after = cpu_op_probes.load_average()
     details = {
         "seconds": round(time.perf_counter() - t0, 1),
