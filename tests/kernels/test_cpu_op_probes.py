@@ -41,6 +41,11 @@ def test_probes_run_their_op_and_are_timed_in_rounds():
     results = probes.time_probes(chosen, rounds=2, window_s=0.001)
     assert [r.label for r in results] == [p.label for p in chosen]
     assert all(r.seconds > 0 and r.rounds == 2 and r.spread >= 0 for r in results)
+    # the clock given is the one read: one advancing 1 us per reading sizes a 10 ms window at 10,000 calls (one
+    # call read as 1 us), then reads 1 us around the 10,000 calls of the round: 1e-10 s per call
+    ticks = iter(range(0, 10**12, 1000))
+    fake = probes.time_probes(chosen, rounds=1, window_s=0.01, clock=lambda: next(ticks))
+    assert [r.seconds for r in fake] == pytest.approx([1e-10, 1e-10])
 
 
 def test_ceilings_are_the_best_gemm_rate_and_the_largest_elementwise_bandwidth():
