@@ -60,6 +60,11 @@ SUITE = {
         "learned per-op efficiency on op rows", ("data/v3/cpu-amd-epyc-2c/ops", "--device", "cpu"), False
     ),
     "speed_learned": Benchmark("learned predictors' inference speed", ("--device", "cpu"), False),
+    "cpu_calibrated": Benchmark(
+        "real HF models on this CPU: calibrate-host, measure and predict in one run (minutes, a quiet host)",
+        ("--out", "benchmarks/results/cpu_calibrated.md"),
+        False,
+    ),
     "relax_overhead": Benchmark(
         "the TVM Relax pass's share of build time", ("--layers", "12", "--seq", "128", "--repeats", "3"), False
     ),

@@ -1,12 +1,14 @@
 """Per-op device time: the learned efficiency model against the fixed-fraction roofline, out of fold, on op rows.
 
     python benchmarks/op_efficiency.py data/v3/cpu-amd-epyc-2c/ops --device cpu \
-        --out benchmarks/results/op_efficiency-cpu-amd-epyc-2c.md [--save perfpredict/predictors/artifacts/op-efficiency-cpu]
+        --out benchmarks/results/op_efficiency-cpu-amd-epyc-2c.md [--save perfpredict/predictors/artifacts/op-efficiency-cpu] \
+        [--save-cpu-model perfpredict/data/host_profiles/reference.json]
 
 Splits: random 5-fold over op rows, and leave-one-family-out (every op of the zoo family the op came from held
 out together, variants included). Metric: MAPE of the per-op device time (``device_ms``; on a CPU, less the host
 profile's dispatch cost), median APE and the share within 10%. Baseline: the same bound divided by the analytical
-model's fixed achieved fraction. Rows taken while the host's load average exceeded its core count are left out
+model's fixed achieved fraction. On a CPU, beside them: the CPU op model (``cpu_op_model``: one fit per op class, what
+``calibrate-host`` fits on its probes), fitted on the same folds. Rows taken while the host's load average exceeded its core count are left out
 (the host was shared: data/README.md). ``--save`` fits on every row and writes the artifact the two-timeline
 predictor loads for the device.
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from perfpredict.devices import get_device
+from perfpredict.predictors import cpu_op_model
 from perfpredict.predictors import op_efficiency as oe
 from perfpredict.predictors.analytical import ACHIEVED_FRACTION
 from perfpredict.predictors.host_model import load_profile
@@ -60,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None)
     p.add_argument("--save", default=None, help="fit on all rows and write the artifact to this folder")
     p.add_argument("--max-rows", type=int, default=None)
+    p.add_argument(
+        "--save-cpu-model",
+        default=None,
+        metavar="PROFILE",
+        help="fit the CPU op model on every row and store it in this host profile (the reference's, for the "
+        "host the rows were measured on)",
+    )
     args = p.parse_args(argv)
     device = get_device(args.device)
     rows = [r for r in load_dataset(args.folder, join_features=False).rows if r.get("status") == "ok"]
@@ -73,10 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     random_fold = rng.integers(0, 5, len(y))
     fam_names = sorted(set(families))
     results = {}
-    for split, fold_of in (
+    splits = (
         ("random 5-fold", random_fold),
         ("leave-one-family-out", np.array([fam_names.index(f) for f in families])),
-    ):
+    )
+    for split, fold_of in splits:
         pred = np.zeros(len(y))
         for f in np.unique(fold_of):
             test = fold_of == f
@@ -85,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
             b = np.array([oe.bound_s(s, device)[0] for s in held])
             pred[test] = b / model.efficiency(X[test], np.array([oe.max_efficiency(s, device) for s in held]))
         results[split] = _scores(pred, seconds)
+    if device.kind == "cpu":  # the CPU op model's classes, fitted on the same folds
+        samples = cpu_op_model.op_row_samples(rows, profile.dispatch_us)
+        for split, fold_of in splits:
+            results[f"CPU op model|{split}"] = _scores(_cpu_op_model_oof(samples, fold_of), seconds)
     results["fixed-fraction roofline (analytical)"] = _scores(_baseline(shapes, device), seconds)
     kinds = sorted({s.kind for s in shapes})
     lines = [
@@ -101,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for name, s in results.items():
         model_name, split = ("learned efficiency", name) if "fold" in name or "out" in name else (name, "-")
+        if "|" in name:
+            model_name, split = name.split("|")
         lines.append(f"| {model_name} | {split} | {s['mape']:.1f}% | {s['median']:.1f}% | {s['within10']:.0f}% |")
     lines += ["", "Op rows per kind: " + ", ".join(f"{k} {sum(s.kind == k for s in shapes)}" for k in kinds) + "."]
     text = "\n".join(lines) + "\n"
@@ -109,7 +126,37 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(text)
     if args.save:
         save(oe.EfficiencyModel().fit(X, y), Path(args.save), rows, device, results)
+    if args.save_cpu_model:
+        save_cpu_op_model(samples, rows, Path(args.save_cpu_model))
     return 0
+
+
+def _cpu_op_model_oof(samples: list, fold_of: np.ndarray) -> np.ndarray:
+    """Out-of-fold seconds of the CPU op model (``cpu_op_model``) fitted per fold on the other folds' rows."""
+    pred = np.zeros(len(samples))
+    for f in np.unique(fold_of):
+        test = np.flatnonzero(fold_of == f)
+        model = cpu_op_model.fit([s for s, k in zip(samples, fold_of) if k != f], threads=0)
+        classes = [(samples[i].cls, samples[i].prec) for i in test]
+        flops = np.array([[samples[i].flops] for i in test])
+        moved = np.array([[samples[i].bytes] for i in test])
+        pred[test] = model.seconds(classes, flops, moved)[:, 0]
+    return pred
+
+
+def save_cpu_op_model(samples: list, rows: list[dict], profile_path: Path) -> None:
+    """Fit the CPU op model on every row and store it in the host profile at ``profile_path`` (the reference: its
+    op model is the host's that measured these rows)."""
+    from dataclasses import replace
+
+    from perfpredict.predictors.host_model import HostProfile
+
+    threads = int(rows[0].get("env_torch_threads") or 0)
+    source = f"fitted on {len(rows)} op rows of {rows[0]['device']} (benchmarks/op_efficiency.py --save-cpu-model)"
+    model = cpu_op_model.fit(samples, threads, source)
+    profile = replace(HostProfile.from_file(profile_path), cpu_ops=model.to_dict())
+    profile_path.write_text(profile.to_json())
+    print(f"op_efficiency: CPU op model saved into {profile_path}", file=sys.stderr)
 
 
 def save(model: oe.EfficiencyModel, folder: Path, rows: list[dict], device, results: dict) -> None:

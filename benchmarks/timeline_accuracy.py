@@ -75,9 +75,9 @@ def predict_rows(rows: list[dict], device, sweeps: list, profile=None) -> dict[s
     return out
 
 
-def fit_scales(folder: str, device, families: np.ndarray, keys: list[str]) -> tuple[float, float, np.ndarray]:
-    """(dispatch scale, device-time scale) fitted on every row, and each row's wall time with the scales fitted on
-    the other families (leave-one-family-out), aligned to ``keys``."""
+def fit_scales(folder: str, device, families: np.ndarray, keys: list[str]) -> tuple[float, float, float, np.ndarray]:
+    """(dispatch scale, device-time scale, training steps' dispatch scale) fitted on every row, and each row's wall
+    time with the scales fitted on the other families (leave-one-family-out), aligned to ``keys``."""
     from perfpredict.predictors.training_data import load_training_set
     from perfpredict.predictors.two_timeline_fit import TwoTimelineLearner
 
@@ -91,7 +91,7 @@ def fit_scales(folder: str, device, families: np.ndarray, keys: list[str]) -> tu
         fold.fit(data.subset(np.flatnonzero(~held)))
         lofo[held] = fold.predict(data.subset(np.flatnonzero(held)))["latency_ms"].value * 1e-3
     by_key = dict(zip(data.keys, lofo))
-    return learner.scale, learner.device_scale, np.array([by_key.get(k, np.nan) for k in keys])
+    return learner.scale, learner.device_scale, learner.training_scale, np.array([by_key.get(k, np.nan) for k in keys])
 
 
 def conformal(pred: np.ndarray, true: np.ndarray, groups: list[str], level: float = 0.8) -> tuple[float, float]:
@@ -105,7 +105,7 @@ def conformal(pred: np.ndarray, true: np.ndarray, groups: list[str], level: floa
     return float(np.exp(width)), float((resid[~mask] <= width).mean())
 
 
-def save(device, band: float, coverage: float, rows: int, label: str, scales: tuple[float, float] | None) -> None:
+def save(device, band: float, coverage: float, rows: int, label: str, scales: tuple[float, ...] | None) -> None:
     """The interval (and, when fitted, the device-time scale) into the calibration file; the dispatch scale into
     the reference host profile."""
     import json
@@ -129,6 +129,8 @@ def save(device, band: float, coverage: float, rows: int, label: str, scales: tu
         entry["device_time_scale"] = round(scales[1], 3)
         profile = json.loads(host_model.REFERENCE.read_text())
         profile["dispatch_scale"][kind] = round(scales[0], 3)
+        if kind == "cpu":  # a CPU's training steps are fitted apart (host_model.dispatch_scale)
+            profile["dispatch_scale"]["cpu_training"] = round(scales[2], 3)
         host_model.REFERENCE.write_text(json.dumps(profile, indent=2, sort_keys=True) + "\n")
     data[kind] = entry
     CALIBRATION.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -193,8 +195,10 @@ def main(argv: list[str] | None = None) -> int:
         lines += [
             "",
             f"Fitted on every row: dispatch scale {fitted[0]:.2f} (the reference profile's "
-            f'`dispatch_scale["{"gpu" if device.kind == "gpu" else "cpu"}"]`), device-time scale '
-            f"{fitted[1]:.2f} (`two_timeline_calibration.json`); `two_timeline` above uses the shipped "
+            f'`dispatch_scale["{"gpu" if device.kind == "gpu" else "cpu"}"]`)'
+            + (f", {fitted[2]:.2f} for training steps" if fitted[2] != fitted[0] else "")
+            + f", device-time scale {fitted[1]:.2f} (`two_timeline_calibration.json`); `two_timeline` above uses the "
+            "shipped "
             "values, `two_timeline_lofo` predicts each family with the scales fitted on the other families, "
             "so its figure is held out.",
         ]

@@ -60,11 +60,23 @@ def assumptions(
     if out.timeline is not None:
         found["mode"] = f"{config.mode} (what --mode / mode= changes)"
         found["host"] = f"host profile {out.timeline.host_profile!r} (perfpredict calibrate-host measures yours)"
-        if out.timeline.device_model:
+        if device.kind == "cpu":
+            found["host"] = _cpu_calibration(device, out.timeline)
+        elif out.timeline.device_model:
             found["device time"] = out.timeline.device_model
     if device.runtime_overhead_bytes:
         found["runtime"] = f"{device.runtime_overhead_bytes / 2**30:.2f} GiB of framework and context memory"
     return found
+
+
+def _cpu_calibration(device: Device, timeline) -> str:
+    """Where a CPU's answer comes from: the host profile (dispatch and op model) and the device's ceilings."""
+    ops_from = f"; op times: {timeline.device_model}" if timeline.device_model else ""
+    if "calibrate-host" in device.source:
+        ceilings = "the cpu device's ceilings measured by the same calibration"
+    else:
+        ceilings = "the cpu device's ceilings estimated from /proc (perfpredict calibrate-host measures them)"
+    return f"host profile {timeline.host_profile!r}{ops_from}; {ceilings}"
 
 
 def _precision(graph: OpGraph, config: RunConfig) -> str:

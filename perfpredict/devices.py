@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfpredict import user_config
 from perfpredict.cpu_detection import detect_local_cpu
 from perfpredict.device_records import (
     DATA_DIR,
@@ -204,6 +205,10 @@ def _apply_ceilings(device: Device, data: Mapping[str, Any], label: str) -> Devi
             f"no usable ceilings in {label}: expected a 'ceilings' mapping with keys such as "
             f"'hbm_bandwidth_bytes_per_s' or 'fp32_flops_per_s'"
         )
+    if device.kind == "cpu":  # a CPU's GEMM ceilings are measured through torch, on AMX where the CPU has it
+        for key in [k for k in peaks if f"peak_flops_per_s.{k}" in measured]:
+            if f"{key}_tensor" in peaks and f"peak_flops_per_s.{key}_tensor" not in measured:
+                peaks[f"{key}_tensor"] = peaks[key]  # the estimate (cores x clock x 1024 for AMX) gives way
     return dataclasses.replace(
         device,
         **updates,
@@ -286,6 +291,7 @@ def _catalog() -> _Catalog:
     catalog = _Catalog(devices, index, dict(devices))
     for path in _measured_files():
         _apply_measured_file(catalog, path)
+    _apply_calibrated_cpu(catalog)
     return catalog
 
 
@@ -382,6 +388,21 @@ def _apply_measured_file(catalog: _Catalog, path: Path) -> None:
         catalog.devices[name] = _apply_ceilings(catalog.devices[name], data, path.name)
     except (OSError, ValueError) as err:  # InvalidInputError is a ValueError
         warnings.warn(f"skipping measured ceilings {path}: {err}", stacklevel=2)
+
+
+def _apply_calibrated_cpu(catalog: _Catalog) -> None:
+    """The ``cpu`` device's ceilings from the calibrated host profile in use (``perfpredict calibrate-host``
+    measures them with the CPU op model's probes); a profile that cannot be read is skipped with a warning."""
+    path = user_config.calibrated_profile_path()
+    if path is None or "cpu" not in catalog.devices:
+        return
+    try:
+        ceilings = json.loads(path.read_text()).get("cpu_ceilings")
+        if ceilings:
+            data = {"device": "cpu", "ceilings": ceilings}
+            catalog.devices["cpu"] = _apply_ceilings(catalog.devices["cpu"], data, f"calibrate-host {path.name}")
+    except (OSError, ValueError, AttributeError) as err:  # InvalidInputError is a ValueError
+        warnings.warn(f"skipping the calibrated CPU ceilings in {path}: {err}", stacklevel=2)
 
 
 def _cpu_record(cpu: Device) -> dict[str, Any]:

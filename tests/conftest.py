@@ -27,6 +27,19 @@ def _datasheet_catalog(monkeypatch, tmp_path_factory):
     devices.reset_catalog()
 
 
+@pytest.fixture(autouse=True)
+def _no_user_calibration(monkeypatch, tmp_path_factory):
+    """No test sees this machine's calibration (``perfpredict calibrate-host`` writes it to the user's config
+    folder): predictions use the shipped reference profile and the detected CPU unless a test calibrates."""
+    from perfpredict import devices
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    monkeypatch.delenv("PERFPREDICT_HOST_PROFILE", raising=False)
+    devices.reset_catalog()
+    yield
+    devices.reset_catalog()
+
+
 @pytest.fixture
 def shipped_ceilings(monkeypatch):
     """The catalog as users get it: with the measured ceilings shipped in the package."""

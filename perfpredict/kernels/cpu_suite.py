@@ -21,6 +21,7 @@ from perfpredict.kernels.ceilings import KernelResult, build_ceilings, cpu_theor
 from perfpredict.kernels.table import KernelSpec
 
 MIB = 2**20
+STREAM_MAX_BYTES = 512 * MIB
 FMA_UNITS = 2  # 256-bit (or 512-bit) FMA pipes per core on current x86 server cores: an assumption, see notes
 
 
@@ -177,7 +178,9 @@ def _stream(spec: KernelSpec, *, quick: bool, reps: int, caches: dict[str, int],
 
     k = ck.stream_kernels()
     llc = max(caches.values(), default=32 * MIB)
-    n = max(4 * llc, 64 * MIB) // 8  # each array >= 4x the last-level cache (float64)
+    # each array >= 4x the last-level cache (float64), up to STREAM_MAX_BYTES: a VM can report its host's whole L3
+    # (480 MiB on a 2-vCPU Xeon guest here), which 4x over would take three 2 GiB arrays and minutes
+    n = min(max(4 * llc, 64 * MIB), STREAM_MAX_BYTES) // 8
     if not quick:
         n *= 2
     a, b, c = np.ones(n), np.full(n, 2.0), np.full(n, 3.0)

@@ -53,19 +53,21 @@ def _probes() -> dict[str, Callable[[], Any]]:
     }
 
 
-def time_call_us(fn: Callable[[], Any], *, calls: int = 400, blocks: int = 5) -> float:
+def time_call_us(
+    fn: Callable[[], Any], *, calls: int = 400, blocks: int = 5, clock: Callable[[], int] = time.perf_counter_ns
+) -> float:
     """Median over ``blocks`` of the mean microseconds per call of ``calls`` back-to-back calls."""
     fn()
     out = []
     for _ in range(blocks):
-        t0 = time.perf_counter_ns()
+        t0 = clock()
         for _ in range(calls):
             fn()
-        out.append((time.perf_counter_ns() - t0) / 1e3 / calls)
+        out.append((clock() - t0) / 1e3 / calls)
     return statistics.median(out)
 
 
-def module_overhead_us(layers: int = 8) -> float:
+def module_overhead_us(layers: int = 8, clock: Callable[[], int] = time.perf_counter_ns) -> float:
     """Microseconds per op that ``nn.Module`` Python adds: a module stack against the same ATen calls made bare."""
     import torch
 
@@ -86,36 +88,83 @@ def module_overhead_us(layers: int = 8) -> float:
         return h
 
     with torch.no_grad():
-        wrapped = time_call_us(lambda: stack(x), calls=100)
-        plain = time_call_us(bare, calls=100)
+        wrapped = time_call_us(lambda: stack(x), calls=100, clock=clock)
+        plain = time_call_us(bare, calls=100, clock=clock)
     return max(0.0, (wrapped - plain) / (3 * layers))
 
 
-def calibrate(name: str = "this host") -> HostProfile:
-    """Time every probe and the module overhead on one thread (a host dispatches from one thread). The GPU dispatch
-    scales (a real model's per-op cost over the bare calls) are fitted on model rows: the reference's are kept."""
+def measure_dispatch(clock: Callable[[], int] = time.perf_counter_ns) -> tuple[dict[str, float], float]:
+    """(dispatch microseconds per op kind, module microseconds per forward op), on one thread (a host dispatches
+    from one thread)."""
     import torch
-
-    from perfpredict.predictors.host_model import REFERENCE
-    from perfpredict.profiling import cpu as cpu_probe
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         with torch.no_grad():
-            dispatch = {kind: round(time_call_us(fn), 3) for kind, fn in _probes().items()}
-        module = round(module_overhead_us(), 3)
+            dispatch = {kind: round(time_call_us(fn, clock=clock), 3) for kind, fn in _probes().items()}
+        module = round(module_overhead_us(clock=clock), 3)
     finally:
         torch.set_num_threads(threads)
     dispatch[ops.UNKNOWN] = dispatch[ops.ELEMENTWISE]
+    return dispatch, module
+
+
+def calibrate(
+    name: str = "this host",
+    *,
+    quick: bool = False,
+    say: Callable[[str], None] = lambda m: None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+):
+    """This machine's host profile: its dispatch per op kind, and its CPU op model (the probes of
+    :mod:`perfpredict.kernels.cpu_op_probes`, at the thread count torch uses here, fitted by
+    :mod:`perfpredict.predictors.cpu_op_model`), with the ceilings they reached. ``quick``: a few probes in one
+    round (seconds; for tests), not a calibration to predict with. The dispatch scales (a real model's per-op host
+    cost over the bare calls) are fitted on model rows: the reference's are kept."""
+    import torch
+
+    from perfpredict.kernels import cpu_op_probes
+    from perfpredict.predictors import cpu_op_model
+    from perfpredict.predictors.host_model import REFERENCE
+    from perfpredict.profiling import cpu as cpu_probe
+
+    t0 = time.perf_counter()
+    load_before = cpu_op_probes.load_average()
+    dispatch, module = measure_dispatch(clock)
+    say(f"dispatch: {len(dispatch)} op kinds, {time.perf_counter() - t0:.1f} s")
+    threads = torch.get_num_threads()
+    with torch.no_grad():
+        results = cpu_op_probes.time_probes(
+            cpu_op_probes.probe_set(quick), rounds=1 if quick else 3, say=say, clock=clock
+        )
+        speedup = cpu_op_probes.thread_speedup(threads, clock=clock)
+    load_after = cpu_op_probes.load_average()
+    details = {
+        "seconds": round(time.perf_counter() - t0, 1),
+        "quick": quick,
+        "load_average_before": load_before,
+        "load_average_after": load_after,
+        "thread_speedup": speedup,
+        "probes": [r.as_dict() for r in results],
+    }
+    model = cpu_op_model.fit(
+        cpu_op_model.device_samples(results, dispatch),
+        threads,
+        source=f"perfpredict calibrate-host: {len(results)} probes, {threads} threads",
+    )
+    reference = HostProfile.from_file(REFERENCE)
     return HostProfile(
         name=name,
         dispatch_us=dispatch,
         module_us=module,
-        source="perfpredict calibrate-host (tiny CPU tensors, one thread)",
-        dispatch_scale=dict(HostProfile.from_file(REFERENCE).dispatch_scale),
-        gpu_launch_us=HostProfile.from_file(REFERENCE).gpu_launch_us,
+        source=f"perfpredict calibrate-host (dispatch: tiny CPU tensors, one thread; ops: probes at {threads} threads)",
+        dispatch_scale=dict(reference.dispatch_scale),
+        gpu_launch_us=reference.gpu_launch_us,
         cpu_model=cpu_probe.cpu_model(),
         torch_version=torch.__version__,
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        details=details,
+        cpu_ops=model.to_dict(),
+        cpu_ceilings=cpu_op_probes.ceilings(results),
     )

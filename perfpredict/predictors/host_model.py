@@ -13,6 +13,7 @@ launch cost (its roofline entry, ``Device.launch_overhead_s``) for ops that laun
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -21,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict import ops
+from perfpredict import ops, user_config
 from perfpredict.errors import InvalidInputError
 
-HOST_PROFILE_VERSION = 2  # 2: dispatch scales re-fitted with the device-time scale; gpu_launch_us
+HOST_PROFILE_VERSION = 3  # 2: dispatch scales re-fitted with the device-time scale, gpu_launch_us; 3: cpu_ops
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "host_profiles" / "reference.json"
 
 
@@ -39,8 +40,8 @@ class HostProfile:
     # A real model's step costs the host more per op than the bare calls calibrate-host times: the model's own
     # Python between ops (HF's masks and reshapes), autograd's bookkeeping, and on a GPU the CUDA dispatch key, the
     # caching allocator and the stream. Dispatch and module time are multiplied by this per device kind ("cpu",
-    # "gpu"), fitted on measured model rows (benchmarks/timeline_accuracy.py --fit --save); calibrate-host
-    # keeps the reference's values.
+    # "gpu", and "cpu_training" for a CPU's training steps: see ``dispatch_scale``), fitted on measured model rows
+    # (benchmarks/timeline_accuracy.py --fit --save); calibrate-host keeps the reference's values.
     dispatch_scale: dict[str, float] = field(default_factory=dict)
     # The CUDA launch cost per kernel on this host, the same for every GPU it drives (a property of the host, the
     # driver and the runtime, not of the GPU's silicon): one GPU measured on a slower VM host must not lose to
@@ -51,6 +52,22 @@ class HostProfile:
     created_at: str = ""
     version: int = HOST_PROFILE_VERSION
     details: dict[str, Any] = field(default_factory=dict)
+    # This CPU's op model (``cpu_op_model.CpuOpModel.to_dict``): each op class's time here, fitted on the probes
+    # calibrate-host timed, at the thread count it ran with. None: the CPU's device time falls back to the learned
+    # per-op efficiency at the catalog's ceilings.
+    cpu_ops: dict[str, Any] | None = None
+    # The ceilings the same probes reached (DeviceCeilings' "ceilings" mapping: the best GEMM rate per dtype, the
+    # bandwidth of the largest elementwise op, the smallest op's time), which the catalog applies to the ``cpu``
+    # device when this is the profile predictions use (``devices``).
+    cpu_ceilings: dict[str, Any] | None = None
+
+    def cpu_op_model(self) -> Any:
+        """The :class:`~perfpredict.predictors.cpu_op_model.CpuOpModel` of this host, or None."""
+        if not self.cpu_ops:
+            return None
+        from perfpredict.predictors.cpu_op_model import CpuOpModel
+
+        return CpuOpModel.from_dict(self.cpu_ops)
 
     def op_us(self, kind: str) -> float:
         """Dispatch microseconds of one op of ``kind`` (unknown kinds cost what an elementwise op does)."""
@@ -79,18 +96,23 @@ class HostProfile:
 
 def profile_path() -> Path:
     """Where ``perfpredict calibrate-host`` stores this machine's profile ($XDG_CONFIG_HOME/perfpredict)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "perfpredict" / "host_profile.json"
+    return user_config.default_profile_path()
 
 
 def load_profile(path: str | os.PathLike[str] | None = None) -> HostProfile:
     """The host profile: ``path``, else $PERFPREDICT_HOST_PROFILE, else this machine's calibrated one, else the
-    shipped reference."""
-    path = path or os.environ.get("PERFPREDICT_HOST_PROFILE") or None
-    if path is not None:
-        return HostProfile.from_file(path)
-    mine = profile_path()
-    return HostProfile.from_file(mine if mine.exists() else REFERENCE)
+    shipped reference. Read once per file version (the same object while the file is unchanged)."""
+    path = Path(path or user_config.calibrated_profile_path() or REFERENCE)
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = None  # from_file says what is wrong
+    return _read(str(path), stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _read(path: str, stamp: int | None) -> HostProfile:
+    return HostProfile.from_file(path)
 
 
 def launch_s(profile: HostProfile, device: Any) -> float:
@@ -105,11 +127,19 @@ def node_host_s(graph: Any, profile: HostProfile, launch_s: float, *, gpu: bool)
     each kernel on a GPU. Backward ops run from autograd's C++ engine, so they pay no module Python."""
     forward = forward_mask(graph)
     out = np.empty(len(graph.nodes))
-    scale = profile.dispatch_scale.get("gpu" if gpu else "cpu", 1.0)
+    scale = dispatch_scale(profile, "gpu" if gpu else "cpu", graph.phase)
     for i, node in enumerate(graph.nodes):
         us = profile.op_us(ops.VIEW if node.is_view else node.op) + (profile.module_us if forward[i] else 0.0)
         out[i] = scale * us * 1e-6 + (launch_s if gpu and not node.is_view else 0.0)
     return out
+
+
+def dispatch_scale(profile: HostProfile, kind: str, phase: str) -> float:
+    """The profile's dispatch scale for a step of ``phase`` on a ``kind`` device: ``"<kind>_training"`` where the
+    profile fits one for training steps (autograd records every forward op and runs every backward op through its
+    engine, which bare calls do not pay), else ``kind``'s."""
+    scales = profile.dispatch_scale
+    return float(scales.get(f"{kind}_{phase}", scales.get(kind, 1.0)) if phase == "training" else scales.get(kind, 1.0))
 
 
 def forward_mask(graph: Any) -> np.ndarray:

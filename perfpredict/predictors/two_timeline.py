@@ -96,9 +96,16 @@ class TwoTimelinePredictor:
     version = VERSION
 
     def __init__(self, host_profile: host_model.HostProfile | None = None, learned: bool = True) -> None:
-        self.host_profile = host_profile or host_model.load_profile()
+        self._host_profile = host_profile
         self.learned = learned
         self._efficiency: dict[str, object] = {}
+        self._cpu_ops: tuple[object, object] = (None, None)  # (the profile it was read from, the CpuOpModel)
+
+    @property
+    def host_profile(self) -> host_model.HostProfile:
+        """The profile given, else the one in use now (``host_model.load_profile``: a calibration made after this
+        predictor was built counts)."""
+        return self._host_profile or host_model.load_profile()
 
     def launch_s(self, device) -> float:
         """One kernel launch on ``device`` from this host (``host_model.launch_s``)."""
@@ -121,6 +128,15 @@ class TwoTimelinePredictor:
             return 1.0
         return calibration(device, "device_time_scale", 1.0)
 
+    def cpu_op_model(self, device):
+        """The host profile's CPU op model where ``device`` is a CPU and the model is the learned one, else None."""
+        if device.kind != "cpu" or not self.learned:
+            return None
+        profile = self.host_profile
+        if self._cpu_ops[0] is not profile:
+            self._cpu_ops = (profile, profile.cpu_op_model())
+        return self._cpu_ops[1]
+
     def device_node_s(
         self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev, scale: float | None = None
     ) -> np.ndarray:
@@ -134,6 +150,10 @@ class TwoTimelinePredictor:
         """Device seconds per node and config before the calibrated scale and the kernel floor (views: 0)."""
         graph = arrays.graph
         gpu = device.kind == "gpu"
+        cpu_ops = self.cpu_op_model(device)
+        if cpu_ops is not None:  # this CPU's op classes, as calibrate-host timed them here
+            flops, moved, _, _ = arrays.at(batches)
+            return cpu_ops.node_seconds(graph.nodes, flops, moved)
         views = np.array([n.is_view for n in graph.nodes], dtype=bool)[:, None]
         model = self.efficiency_model(device)
         if model is None:
@@ -360,6 +380,9 @@ class TwoTimelinePredictor:
 
     def describe_device_model(self, graph, device, config: RunConfig) -> str:
         """Where this device's per-op time comes from, for the report's assumptions."""
+        cpu_ops = self.cpu_op_model(device)
+        if cpu_ops is not None:
+            return getattr(cpu_ops, "source", "") or "this host's CPU op model (calibrate-host)"
         model = self.efficiency_model(device)
         if device.kind == "gpu" and model is not None:
             return gpu_device_time.describe(model, graph, device, config)

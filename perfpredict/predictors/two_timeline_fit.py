@@ -40,17 +40,40 @@ class TwoTimelineLearner:
         self.learned = learned
         self.scale_index = int(np.argmin(np.abs(np.log(self.grid / 8.0))))
         self.device_index = int(np.argmin(np.abs(np.log(self.device_grid))))
+        self.training_index: int | None = None  # a CPU's training steps' own dispatch scale (fit)
 
     def fit(self, train: Any, targets: Any = (), seed: int = 0) -> None:
         sim = self.simulate(train)
         y = train.y["latency_ms"] * 1e-3
         err = np.abs(np.log(sim["wall_s"] / y))
         ok = np.isfinite(err).all(axis=(0, 1))
-        if ok.any():
-            score = np.median(err[:, :, ok], axis=2)
-            if self.device_time_learned(train):  # a GPU's learned device time has no free scale: 1 it is
-                score[:, np.abs(np.log(self.device_grid)) > 1e-9] = np.inf
-            self.scale_index, self.device_index = (int(i) for i in np.unravel_index(np.argmin(score), score.shape))
+        if not ok.any():
+            return
+        training = _training_rows(train)
+        if _device_kind(train) == "cpu" and (training & ok).any() and (~training & ok).any():
+            self._fit_by_phase(err, ok, training)
+            return
+        score = np.median(err[:, :, ok], axis=2)
+        if self.device_time_learned(train):  # a GPU's learned device time has no free scale: 1 it is
+            score[:, np.abs(np.log(self.device_grid)) > 1e-9] = np.inf
+        self.scale_index, self.device_index = (int(i) for i in np.unravel_index(np.argmin(score), score.shape))
+
+    def _fit_by_phase(self, err: np.ndarray, ok: np.ndarray, training: np.ndarray) -> None:
+        """A CPU's training steps get their own dispatch scale (``host_model.dispatch_scale``): for each device
+        scale, the best host scale of each phase, and the device scale whose pair errs least over all rows."""
+        best = None
+        for d in range(err.shape[1]):
+            inf = int(np.argmin(np.median(err[:, d][:, ok & ~training], axis=1)))
+            tr = int(np.argmin(np.median(err[:, d][:, ok & training], axis=1)))
+            total = float(np.median(np.where(training, err[tr, d], err[inf, d])[ok]))
+            if best is None or total < best[0]:
+                best = (total, inf, tr, d)
+        _, self.scale_index, self.training_index, self.device_index = best
+
+    @property
+    def training_scale(self) -> float:
+        """The dispatch scale of training steps (the inference one where it was not fitted apart)."""
+        return float(self.grid[self.scale_index if self.training_index is None else self.training_index])
 
     def device_time_learned(self, data: Any) -> bool:
         """Whether the rows' device has its device time learned from GPU op rows (then only the host is fitted)."""
@@ -76,6 +99,8 @@ class TwoTimelineLearner:
 
         sim = self.simulate(data)
         wall = sim["wall_s"][self.scale_index, self.device_index]
+        if self.training_index is not None:
+            wall = np.where(_training_rows(data), sim["wall_s"][self.training_index, self.device_index], wall)
         device = get_device(data.devices[0])
         busy = sim["device_s"] * self.device_scale
         power = busy_power_w(sim["power_w"], Timeline(busy, np.zeros_like(wall), wall), device)
@@ -130,3 +155,13 @@ class TwoTimelineLearner:
                 got["power_w"],
             )
         return out
+
+
+def _training_rows(data: Any) -> np.ndarray:
+    return np.array([r.get("phase") == "training" for r in data.rows], dtype=bool)
+
+
+def _device_kind(data: Any) -> str:
+    from perfpredict.devices import get_device
+
+    return get_device(data.devices[0]).kind

@@ -73,7 +73,8 @@ def test_cpu_ceilings_apply_to_the_local_cpu(cpu_run):
     assert cpu.source.startswith("measured:")
     assert cpu.peak_flops_per_s["fp32"] == data["ceilings"]["fp32_flops_per_s"]["max"]
     assert cpu.memory_bandwidth_bytes_per_s == data["ceilings"]["dram_bandwidth_bytes_per_s"]["max"]
-    # bf16 matmuls take the measured nn.Linear rate, not the fp32 peak
+    # bf16 matmuls take the measured nn.Linear rate, not the fp32 peak nor an AMX estimate (where the CPU has AMX,
+    # the rate is labelled bf16_tensor)
     assert cpu.peak_flops("bfloat16", tensor_core=True)[0] == data["ceilings"]["bf16_flops_per_s"]["max"]
 
 

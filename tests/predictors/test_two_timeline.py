@@ -77,7 +77,7 @@ def test_calibrate_host_times_every_kind(tmp_path, capsys):
     from perfpredict.cli import main
 
     out = tmp_path / "host.json"
-    assert main(["calibrate-host", "--out", str(out), "--name", "ci"]) == 0
+    assert main(["calibrate-host", "--out", str(out), "--name", "ci", "--quick"]) == 0
     prof = host_model.HostProfile.from_file(out)
     assert prof.name == "ci" and set(ops.ALL_OPS) <= set(prof.dispatch_us)
     assert all(0 < v < 1000 for v in prof.dispatch_us.values())

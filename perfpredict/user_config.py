@@ -1,0 +1,34 @@
+"""Where this machine's calibration lives: the user's config folder, and the host profile predictions use.
+
+``perfpredict calibrate-host`` writes one file, the host profile ($XDG_CONFIG_HOME/perfpredict/host_profile.json).
+Two consumers read it: the host model (dispatch costs, the CPU op model) and the device catalog (the ``cpu`` device's
+ceilings, measured by the same calibration). Both find it here, so they cannot disagree on which file is in use.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV_HOST_PROFILE = "PERFPREDICT_HOST_PROFILE"
+
+
+def config_dir() -> Path:
+    """$XDG_CONFIG_HOME/perfpredict, else ~/.config/perfpredict."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "perfpredict"
+
+
+def default_profile_path() -> Path:
+    """Where ``perfpredict calibrate-host`` stores this machine's profile by default."""
+    return config_dir() / "host_profile.json"
+
+
+def calibrated_profile_path() -> Path | None:
+    """The calibrated profile predictions use: $PERFPREDICT_HOST_PROFILE, else this machine's default one if it
+    exists, else None (then the shipped reference profile is used)."""
+    named = os.environ.get(ENV_HOST_PROFILE) or None
+    if named is not None:
+        return Path(named)
+    mine = default_profile_path()
+    return mine if mine.exists() else None
