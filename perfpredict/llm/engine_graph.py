@@ -314,6 +314,8 @@ def weight_elements(spec: DecoderSpec, rank: RankShape) -> tuple[int, int]:
     mlp = (3 if spec.gated_mlp else 2) * spec.hidden * rank.intermediate
     if spec.experts:
         mlp = spec.experts * mlp + spec.hidden * spec.experts
-    layer = spec.hidden * (q + 2 * kv) + q * spec.hidden + mlp + 2 * spec.hidden
+    layer = (
+        spec.hidden * (q + 2 * kv) + q * spec.hidden + mlp + 2 * spec.hidden + ((q + 2 * kv) if spec.qkv_bias else 0)
+    )
     other = rank.vocab * spec.hidden * (1 if spec.tied_embeddings else 2) + spec.hidden
     return spec.layers * layer, other

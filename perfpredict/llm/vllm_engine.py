@@ -93,10 +93,16 @@ def predict_vllm(model_or_config: Any, *, prompt_tokens: int, new_tokens: int, b
                  sweep: bool = True) -> GenerationReport:  # fmt: skip
     """The GenerationReport of ``batch`` requests through a vLLM-class engine on ``tp`` GPUs."""
     s = setup(model_or_config, device=device, tp=tp, dtype=dtype, weights=weights, kv_dtype=kv_dtype, engine=engine)
-    if prompt_tokens + new_tokens > s.model.engine.max_model_len:
+    limit = s.model.engine.max_model_len
+    if prompt_tokens + new_tokens > limit:
+        what = (
+            f"the model's {limit} positions"
+            if limit == s.model.spec.max_positions
+            else f"max_model_len {limit} (raise --max-model-len)"
+        )
         raise InvalidInputError(
-            f"prompt {prompt_tokens} + new {new_tokens} tokens is beyond max_model_len "
-            f"{s.model.engine.max_model_len}; shorten one of them or raise --max-model-len"
+            f"prompt {prompt_tokens} + new {new_tokens} tokens = {prompt_tokens + new_tokens} is beyond {what}; "
+            "shorten one of them"
         )
     trace = run(s, batch, prompt_tokens, new_tokens)
     return _report(s, trace, batch, prompt_tokens, new_tokens, price_usd_per_hour, sweep)
