@@ -69,6 +69,12 @@ SUITE = {
         "predictions taken without a GPU against a GPU lease's measurements (GPU)", (), False
     ),
     "measurement_v3": Benchmark("protocol v3 collection and its report (GPU lease)", (), False),
+    "gpu_op_efficiency": Benchmark(
+        "GPU device time per op on public op rows: leave-one-GPU-out, NeuSight's split, Vidur (about an hour)",
+        (),
+        False,
+    ),
+    "external_neusight": Benchmark("NeuSight's published end-to-end table, reproduced (about 30 minutes)", (), False),
 }
 
 

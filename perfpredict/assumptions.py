@@ -60,6 +60,8 @@ def assumptions(
     if out.timeline is not None:
         found["mode"] = f"{config.mode} (what --mode / mode= changes)"
         found["host"] = f"host profile {out.timeline.host_profile!r} (perfpredict calibrate-host measures yours)"
+        if out.timeline.device_model:
+            found["device time"] = out.timeline.device_model
     if device.runtime_overhead_bytes:
         found["runtime"] = f"{device.runtime_overhead_bytes / 2**30:.2f} GiB of framework and context memory"
     return found

@@ -70,6 +70,7 @@ __all__ = [
     "load_device_file",
     "reset_catalog",
     "apply_ceilings",
+    "datasheet_device",
     "detect_local_cpu",
     "read_price_file",
     "frozen_mapping",
@@ -132,6 +133,19 @@ def load_device_file(path: str | os.PathLike[str]) -> list[str]:
         _catalog.cache_clear()
         raise
     return [_resolve(catalog, r["name"]) or r["name"] for r in records]
+
+
+def datasheet_device(device: Device) -> Device:
+    """``device`` as the catalog's datasheet describes it, before measured ceilings were merged in (a MIG slice of
+    a measured GPU: the same slice of the datasheet GPU). A device with no datasheet record is returned as it is."""
+    if not device.measured:
+        return device
+    catalog = _catalog()
+    name = _resolve(catalog, device.parent or device.name)
+    sheet = catalog.datasheet.get(name) if name else None
+    if sheet is None:
+        return device
+    return sheet.with_mig(device.name.split("/", 1)[1]) if device.parent else sheet
 
 
 def reset_catalog() -> None:
@@ -202,6 +216,7 @@ def _apply_ceilings(device: Device, data: Mapping[str, Any], label: str) -> Devi
 class _Catalog:
     devices: dict[str, Device]  # canonical name -> Device, in catalog order
     index: dict[str, str]  # normalized name or alias -> canonical name
+    datasheet: dict[str, Device]  # canonical name -> Device before measured ceilings were merged in
 
 
 _USER_FILES: list[tuple[Path, list[dict[str, Any]]]] = []
@@ -263,7 +278,7 @@ def _catalog() -> _Catalog:
             _add_record(records, index, rec)
     _fill_prices(records, index)
     devices = {name: build_device(rec) for name, rec in records.items()}
-    catalog = _Catalog(devices, index)
+    catalog = _Catalog(devices, index, dict(devices))
     for path in _measured_files():
         _apply_measured_file(catalog, path)
     return catalog

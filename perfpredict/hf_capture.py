@@ -47,13 +47,16 @@ def capture(id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str
     """(the OpGraph, the model's name) for a shipped id, alias or config.json, built on the meta device."""
     from perfpredict.api import featurize
     from perfpredict.compiler_hooks import hf_frontend as hf
+    from perfpredict.compiler_hooks import moe_routing
 
     config = hf.load_config(id_or_path)
     name = config.name_or_path or config.model_type
 
     def trace(model: Any, cfg: Any) -> OpGraph:
         inputs = hf.example_inputs(config, batch_size, seq_len, device="meta", dtype=dtype)
-        return featurize(model, inputs, phase=phase, name=name)
+        with moe_routing.static_routing(model, cfg, batch_size) as balanced:
+            graph = featurize(model, inputs, phase=phase, name=name)
+        return graph.with_run(notes=(*graph.notes, moe_routing.ROUTING_NOTE)) if balanced else graph
 
     return traced_stack(config, lambda cfg: hf.build_model(cfg, dtype=dtype), trace), name
 

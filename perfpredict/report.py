@@ -136,6 +136,7 @@ class TimelineSummary:
     device_idle_share: float
     other_modes_ms: dict[str, float] = field(default_factory=dict)
     host_profile: str = ""
+    device_model: str = ""  # where the per-op device time comes from (which GPUs' rows, which dtypes)
 
     @property
     def launch_bound(self) -> bool:

@@ -156,7 +156,7 @@ def _op_node(gm: Any, node: Any, walk: _Walk) -> OpNode | None:
         arg_metas = _module_arg_metas(module, arg_metas)
     inputs = tuple(m for m in _flat_input_metas(node, walk))
     flops = node_flops(name, kind, arg_metas, node.args, node.kwargs, outputs) if kind != ops.UNKNOWN else 0
-    read, written = _bytes(kind, name, inputs, outputs, arg_metas)
+    read, written = node_bytes(kind, name, inputs, outputs, arg_metas)
     params = sum(m.numel for src in _input_nodes(node) if src in walk.params for m in walk.metas.get(src, ()))
     if module is not None:
         params += sum(p.numel() for p in module.parameters(recurse=False))
@@ -232,7 +232,7 @@ def _module_arg_metas(module: Any, arg_metas: list) -> list:
     return arg_metas
 
 
-def _bytes(
+def node_bytes(
     kind: str,
     name: str,
     inputs: Sequence[TensorMeta],

@@ -44,6 +44,10 @@ _PADDING_OFFSET_MODEL_TYPES = frozenset(
 )
 # Encoder-decoder families whose encoder has its own class taking input_ids alone.
 _ENCODER_CLASSES = {"t5": "T5EncoderModel", "mt5": "MT5EncoderModel", "umt5": "UMT5EncoderModel"}
+# Text models whose stack reads a missing attention mask as ``None[:, None, None, :]`` under dynamo (it only builds
+# the default mask when not compiling), so the capture falls back to eager there and loses the layers' ops: they get
+# an explicit all-ones mask, as a tokenizer would pass.
+_MASKED_MODEL_TYPES = frozenset({"switch_transformers"})
 _KEPT_HEAD_SUFFIXES = ("ForCausalLM", "LMHeadModel", "ForImageClassification", "ForSequenceClassification")
 
 
@@ -315,7 +319,10 @@ def example_inputs(
         raise InvalidInputError(
             f"sequence length {seq_len} is longer than {name!r} allows ({limit} positions); use --seq {limit} or less"
         )
-    return (torch.zeros((batch_size, seq_len), dtype=torch.long, device=device),)
+    ids = torch.zeros((batch_size, seq_len), dtype=torch.long, device=device)
+    if config.model_type in _MASKED_MODEL_TYPES:
+        return (ids, torch.ones((batch_size, seq_len), dtype=torch.long, device=device))
+    return (ids,)
 
 
 def model_from_hf(

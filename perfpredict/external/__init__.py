@@ -1,1 +1,7 @@
-"""Converters of public GPU measurements into ``data/external/<source>/`` (one module per source, run once)."""
+"""Public GPU measurements, converted once into perfpredict's op-row schema (``data/external/<source>/``).
+
+Each source has a converter module here that reads a fetched copy of the source's repository
+(``python -m perfpredict.external.convert <source> <path>``) and writes a compact parquet with the source's license
+and a README. Nothing is downloaded at run time: the parquet files are committed. LLM-Inference-Bench's whole-model
+generation rows are not op rows: ``python -m perfpredict.external.llm_inference_bench <path>`` converts them.
+"""

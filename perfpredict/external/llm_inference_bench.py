@@ -5,8 +5,7 @@ Each row of the source is one batch through an engine's generate call: ``Latency
 (input + output) x batch / latency. The table is converted as it is (every engine and accelerator), with the
 columns renamed to carry their units, the catalog device each NVIDIA GPU maps to, and the source's line number:
 
-    python -m perfpredict.external.llm_inference_bench --git-dir <mirror of argonne-lcf/LLM-Inference-Bench>
-    python -m perfpredict.external.llm_inference_bench --csv All_results.csv --commit <sha>
+    python -m perfpredict.external.llm_inference_bench <a clone or git directory of argonne-lcf/LLM-Inference-Bench>
 
 Which GPUs: the A100 rows come from ALCF's Polaris (the A100 scripts' PBS directives name its file systems and
 project), whose nodes hold four A100-SXM4-40GB; the H100 rows from an H100 node of ALCF's JLSE testbed, taken as
@@ -19,7 +18,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import subprocess
 import sys
 from pathlib import Path
 
@@ -72,23 +70,17 @@ def read(path: Path = OUT_DIR / TABLE) -> list[dict]:
     return pq.read_table(path).to_pylist()
 
 
-def _from_git(git_dir: str) -> tuple[str, str]:
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", git_dir, *args], check=True, capture_output=True, text=True).stdout
-
-    return git("show", f"HEAD:{CSV_IN_REPO}"), git("rev-parse", "HEAD").strip()
-
-
 def main(argv: list[str] | None = None) -> int:
+    from perfpredict.external.source_tree import SourceTree
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--git-dir", help="a clone (or bare mirror) of argonne-lcf/LLM-Inference-Bench")
-    src.add_argument("--csv", type=Path, help="Plots/All_results.csv on disk")
-    p.add_argument("--commit", default="", help="the source commit, with --csv")
+    p.add_argument("path", help="the fetched repository: a clone or a git directory")
+    p.add_argument("--commit", default="", help="the source commit (read from a git directory when left out)")
     p.add_argument("--out", type=Path, default=OUT_DIR)
     args = p.parse_args(argv)
-    text, commit = _from_git(args.git_dir) if args.git_dir else (args.csv.read_text(), args.commit)
-    rows = rows_of(text)
+    tree = SourceTree.open(args.path)
+    commit = args.commit or tree.commit()
+    rows = rows_of(tree.read_text(CSV_IN_REPO))
     path = write(rows, commit, args.out)
     print(f"{len(rows)} rows from {SOURCE}@{commit[:12] or '?'} -> {path}")
     return 0

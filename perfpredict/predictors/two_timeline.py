@@ -25,10 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from perfpredict import ops
-from perfpredict.predictors import host_model, op_efficiency, timeline
+from perfpredict.predictors import gpu_device_time, host_model, op_efficiency, timeline
 from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor, attainable_bandwidth
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
+from perfpredict.predictors.gpu_efficiency import GpuEfficiencyModel
 from perfpredict.predictors.registry import register_predictor
 from perfpredict.report import Prediction, TimelineSummary
 
@@ -104,12 +105,21 @@ class TwoTimelinePredictor:
         return host_model.launch_s(self.host_profile, device)
 
     def efficiency_model(self, device):
-        """The learned per-op efficiency for this kind of device, or None (then the analytical fractions)."""
+        """The learned per-op efficiency for this kind of device (a GPU's: ``gpu_efficiency``, trained on GPU op
+        rows; a CPU's: ``op_efficiency``), or None (then the analytical fractions)."""
         if not self.learned:
             return None
         if device.kind not in self._efficiency:
-            self._efficiency[device.kind] = op_efficiency.load_model(device)
+            gpu = device.kind == "gpu"
+            self._efficiency[device.kind] = GpuEfficiencyModel.load() if gpu else op_efficiency.load_model(device)
         return self._efficiency[device.kind]
+
+    def device_scale(self, device) -> float:
+        """The device-time scale: none (1) where a GPU's time is learned from GPU op rows, which put every GPU on
+        one basis; the calibrated scale of the device's kind otherwise."""
+        if device.kind == "gpu" and self.efficiency_model(device) is not None:
+            return 1.0
+        return calibration(device, "device_time_scale", 1.0)
 
     def device_node_s(
         self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev, scale: float | None = None
@@ -117,7 +127,7 @@ class TwoTimelinePredictor:
         """Device seconds per node and config: roofline bound / learned efficiency where a model exists, else the
         analytical attainable time, times the calibrated device-time scale of the device's kind (``scale``
         overrides it); zero for views, never under MIN_KERNEL_S for a GPU kernel."""
-        scale = calibration(device, "device_time_scale", 1.0) if scale is None else scale
+        scale = self.device_scale(device) if scale is None else scale
         return floor_kernels(self.raw_device_s(arrays, device, config, batches, ev) * scale, device, arrays.graph)
 
     def raw_device_s(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev) -> np.ndarray:
@@ -128,6 +138,10 @@ class TwoTimelinePredictor:
         model = self.efficiency_model(device)
         if model is None:
             work = np.maximum(ev.compute_s, ev.memory_s)
+        elif gpu:
+            efficiency = gpu_device_time.efficiency_fn(model, device, config)
+            bound = gpu_device_time.bound_s(arrays, device, config, batches)
+            work = bound / self._efficiency_at(efficiency, arrays, np.asarray(batches, dtype=float))
         else:
             shapes = [op_efficiency.node_shape(n) for n in graph.nodes]
             rates = np.array(
@@ -140,10 +154,10 @@ class TwoTimelinePredictor:
             )
             flops, moved, _, _ = arrays.at(batches)
             bound = np.maximum(flops / rates[:, None], moved / device.memory_bandwidth_bytes_per_s)
-            work = bound / self._efficiency_at(model, arrays, device, np.asarray(batches, dtype=float))
+            work = bound / self._efficiency_at(_cpu_efficiency(model, device), arrays, np.asarray(batches, dtype=float))
         return np.where(views, 0.0, work)
 
-    def _efficiency_at(self, model, arrays: CostArrays, device, batches: np.ndarray) -> np.ndarray:
+    def _efficiency_at(self, efficiency, arrays: CostArrays, batches: np.ndarray) -> np.ndarray:
         """Efficiency [node, config]: read at each batch's shapes where there are at most ``EFFICIENCY_ANCHORS``
         distinct batches, else at that many batches spread geometrically and interpolated in log batch (a
         feature row per op and batch would cost predict_many its speed)."""
@@ -161,12 +175,7 @@ class TwoTimelinePredictor:
             dims = arrays.shapes_at(float(b))
             shapes = [op_efficiency.node_shape(nodes[i], flops[i, j], moved[i, j], dims[i]) for i in kernels]
             if shapes:
-                log_eff[kernels, j] = np.log(
-                    model.efficiency(
-                        np.array([op_efficiency.features(s, device) for s in shapes]),
-                        np.array([op_efficiency.max_efficiency(s, device) for s in shapes]),
-                    )
-                )
+                log_eff[kernels, j] = np.log(efficiency(shapes))
         if len(anchors) == 1:
             return np.exp(np.repeat(log_eff, len(batches), axis=1))
         x = np.log(anchors)
@@ -184,11 +193,11 @@ class TwoTimelinePredictor:
         """(Timeline for ``config.mode``, the analytical Evaluation it used)."""
         ev = ev if ev is not None else AnalyticalPredictor().evaluate(arrays, device, config, batches)
         gpu = device.kind == "gpu"
-        d = node_s if node_s is not None else self.device_node_s(arrays, device, config, batches, ev)
-        h, d = self._eager_rows(arrays.graph, device, ev, d)
+        node_s = node_s if node_s is not None else self.device_node_s(arrays, device, config, batches, ev)
+        h, d = self._eager_rows(arrays.graph, device, ev, node_s)
         mode = config.mode
         if mode in ("compiled", "compiled_cuda_graph") and gpu:
-            d, h = self._fuse(arrays.graph, ev, arrays, batches, device)
+            d, h = self._fuse(arrays.graph, ev, arrays, batches, device, node_s)
             opt_d, opt_h = self._optimizer(ev, device, gpu, d.shape[1])
             d, h = np.vstack([d, opt_d]), np.vstack([h, opt_h])
         if not gpu:
@@ -253,22 +262,41 @@ class TwoTimelinePredictor:
             return np.zeros((1, configs)), np.zeros((1, configs))
         launches = OPTIMIZER_KERNELS * (self.launch_s(device) if gpu else 0.0)
         host = OPTIMIZER_KERNELS * self.host_profile.op_us(ops.OPTIMIZER) * 1e-6 + launches
-        device_s = ev.optimizer_s - 4 * device.launch_overhead_s  # analytical folds 4 launches into its figure
-        return np.maximum(device_s, 0.0)[None, :], np.full((1, configs), host)
+        device_s = np.maximum(ev.optimizer_s - 4 * device.launch_overhead_s, 0.0)  # analytical folds 4 launches in
+        model = self.efficiency_model(device) if gpu else None
+        if model is not None:  # the same bytes at the learned memory-bound efficiency, on the datasheet basis
+            moved = device_s * attainable_bandwidth(device)
+            efficiency = gpu_device_time.efficiency_fn(model, device, RunConfig())
+            device_s = gpu_device_time.memory_s(efficiency, device, moved, "float32")
+        return device_s[None, :], np.full((1, configs), host)
 
-    def _fuse(self, graph, ev, arrays: CostArrays, batches: np.ndarray, device) -> tuple[np.ndarray, np.ndarray]:
+    def _fuse(
+        self, graph, ev, arrays: CostArrays, batches: np.ndarray, device, node_s: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Device and host time per fused kernel: a group's intermediates stay on chip (each is written and read
-        once less), and each kernel is launched from generated code."""
+        once less), and each kernel is launched from generated code. A kernel of one op keeps that op's time
+        (``node_s``); a fused group streams its traffic at the learned memory-bound efficiency (GPU rows), or at
+        the attainable bandwidth times the calibrated scale where no GPU model is loaded."""
         _, moved, out_bytes, _ = arrays.at(batches)
-        bw = attainable_bandwidth(device)
-        scale = calibration(device, "device_time_scale", 1.0)
+        model = self.efficiency_model(device)
+        efficiency = gpu_device_time.efficiency_fn(model, device, RunConfig()) if model is not None else None
+        bw, scale = attainable_bandwidth(device), self.device_scale(device)
         groups = fused_groups(graph)
         d = np.zeros((len(groups), len(batches)))
         for g, members in enumerate(groups):
-            compute = ev.compute_s[members].sum(axis=0)
-            traffic = moved[members].sum(axis=0) - 2 * out_bytes[members[:-1]].sum(axis=0)
-            memory = np.maximum(traffic, moved[members].max(axis=0)) / bw
-            d[g] = np.maximum(np.maximum(compute, memory) * scale, MIN_KERNEL_S)
+            if len(members) == 1:
+                d[g] = node_s[members[0]]
+                continue
+            traffic = np.maximum(
+                moved[members].sum(axis=0) - 2 * out_bytes[members[:-1]].sum(axis=0), moved[members].max(axis=0)
+            )
+            dtype = graph.nodes[members[-1]].outputs[0].dtype if graph.nodes[members[-1]].outputs else graph.dtype
+            memory = (
+                traffic / bw * scale
+                if efficiency is None
+                else gpu_device_time.memory_s(efficiency, device, traffic, dtype)
+            )
+            d[g] = np.maximum(np.maximum(ev.compute_s[members].sum(axis=0) * scale, memory), MIN_KERNEL_S)
         host = COMPILED_KERNEL_HOST_US * 1e-6 + self.launch_s(device)
         return d, np.full_like(d, host)
 
@@ -327,7 +355,30 @@ class TwoTimelinePredictor:
             device_idle_share=float(tl.device_idle_share[0]),
             other_modes_ms=others,
             host_profile=self.host_profile.name,
+            device_model=self.describe_device_model(arrays.graph, device, config),
         )
+
+    def describe_device_model(self, graph, device, config: RunConfig) -> str:
+        """Where this device's per-op time comes from, for the report's assumptions."""
+        model = self.efficiency_model(device)
+        if device.kind == "gpu" and model is not None:
+            return gpu_device_time.describe(model, graph, device, config)
+        if model is not None:
+            return f"learned per-op efficiency ({getattr(model, 'source', 'op-efficiency-cpu')})"
+        scale = self.device_scale(device)
+        return "datasheet x fixed achieved fractions (analytical.ACHIEVED_FRACTION)" + (
+            f" x a calibrated scale of {scale:.2f}" if scale != 1.0 else ""
+        )
+
+
+def _cpu_efficiency(model, device):
+    """The CPU efficiency model read as a function of op shapes (``_efficiency_at``'s contract)."""
+
+    def efficiency(shapes):
+        X = np.array([op_efficiency.features(s, device) for s in shapes])
+        return model.efficiency(X, np.array([op_efficiency.max_efficiency(s, device) for s in shapes]))
+
+    return efficiency
 
 
 def floor_kernels(node_s: np.ndarray, device, graph) -> np.ndarray:

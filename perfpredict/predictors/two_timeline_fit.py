@@ -3,7 +3,8 @@
 The two-timeline model has two free parameters per kind of device: the host profile's dispatch scale (how much more
 a real model's step costs the host per op than the bare ATen calls ``calibrate-host`` times; ``host_model``) and a
 device-time scale (how far the device's per-op times sit from the ceilings' figure, the same for every device of the
-kind, so GPUs keep the ranking their ceilings give). ``fit`` picks both on the training rows alone (the median
+kind, so GPUs keep the ranking their ceilings give; on a GPU whose device time is learned from GPU op rows, there is
+no device-time scale: it stays 1). ``fit`` picks both on the training rows alone (the median
 absolute log error over a grid), so a held-out fold's figure is honest; everything else (device ceilings, the per-op
 efficiency model, the host profile) comes from elsewhere. Memory is the analytical model's; energy is the busy power
 times the wall time.
@@ -47,7 +48,17 @@ class TwoTimelineLearner:
         ok = np.isfinite(err).all(axis=(0, 1))
         if ok.any():
             score = np.median(err[:, :, ok], axis=2)
+            if self.device_time_learned(train):  # a GPU's learned device time has no free scale: 1 it is
+                score[:, np.abs(np.log(self.device_grid)) > 1e-9] = np.inf
             self.scale_index, self.device_index = (int(i) for i in np.unravel_index(np.argmin(score), score.shape))
+
+    def device_time_learned(self, data: Any) -> bool:
+        """Whether the rows' device has its device time learned from GPU op rows (then only the host is fitted)."""
+        from perfpredict.devices import get_device
+        from perfpredict.predictors.two_timeline import TwoTimelinePredictor
+
+        device = get_device(data.devices[0])
+        return device.kind == "gpu" and TwoTimelinePredictor(learned=self.learned).efficiency_model(device) is not None
 
     @property
     def scale(self) -> float:

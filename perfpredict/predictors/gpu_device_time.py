@@ -1,0 +1,78 @@
+"""Device time per node of a graph on a GPU, from the learned GPU efficiency model (:mod:`gpu_efficiency`).
+
+The two-timeline predictor asks for device seconds per node at many batch sizes at once (``predict_many``); the
+bound scales with the batch exactly (``CostArrays``), and the efficiency is read at a few anchor batches and
+interpolated (``TwoTimelinePredictor._efficiency_at``). Every GPU is read on its datasheet basis
+(:func:`gpu_op_features.datasheet_basis`), with the units the run allows (``RunConfig.tensor_cores``: TF32 for
+float32 convolutions by cuDNN's default, for matmuls with ``tf32=True``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from perfpredict import ops
+from perfpredict.predictors import gpu_efficiency as ge
+from perfpredict.predictors import gpu_op_features as gf
+from perfpredict.predictors.op_efficiency import OpShape, node_shape
+
+Efficiency = Callable[[Sequence[OpShape]], np.ndarray]
+
+
+def efficiency_fn(model: ge.GpuEfficiencyModel, device: Any, config: Any) -> Efficiency:
+    """Efficiency of a list of op shapes on ``device`` under ``config``'s tensor-core rules."""
+    basis = gf.datasheet_basis(device)
+
+    def efficiency(shapes: Sequence[OpShape]) -> np.ndarray:
+        units = [gf.unit_of(s, basis, config.tensor_cores(s.kind, s.dtype, True)) for s in shapes]
+        return model.efficiency(shapes, basis, units)
+
+    return efficiency
+
+
+def bound_s(arrays: Any, device: Any, config: Any, batches: np.ndarray) -> np.ndarray:
+    """The roofline bound [node, config] on the datasheet basis (views: 0)."""
+    basis = gf.datasheet_basis(device)
+    shapes = [node_shape(n) for n in arrays.graph.nodes]
+    rates = np.array(
+        [gf.rate(s, basis, gf.unit_of(s, basis, config.tensor_cores(s.kind, s.dtype, True))) for s in shapes]
+    )
+    flops, moved, _, _ = arrays.at(batches)
+    bound = np.maximum(flops / rates[:, None], moved / max(basis.memory_bandwidth_bytes_per_s, 1.0))
+    views = np.array([n.is_view for n in arrays.graph.nodes], dtype=bool)[:, None]
+    return np.where(views, 0.0, bound)
+
+
+def memory_s(
+    efficiency: Efficiency, device: Any, moved_bytes: np.ndarray, dtype: str, out_numel: int = 0
+) -> np.ndarray:
+    """Seconds to stream ``moved_bytes`` (one value per config) in one memory-bound kernel: a fused inductor group
+    or an optimizer step, read as an elementwise op of that traffic."""
+    basis = gf.datasheet_basis(device)
+    width = ops.DTYPE_BYTES.get(dtype, 4)
+    out = []
+    for moved in np.atleast_1d(moved_bytes):
+        numel = out_numel or max(int(moved // (3 * width)), 1)
+        shape = OpShape(ops.ELEMENTWISE, dtype, float(numel), float(moved), (numel,), ((numel,),))
+        out.append(float(moved) / max(basis.memory_bandwidth_bytes_per_s, 1.0) / efficiency([shape])[0])
+    return np.asarray(out)
+
+
+def classes_used(graph: Any, device: Any, config: Any) -> set[str]:
+    """The efficiency classes this graph's kernels fall in on ``device``."""
+    basis = gf.datasheet_basis(device)
+    found = set()
+    for node in graph.nodes:
+        if not node.is_view:
+            s = node_shape(node)
+            found.add(ge.efficiency_class(s, gf.unit_of(s, basis, config.tensor_cores(s.kind, s.dtype, True))))
+    return found
+
+
+def describe(model: ge.GpuEfficiencyModel, graph: Any, device: Any, config: Any) -> str:
+    """One line for the report's assumptions: the data behind this GPU's device time."""
+    lines = model.sources(device, classes_used(graph, device, config))
+    return "learned per-op efficiency on the datasheet (op-efficiency-gpu): " + "; ".join(lines)

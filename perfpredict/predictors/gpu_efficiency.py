@@ -1,0 +1,230 @@
+"""The GPU device-time model: per-op time = roofline bound / an efficiency learned from GPU op rows.
+
+The bound is physics at the datasheet (``gpu_op_features``); the efficiency (how much of it an op of this kind
+and shape reaches on this GPU) is learned by gradient-boosted trees on ``log(bound / measured device time)`` from
+public op rows (NeuSight's fp32 ops on eight GPUs, Vidur's fp16 projections on three) and the project's own GPU op
+rows. Nothing is predicted faster than its bound, but for an op whose bytes fit in L2 (``L2_SPEEDUP``).
+
+Each op belongs to an **efficiency class**, and each class knows which GPUs its rows came from:
+- ``simt32``: GEMM-like ops (matmul, convolution, attention) on the FP32 (or FP16 vector) units;
+- ``tensor``: GEMM-like ops on tensor cores in half precision (fp16, bf16, fp8);
+- ``tf32``: GEMM-like fp32 ops as TF32 on tensor cores (no public rows yet: read as ``tensor``, see FALLBACK);
+- ``memory``: every other op (elementwise, norms, softmax, reductions, copies...), all dtypes.
+
+The learned efficiency has two parts. A GPU's **level** in a class is the median log efficiency of its larger ops
+there (bound over ``LEVEL_BOUND_S``): how much of the datasheet its FP32 units, tensor cores or memory sustain (the
+70 W cards' FP32 GEMMs reach about 40% of it, the 250-700 W boards 65-90%). The **shape** part, the trees, learns
+the rest (tile and wave quantisation, alignment, small ops) on every GPU's rows at once, as a residual from the
+level. A GPU with rows in a class is read at its own level. A GPU without them (an unseen GPU, a dtype its rows lack)
+takes a level from its nearest covered neighbours (:func:`nearest_levels`: board power first, then compute
+capability), and a MIG slice its parent's; the report says so (:meth:`GpuEfficiencyModel.sources`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfpredict.predictors import gpu_op_features as gf
+from perfpredict.predictors.op_efficiency import OpShape
+
+CLASSES = ("simt32", "tensor", "tf32", "memory")
+#: the classes read at a per-GPU level (GEMM units); memory-bound ops are read by the trees alone
+LEVELLED = frozenset({"simt32", "tensor", "tf32"})
+#: a class with no rows of its own is read as this one (TF32 GEMMs run on the same tensor cores as fp16)
+FALLBACK = {"tf32": "tensor"}
+EFFICIENCY_FLOOR = 1e-3
+#: an op whose bytes fit in L2 can stream faster than the HBM bound (about 3x on Ampere and Hopper)
+L2_SPEEDUP = 3.0
+LEVEL_BOUND_S = 20e-6  # a GPU's level in a class is read on ops at least this long at the bound
+NEIGHBOURS = 2
+ARTIFACT = Path(__file__).resolve().parent / "artifacts" / "op-efficiency-gpu"
+PARAMS = {
+    "n_estimators": 700,
+    "max_depth": 8,
+    "learning_rate": 0.05,
+    "subsample": 0.8,
+    "colsample_bytree": 0.8,
+    "min_child_weight": 5,
+    "n_jobs": 2,
+    "random_state": 0,
+}
+LABELS = {
+    "simt32": "fp32 GEMMs (CUDA cores)",
+    "tensor": "fp16/bf16 GEMMs (tensor cores)",
+    "tf32": "TF32 GEMMs (tensor cores)",
+    "memory": "memory-bound ops",
+}
+
+
+def efficiency_class(op: OpShape, unit: gf.Unit) -> str:
+    if op.kind not in gf.GEMM_KINDS:
+        return "memory"
+    if unit.tensor_core:
+        return "tf32" if unit.tf32 else "tensor"
+    return "simt32"
+
+
+def max_efficiency(op: OpShape, device: Any) -> float:
+    """The largest bound / time an op may reach: 1, or L2_SPEEDUP for an op whose bytes fit in L2."""
+    return L2_SPEEDUP if op.bytes <= float(device.l2_bytes or 0) else 1.0
+
+
+@dataclass
+class GpuEfficiencyModel:
+    """Learned efficiency = exp(level of the GPU in the op's class + the trees' shape residual).
+
+    ``levels[class][gpu]`` is the GPU's level (a log efficiency) in each class it has rows in; ``dtypes`` the dtypes
+    of those rows. Both name what the model has seen, for the report."""
+
+    booster: Any = None
+    levels: dict[str, dict[str, float]] = field(default_factory=dict)
+    dtypes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=lambda: dict(PARAMS))
+
+    def fit(
+        self,
+        X: np.ndarray,
+        log_eff: np.ndarray,
+        classes: Sequence[str],
+        devices: Sequence[str],
+        bounds_s: np.ndarray,
+        weight: np.ndarray | None = None,
+    ) -> GpuEfficiencyModel:
+        """Levels from the rows, then the trees on what the levels leave."""
+        from xgboost import XGBRegressor
+
+        self.levels = fit_levels(log_eff, classes, devices, bounds_s)
+        offset = np.array([self.levels.get(c, {}).get(d, 0.0) for c, d in zip(classes, devices)])
+        self.booster = XGBRegressor(**self.params).fit(X, log_eff - offset, sample_weight=weight)
+        return self
+
+    def level(self, device: Any, cls: str) -> tuple[float, str]:
+        """(the log-efficiency level of ``device`` in class ``cls``, where it came from: a GPU name, or the
+        neighbours it was read from)."""
+        if cls not in LEVELLED:
+            return 0.0, device.name
+        read = cls if self.levels.get(cls) else FALLBACK.get(cls, cls)
+        known = self.levels.get(read, {})
+        for name in (device.name, device.parent):
+            if name and name in known:
+                return known[name], name
+        if not known:
+            return 0.0, "none"
+        names = nearest_levels(device, list(known))
+        weights = [1.0 / (distance(device, n) + 0.1) for n in names]
+        value = sum(w * known[n] for w, n in zip(weights, names)) / sum(weights)
+        return value, "+".join(names)
+
+    def efficiency(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
+        """Learned efficiency per op on ``device`` (datasheet basis), clipped to [EFFICIENCY_FLOOR, max]."""
+        if not shapes:
+            return np.zeros(0)
+        X = np.asarray([gf.features(op, device, u) for op, u in zip(shapes, units)], dtype=float)
+        cache: dict[str, float] = {}
+        offset = np.array([self._cached_level(device, efficiency_class(op, u), cache) for op, u in zip(shapes, units)])
+        pred = np.exp(offset + self.booster.predict(X))
+        caps = np.array([max_efficiency(op, device) for op in shapes])
+        return np.clip(pred, EFFICIENCY_FLOOR, caps)
+
+    def _cached_level(self, device: Any, cls: str, cache: dict[str, float]) -> float:
+        if cls not in cache:
+            cache[cls] = self.level(device, cls)[0]
+        return cache[cls]
+
+    def device_s(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
+        """Predicted device seconds per op: bound / efficiency, at the datasheet basis."""
+        basis = gf.datasheet_basis(device)
+        bounds = np.array([gf.bound_s(op, basis, u)[0] for op, u in zip(shapes, units)])
+        return bounds / self.efficiency(shapes, basis, units)
+
+    def sources(self, device: Any, classes: set[str]) -> list[str]:
+        """One line per class used: whose rows stand behind this device's efficiency in it."""
+        out = []
+        for cls in sorted(classes):
+            read = cls if self.levels.get(cls) else FALLBACK.get(cls, cls)
+            _, origin = self.level(device, cls)
+            label = LABELS.get(cls, cls)
+            via = "" if read == cls else f"no {LABELS[cls]} rows on any GPU yet, read as {LABELS[read]}; "
+            if origin in (device.name, device.parent):
+                dtypes = "/".join(self.dtypes.get(read, {}).get(origin, [])) or "-"
+                out.append(f"{label}: {via}learned from {origin}'s own {dtypes} op rows")
+            else:
+                out.append(f"{label}: {via}no {device.name} rows; level from {origin.replace('+', ' and ')}")
+        return out
+
+    def save(self, folder: Path, manifest: dict[str, Any]) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.booster.save_model(str(folder / "efficiency.ubj"))
+        full = {
+            **manifest,
+            "features": list(gf.FEATURE_NAMES),
+            "levels": self.levels,
+            "dtypes": self.dtypes,
+            "params": self.params,
+        }
+        (folder / "manifest.json").write_text(json.dumps(full, indent=1, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, folder: Path = ARTIFACT) -> GpuEfficiencyModel | None:
+        """The shipped model, or None (no artifact, a feature mismatch, or xgboost missing)."""
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if manifest.get("features") != list(gf.FEATURE_NAMES):
+            return None
+        try:
+            from xgboost import XGBRegressor
+        except ImportError:
+            return None
+        booster = XGBRegressor()
+        booster.load_model(str(folder / "efficiency.ubj"))
+        return cls(
+            booster, manifest.get("levels", {}), manifest.get("dtypes", {}), manifest.get("params", dict(PARAMS))
+        )
+
+
+def fit_levels(
+    log_eff: np.ndarray, classes: Sequence[str], devices: Sequence[str], bounds_s: np.ndarray
+) -> dict[str, dict[str, float]]:
+    """Per class and GPU: the median log efficiency of its ops at least LEVEL_BOUND_S long at the bound (of all its
+    ops in the class where fewer than 30 are that long)."""
+    classes, devices = np.asarray(classes), np.asarray(devices)
+    levels: dict[str, dict[str, float]] = {}
+    for cls in np.unique(classes):
+        if cls not in LEVELLED:
+            continue
+        for name in np.unique(devices[classes == cls]):
+            mine = (classes == cls) & (devices == name)
+            long = mine & (bounds_s >= LEVEL_BOUND_S)
+            levels.setdefault(str(cls), {})[str(name)] = float(np.median(log_eff[long if long.sum() >= 30 else mine]))
+    return levels
+
+
+def distance(device: Any, name: str) -> float:
+    """How unlike two GPUs are for the level of their efficiency: board power (log2 watts: the 70 W cards run far
+    below boost) first, then compute capability (half a point per generation)."""
+    from perfpredict.devices import get_device
+
+    other = get_device(name)
+    power = abs(math.log2(max(float(device.tdp_w), 1.0) / max(float(other.tdp_w), 1.0)))
+    return power + abs(_cc(device) - _cc(other)) / 2
+
+
+def nearest_levels(device: Any, names: Sequence[str], k: int = NEIGHBOURS) -> list[str]:
+    """The ``k`` covered GPUs nearest ``device`` (:func:`distance`)."""
+    return sorted(sorted(names), key=lambda n: distance(device, n))[:k]
+
+
+def _cc(device: Any) -> float:
+    try:
+        return float(device.compute_capability or 0)
+    except ValueError:
+        return 0.0
