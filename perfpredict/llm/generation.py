@@ -1,5 +1,8 @@
 """``predict_generation``: prefill, decode along the generation, tokens/s, memory and the largest batch that fits.
 
+It answers for one of two engines: a vLLM-class serving engine (``vllm_engine``, built from the config's sizes),
+or transformers' ``generate``, modelled here from traced graphs, on ``tp`` tensor-parallel GPUs (``tp_ranks``):
+
 - **Prefill** (time to first token): one forward over the prompt (``decode_trace.prefill_graph``).
 - **Decode**: the step that makes token t+1 attends to the prompt and t tokens already generated. The step is
   traced with a real cache at a few context lengths (``DECODE_POINTS``, from the first step to the last) and
