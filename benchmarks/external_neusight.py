@@ -10,7 +10,8 @@ or tuned on these labels. perfpredict predicts each row from the model's config 
 NeuSight ran (:mod:`perfpredict.external.neusight_models`), on the catalog GPU, with the default predictor
 (``two_timeline``: the learned GPU device time and the default host profile), fp32 without TF32, eager mode; the
 ``fusion`` rows in ``compiled`` mode (torch.compile); the 4-GPU rows through the multi-GPU model
-(``perfpredict.parallel``: dp4 over 4 ranks of batch/4, tp4, pp4 with 4 micro-batches). The AMD GPUs are not in the
+(``perfpredict.parallel``: dp4 over 4 ranks of batch/4, tp4, and ``pp4_1``: 4 stages, one micro-batch, as
+NeuSight's ``run_label_distributed.py`` launched Megatron-LM). The AMD GPUs are not in the
 catalog and are listed, not predicted.
 
 Errors are |predicted - measured| / measured per row; NeuSight's, roofline's and Habitat's come from their predictions
@@ -51,18 +52,34 @@ def catalog(name: str) -> str | None:
 
 
 class Graphs:
-    """Captured OpGraphs, one per (model, batch, sequence, phase)."""
+    """Captured OpGraphs, one per (model, batch, sequence, phase), kept in the on-disk graph store (keyed by the
+    capture code's digest) so that a rerun traces nothing."""
 
     def __init__(self) -> None:
         self.cache: dict[tuple, object] = {}
 
     def get(self, model: str, batch: int, seq: int, phase: str):
+        from perfpredict import graph_store
         from perfpredict.external import neusight_models
 
         key = (model, batch, seq, phase)
         if key not in self.cache:
-            self.cache[key] = neusight_models.capture(model, batch, seq, phase)
+            store = graph_store.key(neusight=model, batch=batch, seq=seq, phase=phase, code=_digest())
+            graph = graph_store.load(store)
+            if graph is None:
+                graph = neusight_models.capture(model, batch, seq, phase)
+                graph_store.save(store, graph)
+            self.cache[key] = graph
         return self.cache[key]
+
+
+def _digest() -> str:
+    """The NeuSight program builder's code (graph_store's own digest covers the frontends)."""
+    import hashlib
+
+    from perfpredict.external import neusight_models
+
+    return hashlib.sha256(Path(neusight_models.__file__).read_bytes()).hexdigest()[:16]
 
 
 def predict_ms(row: dict, device: str, graphs: Graphs) -> float:
@@ -77,8 +94,10 @@ def predict_ms(row: dict, device: str, graphs: Graphs) -> float:
         mode = "compiled" if option == "fusion" else "eager"
         return report_for_graph(graph, device=device, optimizer="none", mode=mode).latency_ms.value
     degree = int(option[2])
+    # pp<degree>_<micro-batches>: run_label_distributed.py passes --megatron_lm_num_micro_batches 1
+    chunks = int(option.split("_")[1]) if "_" in option else 1
     plans = {"dp": ({"dp": degree}, batch // degree), "tp": ({"tp": degree}, batch)}
-    plan, micro = plans.get(option[:2], ({"pp": degree, "microbatches": degree}, batch // degree))
+    plan, micro = plans.get(option[:2], ({"pp": degree, "microbatches": chunks}, batch // chunks))
     graph = graphs.get(row["model_name"], micro, seq, phase)
     return parallel_report(graph, plan, device=device, optimizer="none").step_ms
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from perfpredict.predictors import gpu_op_features as gf
 from perfpredict.predictors.op_efficiency import OpShape
+from perfpredict.predictors.tree_ensemble import TreeEnsemble
 
 CLASSES = ("simt32", "tensor", "tf32", "memory")
 #: the classes read at a per-GPU level (GEMM units); memory-bound ops are read by the trees alone
@@ -45,6 +46,7 @@ L2_SPEEDUP = 3.0
 LEVEL_BOUND_S = 20e-6  # a GPU's level in a class is read on ops at least this long at the bound
 NEIGHBOURS = 2
 ARTIFACT = Path(__file__).resolve().parent / "artifacts" / "op-efficiency-gpu"
+TREES = "trees.npz"
 PARAMS = {
     "n_estimators": 700,
     "max_depth": 8,
@@ -83,7 +85,7 @@ class GpuEfficiencyModel:
     ``levels[class][gpu]`` is the GPU's level (a log efficiency) in each class it has rows in; ``dtypes`` the dtypes
     of those rows. Both name what the model has seen, for the report."""
 
-    booster: Any = None
+    trees: Any = None  # a TreeEnsemble: the fitted xgboost trees, read with numpy alone
     levels: dict[str, dict[str, float]] = field(default_factory=dict)
     dtypes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=lambda: dict(PARAMS))
@@ -102,7 +104,8 @@ class GpuEfficiencyModel:
 
         self.levels = fit_levels(log_eff, classes, devices, bounds_s)
         offset = np.array([self.levels.get(c, {}).get(d, 0.0) for c, d in zip(classes, devices)])
-        self.booster = XGBRegressor(**self.params).fit(X, log_eff - offset, sample_weight=weight)
+        fitted = XGBRegressor(**self.params).fit(X, log_eff - offset, sample_weight=weight)
+        self.trees = TreeEnsemble.from_xgboost(fitted)
         return self
 
     def level(self, device: Any, cls: str) -> tuple[float, str]:
@@ -129,7 +132,8 @@ class GpuEfficiencyModel:
         X = np.asarray([gf.features(op, device, u) for op, u in zip(shapes, units)], dtype=float)
         cache: dict[str, float] = {}
         offset = np.array([self._cached_level(device, efficiency_class(op, u), cache) for op, u in zip(shapes, units)])
-        pred = np.exp(offset + self.booster.predict(X))
+        unique, where = np.unique(X, axis=0, return_inverse=True)  # a deep stack repeats its layers' ops
+        pred = np.exp(offset + self.trees.predict(unique)[where.ravel()])
         caps = np.array([max_efficiency(op, device) for op in shapes])
         return np.clip(pred, EFFICIENCY_FLOOR, caps)
 
@@ -161,7 +165,7 @@ class GpuEfficiencyModel:
 
     def save(self, folder: Path, manifest: dict[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.booster.save_model(str(folder / "efficiency.ubj"))
+        self.trees.save(folder / TREES)
         full = {
             **manifest,
             "features": list(gf.FEATURE_NAMES),
@@ -173,22 +177,15 @@ class GpuEfficiencyModel:
 
     @classmethod
     def load(cls, folder: Path = ARTIFACT) -> GpuEfficiencyModel | None:
-        """The shipped model, or None (no artifact, a feature mismatch, or xgboost missing)."""
+        """The shipped model, or None (no artifact, or one made for other features). Reads with numpy alone."""
         try:
             manifest = json.loads((folder / "manifest.json").read_text())
-        except (OSError, ValueError):
+            trees = TreeEnsemble.load(folder / TREES)
+        except (OSError, ValueError, KeyError):
             return None
         if manifest.get("features") != list(gf.FEATURE_NAMES):
             return None
-        try:
-            from xgboost import XGBRegressor
-        except ImportError:
-            return None
-        booster = XGBRegressor()
-        booster.load_model(str(folder / "efficiency.ubj"))
-        return cls(
-            booster, manifest.get("levels", {}), manifest.get("dtypes", {}), manifest.get("params", dict(PARAMS))
-        )
+        return cls(trees, manifest.get("levels", {}), manifest.get("dtypes", {}), manifest.get("params", dict(PARAMS)))
 
 
 def fit_levels(
