@@ -4,8 +4,11 @@ A step is three parts of ``engine_graph`` (each timed by the two-timeline predic
 idea of how fast a GEMM runs):
 
 - **dense**: the embedding and every per-token kernel of the blocks, a function of the step's tokens T;
-- **attention**: decode attention is memory-bound, a function of the sequences and their context (tabulated at a
-  few contexts and interpolated); a prefill's is compute-bound, a function of its query-key pairs;
+- **attention**: a prefill's is compute-bound, a function of its query-key pairs (the device model's attention,
+  tabulated over prompt lengths); decode attention, one query token per sequence, is a stream of the sequences'
+  cached K and V with four FLOPs per pair of values read, so each layer's kernel is timed as the device model
+  streams its bytes (``TwoTimelinePredictor.stream_s``), tabulated over sizes: the device model's attention is a
+  score GEMM per head, which a one-token query is not;
 - **head**: the final norm, the LM head on one position per sequence, the sampler, a function of the sequences.
 
 A decode step whose batch has a captured CUDA graph runs in ``cuda_graph`` mode at the padded batch (the dense
@@ -26,7 +29,7 @@ import numpy as np
 from perfpredict.llm.engine_graph import Numerics, RankShape, StepShape, step_graph
 from perfpredict.llm.vllm_config import ResolvedEngine, capture_bucket, paged_attention_kernel
 
-DECODE_CONTEXTS = (16, 128, 512, 2048, 8192, 32768, 131072)  # anchors of decode attention, interpolated between
+STREAM_ANCHORS = np.geomspace(2**10, 2**40, 31)  # bytes a decode attention kernel reads, tabulated then interpolated
 
 
 @dataclass(frozen=True)
@@ -105,20 +108,11 @@ class StepCosts:
         return {mode: self._walls(parts, 1, 1, mode, self._seq_columns) for mode in ("cuda_graph", "eager")}
 
     @cached_property
-    def _contexts(self) -> np.ndarray:
-        top = self.m.engine.max_model_len
-        return np.array(sorted({c for c in DECODE_CONTEXTS if c < top} | {top}), dtype=float)
+    def _stream(self) -> np.ndarray:
+        """Seconds the device model takes to stream each of ``STREAM_ANCHORS`` bytes in one kernel."""
+        from perfpredict.predictors.registry import get_predictor
 
-    def _decode_attention_table(self, mode: str, factor: float) -> np.ndarray:
-        """[context anchor, sequences] seconds of decode attention."""
-        key = (mode, factor)
-        cache = self.__dict__.setdefault("_attn_tables", {})
-        if key not in cache:
-            parts = frozenset({"attention"})
-            cache[key] = np.stack(
-                [self._walls(parts, 1, int(c), mode, self._seq_columns, factor) for c in self._contexts]
-            )
-        return cache[key]
+        return get_predictor("two_timeline").stream_s(self.m.device, STREAM_ANCHORS, self.m.num.kv_dtype)
 
     @cached_property
     def _prefill_attention(self) -> tuple[np.ndarray, np.ndarray]:
@@ -191,11 +185,18 @@ class StepCosts:
         return np.where(ev.compute_s >= ev.memory_s, busy, 0).sum(axis=0) / np.maximum(busy.sum(axis=0), 1e-30)
 
     def _decode_attention(self, seqs: int, mean_context: float, max_context: int, mode: str) -> float:
+        """Every layer's decode attention kernel: it reads each sequence's query, its cached K and V
+        (``kv_read_factor`` times) and writes the output; never under the shortest kernel, plus the graph's gap
+        between kernels when replayed."""
+        from perfpredict.predictors.two_timeline import GRAPH_NODE_GAP_S, MIN_KERNEL_S
+
+        r, d = self.m.rank, self.m.spec.head_dim
         factor = self._kv_read_factor(seqs, max(max_context, int(mean_context)))
-        table = self._decode_attention_table(mode, factor)
-        column = min(seqs, self.max_seqs) - 1
-        per = float(np.interp(mean_context, self._contexts, table[:, column]))
-        return per * seqs / min(seqs, self.max_seqs)
+        kv = 2 * seqs * mean_context * r.kv_heads * d * _bytes(self.m.num.kv_dtype) * factor
+        moved = kv + 2 * seqs * r.heads * d * _bytes(self.m.num.dtype)
+        per_layer = float(np.exp(np.interp(np.log(moved), np.log(STREAM_ANCHORS), np.log(self._stream))))
+        gap = GRAPH_NODE_GAP_S if mode == "cuda_graph" else 0.0
+        return self.m.spec.layers * (max(per_layer, MIN_KERNEL_S) + gap)
 
     def _kv_read_factor(self, seqs: int, max_context: int) -> float:
         """PagedAttention v1 (XFormers' decode) reads each key/value head once per query head of its group."""

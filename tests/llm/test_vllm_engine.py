@@ -218,3 +218,14 @@ def test_generate_cli_asks_the_engine_with_its_settings_and_refuses_a_bad_tp_in_
     assert main(["generate", "--hf", "llama-2-7b", "--tp", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "tp=3 does not split the 32 attention heads" in err[0] and "1, 2, 4, 8" in err[0]
+
+
+def test_decode_attention_streams_the_kv_cache_never_faster_than_the_gpus_bandwidth():
+    from perfpredict.llm.vllm_engine import setup
+
+    costs = setup("llama-2-7b", device="H100-SXM").costs
+    h100 = get_device("H100-SXM")
+    small, big = (costs._decode_attention(64, c, c, "cuda_graph") for c in (1024, 4096))
+    kv = 2 * 64 * 4096 * 32 * 128 * 2 * 32  # K and V of 64 sequences of 4,096 tokens, every layer, fp16
+    assert big >= kv / h100.memory_bandwidth_bytes_per_s  # the roofline: every cached byte is read once
+    assert big == pytest.approx(4 * small, rel=0.15)  # memory-bound: 4x the context, 4x the time
