@@ -249,7 +249,8 @@ def assumptions(s: Setup) -> dict[str, str]:
             else "prefill-first: a step runs waiting prompts alone, else decodes"
         )
         + "; preemption by recompute; host time per step "
-        f"{c['host_step_s'] * 1e3:.2f} ms + {c['host_per_seq_s'] * 1e6:.1f} us per sequence"
+        f"{c['host_step_s'] * 1e3:.2f} ms + {c['host_per_seq_s'] * 1e6:.1f} us per sequence + "
+        f"{c['host_per_prefill_token_s'] * 1e6:.2f} us per prefill token"
         + (f" + {c['host_tp_step_s'] * 1e3:.2f} ms with tensor parallelism" if m.rank.tp > 1 else "")
         + f" ({c['source']})",
         "weights": f"{s.fmt.name}, {m.num.weight_bytes:g} bytes per layer weight",
