@@ -87,14 +87,12 @@ class StepShape:
 class Numerics:
     """Dtypes and the weight format: ``weight_bytes`` per layer weight (compressed formats' scales included),
     ``dequant_bytes`` per weight more on a many-token step of the weight-only route (a compute-dtype copy written
-    and read back), ``kv_read_factor`` the times each cached K/V byte is read (vLLM's PagedAttention v1 kernel
-    reads a key/value head once per query head of its group)."""
+    and read back)."""
 
     dtype: str
     kv_dtype: str
     weight_bytes: float
     dequant_bytes: float = 0.0
-    kv_read_factor: float = 1.0
 
 
 PARTS = frozenset({"dense", "attention", "head"})
@@ -257,8 +255,8 @@ class _Builder:
 
     def attention(self, path: str, rank: RankShape, step: StepShape, head_dim: int) -> None:
         """Attention of each sequence's new tokens to its context: causal for a prefill (a FlashAttention-style
-        kernel skips the masked half), one query against the cached K/V for decode (read from the cache blocks,
-        ``kv_read_factor`` times)."""
+        kernel skips the masked half), one query against the cached K/V for decode (read from the cache blocks;
+        ``step_costs`` times a decode step's attention as a stream of these bytes)."""
         s, tq, c = step.seqs, step.query_tokens, step.context
         q = self.meta(s, rank.heads, tq, head_dim)
         k = self.meta(s, rank.kv_heads, c, head_dim, dtype=self.num.kv_dtype)
@@ -266,7 +264,7 @@ class _Builder:
         flops = 4 * s * rank.heads * pairs * head_dim
         node = OpNode(
             "attn", ops.ATTENTION, "flash_attn" if step.causal else "paged_attention", (q, k, k), (q,),
-            flops=flops, bytes_read=int(q.nbytes + 2 * k.nbytes * self.num.kv_read_factor),
+            flops=flops, bytes_read=q.nbytes + 2 * k.nbytes,
             bytes_written=q.nbytes, module_path=path,
         )  # fmt: skip
         self.add(node)

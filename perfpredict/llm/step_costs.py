@@ -20,7 +20,7 @@ The scheduler's host time per step (``engine_calibration``) is not here: it is t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -58,7 +58,7 @@ class StepCosts:
         self.graphable = not model.engine.config.enforce_eager
 
     # -- the tables -------------------------------------------------------------------------------------------
-    def _walls(self, parts: frozenset[str], query: int, context: int, mode: str, columns, factor: float = 1.0):
+    def _walls(self, parts: frozenset[str], query: int, context: int, mode: str, columns):
         """Wall seconds of ``parts`` of a step with each of ``columns`` sequences. Every size but a mixture of
         experts' weight reads is affine in the sequences (two graphs fit CostArrays exactly); the experts a step
         reaches saturate (``moe.expected_experts``), so a MoE model's dense part is timed at anchors and
@@ -66,17 +66,16 @@ class StepCosts:
         columns = np.asarray(columns, dtype=float)
         if self.m.spec.experts and "dense" in parts:
             anchors = np.unique(np.concatenate([[1.0, 2.0, 4.0], np.round(np.geomspace(1, columns.max(), 20))]))
-            walls = [self._evaluate(parts, query, context, mode, [a], factor, int(a))[0] for a in anchors]
+            walls = [self._evaluate(parts, query, context, mode, [a], int(a))[0] for a in anchors]
             return np.interp(columns, anchors, walls)
-        return self._evaluate(parts, query, context, mode, columns, factor)
+        return self._evaluate(parts, query, context, mode, columns)
 
-    def _evaluate(self, parts, query: int, context: int, mode: str, columns, factor: float, at: int | None = None):
+    def _evaluate(self, parts, query: int, context: int, mode: str, columns, at: int | None = None):
         from perfpredict.predictors.base import RunConfig
         from perfpredict.predictors.cost_arrays import CostArrays
         from perfpredict.predictors.registry import get_predictor
 
-        num = replace(self.m.num, kv_read_factor=factor)
-        graph = lambda seqs: step_graph(self.m.spec, self.m.rank, StepShape(seqs, query, context), num, parts)
+        graph = lambda seqs: step_graph(self.m.spec, self.m.rank, StepShape(seqs, query, context), self.m.num, parts)
         arrays = CostArrays.from_graph(graph(at)) if at else CostArrays.fit(graph(2), graph(3))
         config = RunConfig(weights_built_in=None, mode=mode)
         ev = get_predictor("two_timeline").evaluate(arrays, self.m.device, config, np.asarray(columns, dtype=float))
