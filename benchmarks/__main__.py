@@ -46,6 +46,7 @@ SUITE = {
     "generation": Benchmark("LLM prefill/decode predictions against their bounds", (), True),
     "roofline": Benchmark("this host's measured ceilings", ("--device", "cpu"), True),
     "parallel_validation": Benchmark("multi-GPU collectives and memory against published figures", (), True),
+    "llm_serving": Benchmark("LLM serving (vLLM-class, transformers) against public measurements", (), True),
     "repeatability": Benchmark(
         "label repeatability of the collector",
         ("--device", "cpu", "--min-seconds", "0.3", "--warmup-max-seconds", "1.0"),

@@ -31,8 +31,9 @@ def main() -> int:
         "# Generation: time to first token, per-token time, and decode against its bound",
         "",
         f"`python benchmarks/generation.py`, {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; batch 1, "
-        "prompt 512, 128 new tokens, the config's dtype, HF dynamic cache, predictor two_timeline with the "
-        "reference host profile. Predictions only: no measured generation rows exist yet.",
+        'prompt 512, 128 new tokens, the config\'s dtype, the transformers engine (`engine="hf"`), HF dynamic '
+        "cache, predictor two_timeline with the reference host profile. Predictions only: no measured generation rows "
+        "exist yet (the vLLM-class engine is validated in llm_serving.md).",
         "",
         "| model | device | TTFT eager | TPOT eager | TTFT CUDA graph | TPOT CUDA graph | decode device / bound "
         "| largest batch | tokens/s at it (CUDA graph) |",
@@ -43,8 +44,8 @@ def main() -> int:
         for device in DEVICES:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                eager = predict_generation(model, device=device)
-                graph = predict_generation(model, device=device, mode="cuda_graph")
+                eager = predict_generation(model, device=device, engine="hf", mode="eager")
+                graph = predict_generation(model, device=device, engine="hf", mode="cuda_graph")
             first = graph.decode_points[0]
             ratio = first.device_ms / first.weight_streaming_ms
             ratios.append(ratio)

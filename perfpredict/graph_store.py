@@ -31,7 +31,15 @@ logger.addHandler(logging.NullHandler())
 
 _PACKAGE = Path(__file__).resolve().parent
 # the code that turns a model into an OpGraph: a change to any of it must miss the cache
-_CAPTURE_CODE = ("graph.py", "ops.py", "api.py", "hf_capture.py", "compiler_hooks", "data/hf_configs/index.json")
+_CAPTURE_CODE = (
+    "graph.py",
+    "ops.py",
+    "api.py",
+    "hf_capture.py",
+    "compiler_hooks",
+    "data/hf_configs/index.json",
+    "llm/decode_trace.py",
+)
 
 
 def store_dir() -> Path:

@@ -28,12 +28,13 @@ def _count(what: str, minimum: int):
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> None:
     from perfpredict.llm.decode_trace import CACHES
+    from perfpredict.llm.generation import ENGINES
     from perfpredict.llm.weight_formats import FORMATS
 
     p = subparsers.add_parser(
         "generate",
         parents=parents or [],
-        help="LLM generation: time to first token, per-token time, tokens/s, KV cache, fit",
+        help="LLM generation: time to first token, per-token time, tokens/s, KV cache, fit (vLLM-class or HF)",
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--hf", metavar="ID", help="a shipped HuggingFace id or alias (see `perfpredict models`)")
@@ -42,6 +43,14 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     p.add_argument("--prompt-tokens", type=_count("--prompt-tokens", 1), default=512)
     p.add_argument("--new-tokens", type=_count("--new-tokens", 1), default=128)
     p.add_argument("--batch", type=_count("--batch", 1), default=1, help="sequences generated together")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="vllm: a vLLM-class serving engine; hf: transformers' generate; auto (default): vllm for a decoder "
+        "it covers on a GPU, hf when --mode or --cache is given",
+    )
+    p.add_argument("--tp", type=_count("--tp", 1), default=1, help="tensor-parallel GPUs (memory is then per GPU)")
     p.add_argument(
         "--dtype",
         choices=("bfloat16", "float16", "float32"),
@@ -60,16 +69,49 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         default=None,
         help="KV cache dtype (default: the compute dtype)",
     )
-    p.add_argument(
-        "--cache",
-        choices=CACHES,
-        default="dynamic",
-        help="HF cache object: dynamic (generate's default) or static (preallocated)",
+    hf = p.add_argument_group("transformers' generate (--engine hf)")
+    hf.add_argument("--cache", choices=CACHES, default=None, help="HF cache object: dynamic (default) or static")
+    hf.add_argument(
+        "--mode", choices=("eager", "cuda_graph", "compiled", "compiled_cuda_graph"), default=None, help="default eager"
     )
-    p.add_argument("--mode", choices=("eager", "cuda_graph", "compiled", "compiled_cuda_graph"), default="eager")
+    _engine_arguments(p)
     p.add_argument("--json", metavar="PATH", help="write the report as JSON to PATH ('-': stdout, nothing else)")
     p.add_argument("--html", metavar="PATH", help="write an HTML page with tokens/s against batch to PATH")
     p.set_defaults(func=run_generate)
+
+
+def _engine_arguments(p: argparse.ArgumentParser) -> None:
+    """vLLM's own settings (its v0.6 defaults when left out)."""
+    v = p.add_argument_group("vLLM-class engine (--engine vllm; vLLM 0.6's defaults)")
+    v.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F", help="default 0.9")
+    v.add_argument("--block-size", type=int, choices=(8, 16, 32), default=None, help="KV block, tokens (16)")
+    v.add_argument("--max-num-seqs", type=_count("--max-num-seqs", 1), default=None, help="default 256")
+    v.add_argument("--max-num-batched-tokens", type=_count("--max-num-batched-tokens", 1), default=None)
+    v.add_argument("--max-model-len", type=_count("--max-model-len", 1), default=None, help="default: the config's")
+    v.add_argument(
+        "--chunked-prefill",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="default: on for a model over 32K tokens of context without a sliding window",
+    )
+    v.add_argument("--enforce-eager", action="store_true", default=None, help="no CUDA graphs")
+
+
+def engine_config(args: argparse.Namespace):
+    """The EngineConfig the vLLM settings ask for, or None when none was given."""
+    from perfpredict.llm.vllm_config import EngineConfig
+
+    fields = {
+        "gpu_memory_utilization": args.gpu_memory_utilization,
+        "block_size": args.block_size,
+        "max_num_seqs": args.max_num_seqs,
+        "max_num_batched_tokens": args.max_num_batched_tokens,
+        "max_model_len": args.max_model_len,
+        "chunked_prefill": args.chunked_prefill,
+        "enforce_eager": args.enforce_eager,
+    }
+    given = {k: v for k, v in fields.items() if v is not None}
+    return EngineConfig(**given) if given else None
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -87,8 +129,11 @@ def run_generate(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         weights=args.weights,
         kv_dtype=args.kv_dtype,
+        engine=args.engine,
+        tp=args.tp,
         mode=args.mode,
         cache=args.cache,
+        engine_config=engine_config(args),
     )
     if args.json == "-":
         sys.stdout.write(report.to_json() + "\n")

@@ -2,5 +2,6 @@
 
 Each source has a converter module here that reads a fetched copy of the source's repository
 (``python -m perfpredict.external.convert <source> <path>``) and writes a compact parquet with the source's license
-and a README. Nothing is downloaded at run time: the parquet files are committed.
+and a README. Nothing is downloaded at run time: the parquet files are committed. LLM-Inference-Bench's whole-model
+generation rows are not op rows: ``python -m perfpredict.external.llm_inference_bench <path>`` converts them.
 """

@@ -49,6 +49,10 @@ class SourceTree:
         except OSError as err:
             raise InvalidInputError(f"cannot read {path!r} in {self.root}: {err}") from err
 
+    def commit(self) -> str:
+        """The commit a git directory is read at (``""`` for a checkout, whose files may be edited)."""
+        return self._git("rev-parse", "HEAD").strip() if self.is_git_dir else ""
+
     def _git(self, *args: str) -> str:
         try:
             done = subprocess.run(

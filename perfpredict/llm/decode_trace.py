@@ -36,7 +36,8 @@ def decode_graph(
     def trace(model: Any, cfg: Any) -> OpGraph:
         return _trace_decode(model, cfg, batch, context, dtype, cache, max_cache_len)
 
-    return _captured(config, dtype, trace, replicate)
+    key = {"step": "decode", "batch": batch, "context": context, "cache": cache, "max_cache_len": max_cache_len}
+    return _captured(config, dtype, trace, replicate, key)
 
 
 def prefill_graph(config: Any, *, batch: int, prompt: int, dtype: str, replicate: bool = True) -> OpGraph:
@@ -55,15 +56,22 @@ def prefill_graph(config: Any, *, batch: int, prompt: int, dtype: str, replicate
         step = _Prefill(model, keep)
         return featurize(step, (ids,), name=f"{cfg.name_or_path or cfg.model_type} prefill")
 
-    return _captured(config, dtype, trace, replicate)
+    return _captured(config, dtype, trace, replicate, {"step": "prefill", "batch": batch, "prompt": prompt})
 
 
-def _captured(config: Any, dtype: str, trace, replicate: bool) -> OpGraph:
+def _captured(config: Any, dtype: str, trace, replicate: bool, question: dict) -> OpGraph:
     """``trace(model, config)`` on the causal LM, its layers copied from two where they can be
-    (``hf_capture.traced_stack``)."""
+    (``hf_capture.traced_stack``), answered from the on-disk graph cache (``graph_store``) when the same step of
+    the same config was traced before: a repeated ``generate --engine hf`` question traces nothing."""
+    from perfpredict import graph_store
     from perfpredict.hf_capture import traced_stack
 
-    return traced_stack(config, lambda cfg: _causal_lm(cfg, dtype), trace, copy_layers=replicate)
+    key = graph_store.key(config=config.to_dict(), dtype=dtype, replicate=replicate, **question)
+    graph = graph_store.load(key)
+    if graph is None:
+        graph = traced_stack(config, lambda cfg: _causal_lm(cfg, dtype), trace, copy_layers=replicate)
+        graph_store.save(key, graph)
+    return graph
 
 
 def _causal_lm(config: Any, dtype: str):

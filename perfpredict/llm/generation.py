@@ -1,5 +1,8 @@
 """``predict_generation``: prefill, decode along the generation, tokens/s, memory and the largest batch that fits.
 
+It answers for one of two engines: a vLLM-class serving engine (``vllm_engine``, built from the config's sizes),
+or transformers' ``generate``, modelled here from traced graphs, on ``tp`` tensor-parallel GPUs (``tp_ranks``):
+
 - **Prefill** (time to first token): one forward over the prompt (``decode_trace.prefill_graph``).
 - **Decode**: the step that makes token t+1 attends to the prompt and t tokens already generated. The step is
   traced with a real cache at a few context lengths (``DECODE_POINTS``, from the first step to the last) and
@@ -26,6 +29,9 @@ DECODE_POINTS = 3
 SWEEP_MAX_BATCH = 1024
 
 
+ENGINES = ("auto", "hf", "vllm")
+
+
 def predict_generation(
     model_or_config: Any,
     *,
@@ -36,27 +42,94 @@ def predict_generation(
     dtype: str | None = None,
     weights: str | None = None,
     kv_dtype: str | None = None,
-    mode: str = "eager",
-    cache: str = "dynamic",
+    engine: str = "auto",
+    tp: int = 1,
+    mode: str | None = None,
+    cache: str | None = None,
+    engine_config: Any = None,
     price_usd_per_hour: float | None = None,
 ) -> GenerationReport:
     """Predict generating ``new_tokens`` after a ``prompt_tokens`` prompt for ``batch`` sequences on ``device``.
 
     ``model_or_config``: a shipped HuggingFace id or alias, a config.json path, a ``PretrainedConfig``, or a HF
-    model (its ``.config``). ``weights``: bf16, fp16, int8, fp8 or nf4 (``weight_formats``; default: the compute
-    dtype). ``kv_dtype``: the cache's dtype (default: the compute dtype). ``mode``: eager, cuda_graph or compiled.
+    model (its ``.config``). ``engine``: ``"vllm"`` (a vLLM-class serving engine: paged KV cache, CUDA-graph decode,
+    fused kernels, its scheduler; ``engine_config`` a ``vllm_config.EngineConfig``), ``"hf"`` (transformers'
+    ``generate``, with ``mode`` eager, cuda_graph, compiled or compiled_cuda_graph and ``cache`` dynamic or
+    static), or ``"auto"``: vllm for a decoder it covers on a GPU unless ``mode`` or ``cache`` is given, else hf.
+    ``tp``: tensor-parallel GPUs (memory figures are then per GPU). ``weights``: bf16, fp16, fp8, int8, nf4, int4
+    or int4-g32 (``weight_formats``; default: the compute dtype). ``kv_dtype``: the cache's dtype (default: the
+    compute dtype).
     """
+    if batch < 1 or prompt_tokens < 1 or new_tokens < 1:
+        raise InvalidInputError("--prompt-tokens, --new-tokens and --batch must be at least 1")
+    chosen = choose_engine(engine, model_or_config, device, mode, cache)
+    if chosen == "vllm":
+        if mode is not None or cache is not None:
+            raise InvalidInputError(
+                "--mode and --cache describe transformers' generate; drop them with --engine vllm, or use --engine hf"
+            )
+        from perfpredict.llm.vllm_engine import predict_vllm
+
+        return predict_vllm(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
+                            device=device, tp=tp, dtype=dtype, weights=weights, kv_dtype=kv_dtype,
+                            engine=engine_config, price_usd_per_hour=price_usd_per_hour)  # fmt: skip
+    if engine_config is not None:
+        raise InvalidInputError("engine settings (block size, memory utilization, ...) apply to --engine vllm only")
+    return _predict_hf(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
+                       device=device, dtype=dtype, weights=weights, kv_dtype=kv_dtype, mode=mode or "eager",
+                       cache=cache or "dynamic", tp=tp, price_usd_per_hour=price_usd_per_hour)  # fmt: skip
+
+
+def choose_engine(engine: str, model_or_config: Any, device: str, mode: str | None, cache: str | None) -> str:
+    """``engine`` itself, or for "auto": vllm for a decoder the engine covers on a GPU, unless ``mode`` or
+    ``cache`` (transformers' generate's own settings) is given."""
+    if engine not in ENGINES:
+        raise InvalidInputError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    if engine != "auto":
+        return engine
+    if mode is not None or cache is not None:
+        return "hf"
+    from perfpredict.devices import get_device
+    from perfpredict.errors import PerfPredictError
+    from perfpredict.llm.decoder_spec import spec_from
+
+    if get_device(device).kind != "gpu":
+        return "hf"
+    try:
+        spec_from(model_or_config)
+    except PerfPredictError:
+        return "hf"
+    return "vllm"
+
+
+def _predict_hf(
+    model_or_config: Any,
+    *,
+    prompt_tokens: int,
+    new_tokens: int,
+    batch: int,
+    device: str,
+    dtype: str | None,
+    weights: str | None,
+    kv_dtype: str | None,
+    mode: str,
+    cache: str,
+    tp: int,
+    price_usd_per_hour: float | None,
+) -> GenerationReport:
+    """transformers' generate on ``tp`` GPUs (see the module docstring)."""
     from perfpredict import cost
     from perfpredict.compiler_hooks import hf_frontend as hf
     from perfpredict.devices import get_device
-    from perfpredict.llm import kv_cache, moe, weight_formats
+    from perfpredict.llm import kv_cache, moe, tp_ranks, weight_formats
     from perfpredict.llm.decode_trace import prefill_graph
 
     dev = get_device(device)
+    link = tp_ranks.link_for(dev, tp)
     config = hf.load_config(getattr(model_or_config, "config", model_or_config))
     geometry = kv_cache.kv_geometry(config)
     _check_lengths(prompt_tokens, new_tokens, batch, geometry)
-    compute = _compute_dtype(dtype, weights, hf.declared_dtype(config), dev)
+    compute = weight_formats.compute_dtype(dtype, weights, hf.declared_dtype(config), dev)
     fmt = weight_formats.check(weights or {"float16": "fp16", "float32": "fp32"}.get(compute, "bf16"), dev)
     kv_dtype = kv_dtype or compute
     name = config.name_or_path or config.model_type
@@ -67,24 +140,30 @@ def predict_generation(
         config,
         batch * prompt_tokens,
     )
+    prefill, prefill_comm = tp_ranks.shard(prefill, tp)
     pre = _predict(prefill, dev, mode)
+    ttft_ms = pre.latency_ms.value + tp_ranks.comm_s(prefill_comm, tp, link) * 1e3
     contexts = _contexts(prompt_tokens, new_tokens)
+    ranks = (tp, link)
     points = [
-        _decode_point(config, dev, fmt, mode, cache, batch, c, compute, prompt_tokens + new_tokens) for c in contexts
+        _decode_point(config, dev, fmt, mode, cache, batch, c, compute, prompt_tokens + new_tokens, ranks)
+        for c in contexts
     ]
     steps = _interpolated_steps(points, prompt_tokens, new_tokens)
-    kv_bytes = kv_cache.kv_cache_bytes(geometry, prompt_tokens + new_tokens, batch, kv_dtype)
+    # one rank holds 1/tp of the key/value heads (the sharding refuses a tp that does not split them)
+    kv_bytes = kv_cache.kv_cache_bytes(geometry, prompt_tokens + new_tokens, batch, kv_dtype) // tp
     # a dynamic cache's step returns each layer's new K and V: they are the KV cache, counted in kv_bytes
     step_cache = (
-        kv_cache.kv_cache_bytes(geometry, points[-1][0].context + 1, batch, kv_dtype) if cache == "dynamic" else 0
+        kv_cache.kv_cache_bytes(geometry, points[-1][0].context + 1, batch, kv_dtype) // tp if cache == "dynamic" else 0
     )
     activations = max(pre.memory.activations_peak_bytes, points[-1][1].memory.activations_peak_bytes - step_cache)
     weights_bytes = prefill.param_bytes
     peak = weights_bytes + kv_bytes + activations + dev.runtime_overhead_bytes
     per_seq = (kv_bytes + activations) / batch
     max_batch = int(max(0, dev.memory_bytes - weights_bytes - dev.runtime_overhead_bytes) // max(per_seq, 1))
-    e2e_ms = pre.latency_ms.value + float(steps.sum())
-    energy_j = pre.energy_j.value + sum(o.avg_power_w.value for _, o in points) / len(points) * steps.sum() * 1e-3
+    e2e_ms = ttft_ms + float(steps.sum())
+    power_w = sum(o.avg_power_w.value for _, o in points) / len(points)
+    energy_j = tp * (pre.avg_power_w.value * ttft_ms + power_w * steps.sum()) * 1e-3
     price = price_usd_per_hour if price_usd_per_hour is not None else cost.price_usd_per_hour(dev)
     tokens = batch * new_tokens
     decode = tuple(p for p, _ in points)
@@ -101,7 +180,7 @@ def predict_generation(
         cache=cache,
         mode=mode,
         predictor=pre.latency_ms.predictor,
-        ttft_ms=pre.latency_ms.value,
+        ttft_ms=ttft_ms,
         tpot_mean_ms=mean_step,
         tpot_first_ms=float(steps[0]) if len(steps) else 0.0,
         tpot_last_ms=float(steps[-1]) if len(steps) else 0.0,
@@ -117,7 +196,7 @@ def predict_generation(
         fits=peak <= dev.memory_bytes,
         max_batch=max_batch,
         energy_per_token_j=energy_j / tokens,
-        cost_per_million_tokens_usd=None if price is None else price * e2e_ms / 3.6e6 / tokens * 1e6,
+        cost_per_million_tokens_usd=None if price is None else price * tp * e2e_ms / 3.6e6 / tokens * 1e6,
         decode_points=decode,
         batch_sweep=_sweep(
             config,
@@ -131,8 +210,9 @@ def predict_generation(
             weights_bytes,
             per_seq,
             prompt_tokens + new_tokens,
+            ranks,
         ),
-        assumptions=_assumptions(fmt, dev, compute, kv_dtype, cache, mode, config),
+        assumptions=_assumptions(fmt, dev, compute, kv_dtype, cache, mode, config, tp, link),
         warnings=()
         if peak <= dev.memory_bytes
         else (
@@ -140,6 +220,10 @@ def predict_generation(
             f"at most {max_batch} sequences fit at {prompt_tokens + new_tokens} tokens",
         ),
         notes=_notes(decode, steps, dev),
+        engine="hf",
+        tp=tp,
+        ttft_max_ms=ttft_ms,
+        tp_communication_ms=decode[0].step_ms - points[0][1].latency_ms.value,
     )
 
 
@@ -153,18 +237,6 @@ def _check_lengths(prompt: int, new: int, batch: int, geometry: Any) -> None:
             f"prompt {prompt} + new {new} tokens = {prompt + new} is beyond the model's "
             f"{geometry.max_positions} positions; shorten one of them"
         )
-
-
-def _compute_dtype(dtype: str | None, weights: str | None, declared: str | None, device: Any) -> str:
-    """The dtype activations (and 16-bit weights) compute in: asked for, implied by 16-bit weights, the config's,
-    else bf16 where the device has it and fp16 where not."""
-    if dtype is not None:
-        return dtype
-    if weights in ("bf16", "fp16"):
-        return {"bf16": "bfloat16", "fp16": "float16"}[weights]
-    if declared in ("bfloat16", "float16") and (declared != "bfloat16" or device.supports_dtype("bfloat16")):
-        return declared
-    return "bfloat16" if device.kind != "gpu" or device.supports_dtype("bfloat16") else "float16"
 
 
 def _predict(graph: Any, device: Any, mode: str):
@@ -189,12 +261,17 @@ def _decode_graph(config, device, fmt, cache, batch, context, dtype, max_len=Non
     return moe.apply(weight_formats.apply(graph, fmt, device, many_tokens=False), config, batch)
 
 
-def _decode_point(config, device, fmt, mode, cache, batch, context, dtype, max_len):
-    graph = _decode_graph(config, device, fmt, cache, batch, context, dtype, max_len)
+def _decode_point(config, device, fmt, mode, cache, batch, context, dtype, max_len, ranks=(1, None)):
+    """One decode step on one rank: its two timelines, plus the tensor-parallel collectives on the critical path."""
+    from perfpredict.llm import tp_ranks
+
+    tp, link = ranks
+    graph, collectives = tp_ranks.shard(_decode_graph(config, device, fmt, cache, batch, context, dtype, max_len), tp)
     out = _predict(graph, device, mode)
     t = out.timeline
+    comm_ms = tp_ranks.comm_s(collectives, tp, link) * 1e3
     streaming = graph.param_bytes / device.memory_bandwidth_bytes_per_s * 1e3
-    return DecodePoint(context, out.latency_ms.value, t.device_ms, t.host_ms, streaming), out
+    return DecodePoint(context, out.latency_ms.value + comm_ms, t.device_ms, t.host_ms, streaming), out
 
 
 def _interpolated_steps(points: list, prompt: int, new: int) -> np.ndarray:
@@ -205,19 +282,25 @@ def _interpolated_steps(points: list, prompt: int, new: int) -> np.ndarray:
     return np.interp(contexts, xs, ys) if len(contexts) else np.zeros(0)
 
 
-def _sweep(config, device, fmt, mode, cache, dtype, context, max_batch, weights_bytes, per_seq, max_len) -> tuple:
+def _sweep(
+    config, device, fmt, mode, cache, dtype, context, max_batch, weights_bytes, per_seq, max_len, ranks=(1, None)
+) -> tuple:
     """Tokens/s of the middle decode step for batch 1, 2, 4, ... up to the largest that fits (and one beyond)."""
+    from perfpredict.llm import tp_ranks
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays
     from perfpredict.predictors.registry import get_predictor
 
+    tp, link = ranks
     # NB: a MoE step's expert reads are not affine in the batch; the sweep takes them at batch 2 and 3 as they are
-    arrays = CostArrays.fit(*(_decode_graph(config, device, fmt, cache, b, context, dtype, max_len) for b in (2, 3)))
+    shards = [tp_ranks.shard(_decode_graph(config, device, fmt, cache, b, context, dtype, max_len), tp) for b in (2, 3)]
+    arrays = CostArrays.fit(shards[0][0], shards[1][0])
     top = min(max(max_batch, 1) * 2, SWEEP_MAX_BATCH)
     batches = np.unique(np.concatenate([2 ** np.arange(int(np.log2(top)) + 1), [max(max_batch, 1)]])).astype(float)
     predictor = get_predictor("two_timeline")
     config_run = RunConfig(weights_built_in=None, mode=mode)
     ev = predictor.evaluate(arrays, device, config_run, batches)
+    comm_s = np.array([tp_ranks.comm_s(shards[0][1], tp, link, scale=b / 2) for b in batches])
     busy = np.maximum(ev.compute_s, ev.memory_s)
     share = np.where(ev.compute_s >= ev.memory_s, busy, 0).sum(axis=0) / np.maximum(busy.sum(axis=0), 1e-30)
     return tuple(
@@ -228,14 +311,15 @@ def _sweep(config, device, fmt, mode, cache, dtype, context, max_batch, weights_
             float(s),
             bool(weights_bytes + device.runtime_overhead_bytes + per_seq * b <= device.memory_bytes),
         )
-        for b, t, s in zip(batches, ev.latency_s, share)
+        for b, t, s in zip(batches, ev.latency_s + comm_s, share)
     )
 
 
-def _assumptions(fmt, device, compute, kv_dtype, cache, mode, config) -> dict[str, str]:
+def _assumptions(fmt, device, compute, kv_dtype, cache, mode, config, tp=1, link=None) -> dict[str, str]:
     from perfpredict.llm import moe, weight_formats
 
     out = {
+        "engine": "transformers' generate (the model's own modules), one step per token",
         "compute dtype": compute,
         "weights": f"{fmt.name}: {fmt.bytes_per_weight:g} bytes per layer weight, "
         f"{weight_formats.route(fmt, device)} on {device.name} (embeddings and LM head in {compute})",
@@ -243,6 +327,11 @@ def _assumptions(fmt, device, compute, kv_dtype, cache, mode, config) -> dict[st
         "mode": mode,
         "prefill": "logits of the last position only, as generate() computes them",
     }
+    if tp > 1:
+        out["tensor parallel"] = (
+            f"tp={tp}, Megatron-style (as predict --tp): q/k/v and gate/up column-parallel, output and down "
+            f"row-parallel with an all-reduce each on the critical path, the vocabulary split; on {link.description}"
+        )
     if moe.experts_of(config):
         e, k = moe.experts_of(config)
         out["expert weights"] = (

@@ -32,6 +32,10 @@ class BatchPoint:
 
 @dataclass(frozen=True)
 class GenerationReport:
+    """One generation question answered. Memory figures are per GPU (each of ``tp`` tensor-parallel ranks);
+    times are the whole batch's (with an engine, its sequences' first tokens come at different times:
+    ``ttft_ms`` is their mean, ``ttft_max_ms`` the last one)."""
+
     model_name: str
     device: str
     batch: int
@@ -65,6 +69,16 @@ class GenerationReport:
     assumptions: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    engine: str = "hf"  # "hf" (transformers' generate) or "vllm" (a vLLM-class serving engine)
+    tp: int = 1  # tensor-parallel GPUs
+    ttft_max_ms: float | None = None
+    tp_communication_ms: float = 0.0  # per decode step, on the critical path
+    kv_pool_bytes: int = 0  # the KV cache an engine reserves per GPU at start-up
+    kv_capacity_tokens: int = 0  # tokens that pool holds
+    preemptions: int = 0  # sequences an engine evicted (and recomputed) for lack of KV blocks
+    prefill_steps: int = 0
+    decode_steps: int = 0
+    host_ms: float = 0.0  # the engine's scheduler time over the run (not overlapped with the GPU)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -14,34 +14,63 @@ from perfpredict.render_text import fmt_bytes, fmt_energy_j, fmt_rate, fmt_time_
 
 def summary_rows(r: GenerationReport) -> list[tuple[str, str, str]]:
     cost = "-" if r.cost_per_million_tokens_usd is None else fmt_usd(r.cost_per_million_tokens_usd)
+    gpus = f"{r.tp} x {r.device}" if r.tp > 1 else r.device
     fit = (
         f"fits in {fmt_bytes(r.device_memory_bytes)}"
         if r.fits
         else f"DOES NOT FIT in {fmt_bytes(r.device_memory_bytes)}"
     )
-    return [
-        ("Time to first token", fmt_time_ms(r.ttft_ms), f"prefill of {r.prompt_tokens} tokens x batch {r.batch}"),
+    ttft_detail = f"prefill of {r.prompt_tokens} tokens x batch {r.batch}"
+    if r.ttft_max_ms is not None and r.ttft_max_ms > r.ttft_ms * 1.01:
+        ttft_detail = (
+            f"mean over the batch; the last sequence's {fmt_time_ms(r.ttft_max_ms)} ({r.prefill_steps} prefill steps)"
+        )
+    rows = [
+        ("Time to first token", fmt_time_ms(r.ttft_ms), ttft_detail),
         (
             "Time per output token",
             fmt_time_ms(r.tpot_mean_ms),
-            f"mean; first {fmt_time_ms(r.tpot_first_ms)}, last {fmt_time_ms(r.tpot_last_ms)}",
+            f"mean; first {fmt_time_ms(r.tpot_first_ms)}, last {fmt_time_ms(r.tpot_last_ms)}"
+            + (f"; tensor-parallel all-reduces {fmt_time_ms(r.tp_communication_ms)} of each step" if r.tp > 1 else ""),
         ),
-        ("End to end", fmt_time_ms(r.e2e_ms), f"{r.new_tokens} new tokens"),
+        ("End to end", fmt_time_ms(r.e2e_ms), f"{r.new_tokens} new tokens" + _engine_detail(r)),
         (
             "Tokens/s",
             fmt_rate(r.tokens_per_s, "tokens/s"),
             f"batch {r.batch}; decode alone {fmt_rate(r.decode_tokens_per_s, 'tokens/s')}",
         ),
         (
-            "Peak memory",
+            "Memory per GPU" if r.tp > 1 else "Peak memory",
             fmt_bytes(r.peak_memory_bytes),
-            f"weights {fmt_bytes(r.weights_bytes)} + KV cache {fmt_bytes(r.kv_cache_bytes)} + activations "
-            f"{fmt_bytes(r.activations_bytes)} + runtime {fmt_bytes(r.runtime_bytes)}; {fit}",
+            _memory_detail(r) + f"; {fit}",
         ),
         ("Largest batch that fits", f"{r.max_batch:,}", f"at {r.prompt_tokens + r.new_tokens} tokens of context"),
-        ("Energy per token", fmt_energy_j(r.energy_per_token_j), ""),
-        ("Cost per 1M tokens", cost, f"at the price of {r.device}"),
+        ("Energy per token", fmt_energy_j(r.energy_per_token_j), f"all {r.tp} GPUs" if r.tp > 1 else ""),
+        ("Cost per 1M tokens", cost, f"at the price of {gpus}"),
     ]
+    return rows
+
+
+def _memory_detail(r: GenerationReport) -> str:
+    if r.engine == "vllm":
+        return (
+            f"weights {fmt_bytes(r.weights_bytes)} + KV pool {fmt_bytes(r.kv_pool_bytes)} ({r.kv_capacity_tokens:,} "
+            f"tokens; this batch used {fmt_bytes(r.kv_cache_bytes)} at its peak) + start-up activations "
+            f"{fmt_bytes(r.activations_bytes)} + runtime {fmt_bytes(r.runtime_bytes)}"
+        )
+    return (
+        f"weights {fmt_bytes(r.weights_bytes)} + KV cache {fmt_bytes(r.kv_cache_bytes)} + activations "
+        f"{fmt_bytes(r.activations_bytes)} + runtime {fmt_bytes(r.runtime_bytes)}"
+    )
+
+
+def _engine_detail(r: GenerationReport) -> str:
+    if r.engine != "vllm":
+        return ""
+    preempted = f", {r.preemptions} preemption(s)" if r.preemptions else ""
+    return (
+        f"; {r.prefill_steps} prefill and {r.decode_steps} decode steps, scheduler {fmt_time_ms(r.host_ms)}{preempted}"
+    )
 
 
 def sweep_rows(r: GenerationReport) -> list[tuple[str, str, str, str, str]]:
@@ -70,7 +99,7 @@ def print_generation(r: GenerationReport, console: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    console.print(Text(f"perfpredict generate: {r.model_name} on {r.device}", style="bold"))
+    console.print(Text(f"perfpredict generate: {r.model_name} on {_gpus(r)} ({_engine_name(r)})", style="bold"))
     console.print(
         Text(
             f"prompt {r.prompt_tokens}  new {r.new_tokens}  batch {r.batch}  dtype {r.dtype}  weights "
@@ -83,7 +112,12 @@ def print_generation(r: GenerationReport, console: Any) -> None:
     for row in summary_rows(r):
         table.add_row(*row)
     console.print(table)
-    steps = Table(title="Decode steps (predicted at these cache lengths, interpolated between)", title_justify="left")
+    title = (
+        "Decode steps of the sequences running together (GPU, and the scheduler's host time)"
+        if r.engine == "vllm"
+        else "Decode steps (predicted at these cache lengths, interpolated between)"
+    )
+    steps = Table(title=title, title_justify="left")
     for name in ("context", "step", "device", "host", "weight-streaming bound"):
         steps.add_column(name, justify="right")
     for p in r.decode_points:
@@ -108,12 +142,20 @@ def print_generation(r: GenerationReport, console: Any) -> None:
         console.print(Text(f"note: {n}", style="dim"))
 
 
+def _gpus(r: GenerationReport) -> str:
+    return f"{r.tp} x {r.device}" if r.tp > 1 else r.device
+
+
+def _engine_name(r: GenerationReport) -> str:
+    return "vLLM-class engine" if r.engine == "vllm" else "transformers generate"
+
+
 def render_generation_html(r: GenerationReport) -> str:
     def table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
         cells = "".join(f"<tr>{''.join(f'<td>{escape(c)}</td>' for c in row)}</tr>" for row in rows)
         return f"<table><thead><tr>{''.join(f'<th>{escape(h)}</th>' for h in head)}</tr></thead>{cells}</table>"
 
-    title = f"perfpredict generate: {r.model_name} on {r.device}"
+    title = f"perfpredict generate: {r.model_name} on {_gpus(r)} ({_engine_name(r)})"
     parts = [
         f"<h1>{escape(title)}</h1>",
         table(("metric", "value", "detail"), summary_rows(r)),

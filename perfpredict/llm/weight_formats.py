@@ -19,6 +19,8 @@ stay in the compute dtype here; the report says so. Two routes, as the common li
 | int8 | 1 | one float per output row | weight-only |
 | fp8 | 1 | one float per tensor | native on FP8 tensor cores, else weight-only |
 | nf4 | 0.5 | one float32 absmax per 64 weights | weight-only (bitsandbytes; CUDA GPUs only) |
+| int4 | 0.5 | an fp16 scale and a 4-bit zero per 128 weights | weight-only (AWQ/GPTQ checkpoints, Marlin-style kernels; CUDA GPUs only) |
+| int4-g32 | 0.5 | a 16-bit scale and zero per 32 weights | weight-only (gpt-fast's int4; CUDA GPUs only) |
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ FORMATS = {
     "int8": WeightFormat("int8", 1.0, None),
     "fp8": WeightFormat("fp8", 1.0, "float8_e4m3fn"),
     "nf4": WeightFormat("nf4", 0.5 + 4 / 64, None, gpu_only=True),
+    "int4": WeightFormat("int4", 0.5 + 2.5 / 128, None, gpu_only=True),
+    "int4-g32": WeightFormat("int4-g32", 0.5 + 4 / 32, None, gpu_only=True),
 }
 
 
@@ -65,7 +69,7 @@ def check(fmt_name: str, device: Any) -> WeightFormat:
     fmt = FORMATS[fmt_name]
     if fmt.gpu_only and device.kind != "gpu":
         raise InvalidInputError(
-            f"--weights {fmt_name} needs a CUDA GPU (bitsandbytes' 4-bit kernels); "
+            f"--weights {fmt_name} needs a CUDA GPU (its 4-bit kernels are CUDA's); "
             f"{device.name} is a {device.kind}: use int8 or bf16"
         )
     if fmt.name == "bf16" and device.kind == "gpu" and not device.supports_dtype("bfloat16"):
@@ -109,3 +113,15 @@ def apply(graph: OpGraph, fmt: WeightFormat, device: Any, *, many_tokens: bool) 
             f"layer weights in {fmt.name} ({fmt.bytes_per_weight:g} bytes each, {route(fmt, device)} on {device.name})",
         ),
     )
+
+
+def compute_dtype(dtype: str | None, weights: str | None, declared: str | None, device: Any) -> str:
+    """The dtype activations (and 16-bit weights) compute in: asked for, implied by 16-bit weights, the config's,
+    else bf16 where the device has it and fp16 where not."""
+    if dtype is not None:
+        return dtype
+    if weights in ("bf16", "fp16"):
+        return {"bf16": "bfloat16", "fp16": "float16"}[weights]
+    if declared in ("bfloat16", "float16") and (declared != "bfloat16" or device.supports_dtype("bfloat16")):
+        return declared
+    return "bfloat16" if device.kind != "gpu" or device.supports_dtype("bfloat16") else "float16"

@@ -298,9 +298,7 @@ class TwoTimelinePredictor:
         (``node_s``); a fused group streams its traffic at the learned memory-bound efficiency (GPU rows), or at
         the attainable bandwidth times the calibrated scale where no GPU model is loaded."""
         _, moved, out_bytes, _ = arrays.at(batches)
-        model = self.efficiency_model(device)
-        efficiency = gpu_device_time.efficiency_fn(model, device, RunConfig()) if model is not None else None
-        bw, scale = attainable_bandwidth(device), self.device_scale(device)
+        scale = self.device_scale(device)
         groups = fused_groups(graph)
         d = np.zeros((len(groups), len(batches)))
         for g, members in enumerate(groups):
@@ -311,14 +309,21 @@ class TwoTimelinePredictor:
                 moved[members].sum(axis=0) - 2 * out_bytes[members[:-1]].sum(axis=0), moved[members].max(axis=0)
             )
             dtype = graph.nodes[members[-1]].outputs[0].dtype if graph.nodes[members[-1]].outputs else graph.dtype
-            memory = (
-                traffic / bw * scale
-                if efficiency is None
-                else gpu_device_time.memory_s(efficiency, device, traffic, dtype)
-            )
+            memory = self.stream_s(device, traffic, dtype)
             d[g] = np.maximum(np.maximum(ev.compute_s[members].sum(axis=0) * scale, memory), MIN_KERNEL_S)
         host = COMPILED_KERNEL_HOST_US * 1e-6 + self.launch_s(device)
         return d, np.full_like(d, host)
+
+    def stream_s(self, device, moved_bytes, dtype: str) -> np.ndarray:
+        """Seconds to stream ``moved_bytes`` (one value per config) through one memory-bound kernel on ``device``:
+        at the learned memory-bound efficiency where a GPU model is loaded, else at the attainable bandwidth times
+        the calibrated scale. A fused group costs this (``_fuse``), and so does the vLLM-class engine's decode
+        attention (``llm.step_costs``)."""
+        moved = np.atleast_1d(np.asarray(moved_bytes, dtype=float))
+        model = self.efficiency_model(device) if device.kind == "gpu" else None
+        if model is None:
+            return moved / attainable_bandwidth(device) * self.device_scale(device)
+        return gpu_device_time.memory_s(gpu_device_time.efficiency_fn(model, device, RunConfig()), device, moved, dtype)
 
     def evaluate(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray):
         """The analytical Evaluation of ``batches`` with this model's wall time and power in place of the

@@ -64,6 +64,12 @@ def build_app():
             tp = gr.Number(value=1, precision=0, minimum=1, label="tensor parallel (tp)", elem_id="tp")
             pp = gr.Number(value=1, precision=0, minimum=1, label="pipeline stages (pp)", elem_id="pp")
             fsdp = gr.Checkbox(value=False, label="FSDP (shard weights, gradients, optimizer)", elem_id="fsdp")
+        engine = gr.Radio(
+            ["auto", "vllm", "hf"],
+            value="auto",
+            label="generation engine (vllm: a vLLM-class server; hf: transformers' generate; auto: vllm where it applies)",
+            elem_id="engine",
+        )
         go = gr.Button("Predict", variant="primary", elem_id="predict")
         message = gr.HTML(elem_id="message")
         table = gr.HTML(elem_id="table")
@@ -88,6 +94,7 @@ def build_app():
                 tp,
                 pp,
                 fsdp,
+                engine,
             ],
             [message, table, roofline, kinds, files],
         )
@@ -110,6 +117,7 @@ def answer(
     tp=1,
     pp=1,
     fsdp=False,
+    engine="auto",
 ):
     """The page's handler: every error becomes one line in the page, never a traceback."""
     from perfpredict.errors import PerfPredictError
@@ -127,7 +135,7 @@ def answer(
             max_latency,
             min_throughput,
         )
-        q = dataclasses.replace(q, parallel=parallel_plan(dp, tp, pp, fsdp))
+        q = dataclasses.replace(q, parallel=parallel_plan(dp, tp, pp, fsdp), engine=engine or "auto")
         result = compare(q)
     except PerfPredictError as err:
         return _message(str(err)), "", "", "", None

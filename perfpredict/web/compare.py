@@ -33,6 +33,7 @@ class Question:
     min_throughput_per_s: float | None = None
     new_tokens: int = 128
     parallel: dict | None = None  # {"dp", "tp", "pp", "fsdp"}: one step over several GPUs (perfpredict.parallel)
+    engine: str = "auto"  # generation: "vllm" (a vLLM-class engine), "hf" (transformers' generate) or "auto"
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,7 @@ def compare(q: Question) -> Answer:
         raise InvalidInputError("batch and sequence length must be at least 1")
     devices = [get_device(d) for d in q.devices]  # an unknown name fails here, with close names
     if q.phase == "generation":
-        if q.parallel:
-            raise InvalidInputError("multi-GPU plans cover inference and training steps; clear dp/tp/pp for generation")
-        return _generation(q, devices)
+        return _generation(q, devices, _generation_tp(q.parallel))
     if q.parallel:
         return _parallel(q, devices)
     return _step(q, devices)
@@ -202,7 +201,15 @@ def _graph(q: Question, device: Any):
     return graph, run
 
 
-def _generation(q: Question, devices: list) -> Answer:
+def _generation_tp(plan: dict | None) -> int:
+    """Generation runs over tensor-parallel GPUs only: the plan's tp, refusing data and pipeline parallelism."""
+    plan = plan or {}
+    if any(plan.get(k, 1) not in (1, None, False) for k in ("dp", "pp")) or plan.get("fsdp"):
+        raise InvalidInputError("generation runs over tensor-parallel GPUs only: keep tp, clear dp, pp and FSDP")
+    return int(plan.get("tp") or 1)
+
+
+def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
     from perfpredict.llm.generation import predict_generation
     from perfpredict.render_text import fmt_bytes, fmt_rate, fmt_time_ms, fmt_usd
 
@@ -216,23 +223,32 @@ def _generation(q: Question, devices: list) -> Answer:
         raise InvalidInputError("generation needs a HuggingFace LLM: a shipped id or an uploaded config.json")
     reports = [
         predict_generation(
-            source, prompt_tokens=q.seq or 512, new_tokens=q.new_tokens, batch=q.batch, device=d.name, dtype=q.dtype
-        )
+            source,
+            prompt_tokens=q.seq or 512,
+            new_tokens=q.new_tokens,
+            batch=q.batch,
+            device=d.name,
+            dtype=q.dtype,
+            engine=q.engine,
+            tp=tp,
+        )  # fmt: skip
         for d in devices
     ]
     columns = (
         "device",
+        "engine",
         "time to first token",
         "per output token",
         "tokens/s",
-        "peak memory",
+        "memory per GPU",
         "fits",
         "largest batch",
         "cost per 1M tokens",
     )
     rows = tuple(
         (
-            r.device,
+            f"{r.tp} x {r.device}" if r.tp > 1 else r.device,
+            "vLLM-class" if r.engine == "vllm" else "transformers",
             fmt_time_ms(r.ttft_ms),
             fmt_time_ms(r.tpot_mean_ms),
             fmt_rate(r.tokens_per_s, "tokens/s"),

@@ -138,6 +138,8 @@ def test_generate_cli_answers_and_refuses_bad_questions_in_one_line(tmp_path, ca
                 "8",
                 "--device",
                 "L4",
+                "--engine",
+                "hf",
                 "--json",
                 str(out),
                 "--html",
@@ -148,6 +150,7 @@ def test_generate_cli_answers_and_refuses_bad_questions_in_one_line(tmp_path, ca
     )
     report = json.loads(out.read_text())
     assert report["new_tokens"] == 8 and report["tokens_per_s"] > 0 and report["batch_sweep"]
+    assert report["engine"] == "hf" and report["cache"] == "dynamic" and report["mode"] == "eager"
     assert "<svg" in page.read_text()
     capsys.readouterr()
     for argv, message in (
@@ -199,6 +202,21 @@ def test_float32_generation_keeps_float32_weights():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = predict_generation("gpt2", prompt_tokens=16, new_tokens=4, device="V100", dtype="float32")
+        r = predict_generation("gpt2", prompt_tokens=16, new_tokens=4, device="V100", dtype="float32", engine="hf")
     assert r.weights == "fp32" and r.dtype == "float32"
     assert r.weights_bytes == pytest.approx(124_439_808 * 4, rel=0.01)  # GPT-2's parameters, 4 bytes each
+
+
+def test_the_hf_engine_splits_weights_and_cache_over_tensor_parallel_gpus_and_refuses_a_bad_tp():
+    from perfpredict.llm.generation import predict_generation
+
+    ask = dict(prompt_tokens=32, new_tokens=4, device="A100-80GB", engine="hf", mode="cuda_graph", cache="static")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one, two = (predict_generation("gpt2", tp=tp, **ask) for tp in (1, 2))
+    assert two.tp == 2 and two.kv_cache_bytes == one.kv_cache_bytes // 2  # 12 heads: 6 per GPU
+    assert two.weights_bytes == pytest.approx(one.weights_bytes / 2, rel=0.02)  # all but the norms and positions
+    assert one.tp_communication_ms == 0 and two.tp_communication_ms > 0  # the all-reduces on the critical path
+    assert "tensor parallel" in two.assumptions
+    with pytest.raises(InvalidInputError, match=r"tp=5 does not split the 12 attention heads .* 1, 2, 3, 4, 6, 12"):
+        predict_generation("gpt2", tp=5, **ask)

@@ -70,5 +70,7 @@ def test_the_web_question_carries_the_plan():
     assert [r[0] for r in ans.rows] == ["H100-SXM", "L4"] and all(r[1] == "8" for r in ans.rows)
     assert ans.rows[0][7] == "yes" and ans.rows[1][7] == "NO"  # 41 GiB per GPU: no L4 holds it
     assert "not validated on hardware" in ans.notes[0]
-    with pytest.raises(InvalidInputError, match="generation"):
-        compare(Question(model="llama-2-7b", phase="generation", devices=("H100-SXM",), parallel={"tp": 2}))
+    gen = compare(Question(model="llama-2-7b", phase="generation", devices=("H100-SXM",), parallel={"tp": 2}))
+    assert gen.rows[0][:2] == ("2 x H100-SXM", "vLLM-class") and gen.reports[0].tp == 2  # generation over tp GPUs
+    with pytest.raises(InvalidInputError, match="generation runs over tensor-parallel GPUs only"):
+        compare(Question(model="llama-2-7b", phase="generation", devices=("H100-SXM",), parallel={"dp": 2}))

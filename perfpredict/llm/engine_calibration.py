@@ -1,0 +1,62 @@
+"""The engine's own constants, fitted on the calibration half of LLM-Inference-Bench's vLLM rows.
+
+The GPU's time comes from perfpredict's per-op device model. What remains is the engine's: its scheduler's host
+time per step (Python: scheduling, building the step's inputs, sampling's bookkeeping), a fixed part per step when
+tensor parallelism makes the driver broadcast each step's inputs to the workers, the memory outside torch's
+allocator that vLLM's start-up profile counts before sizing the KV cache (and its part that comes with tensor
+parallelism), and whether vLLM's PagedAttention v1 kernel (XFormers' decode, for a sliding-window model) reads each
+key/value head once per query head of its group. ``benchmarks/llm_serving.py --fit`` fits
+them on the 7-8B models only (LLM-Inference-Bench's Llama-2-7B, Llama-3-8B and Mistral-7B rows) and writes
+``data/engine_calibration.json``; the other models are the test half. The constants are fitted with the device
+model of the day: refit them (the same command) whenever the device model changes.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from perfpredict.llm.scheduler import HostTime
+
+CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "data" / "engine_calibration.json"
+ENGINE_KEY = "vllm-0.6"
+#: before any fit: a few ms of host time per step, no broadcast cost, 1 GiB outside torch
+DEFAULTS = {
+    "host_step_s": 2.0e-3,
+    "host_per_seq_s": 2.0e-5,
+    "host_per_prefill_token_s": 0.0,
+    "host_tp_step_s": 0.0,
+    "runtime_bytes": 2**30,
+    "runtime_tp_bytes": 0.0,  # more per GPU with tensor parallelism: NCCL communicators, custom all-reduce buffers
+    "paged_v1_rereads_kv": 1.0,  # 1: PagedAttention v1 reads a key/value head once per query head of its group
+}
+
+
+@lru_cache(maxsize=1)
+def _file() -> dict[str, Any]:
+    try:
+        return json.loads(CALIBRATION_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def constants(key: str = ENGINE_KEY) -> dict[str, Any]:
+    """The fitted constants (the defaults where no fit was saved), with their provenance under ``source``."""
+    entry = _file().get(key, {})
+    out = {k: float(entry.get(k, v)) for k, v in DEFAULTS.items()}
+    out["source"] = entry.get("source", "defaults: no fit saved")
+    return out
+
+
+def host_time(values: dict[str, Any] | None = None) -> HostTime:
+    c = values or constants()
+    return HostTime(c["host_step_s"], c["host_per_seq_s"], c["host_per_prefill_token_s"], c["host_tp_step_s"])
+
+
+def save(values: dict[str, Any], key: str = ENGINE_KEY) -> None:
+    """Write fitted constants (the benchmark's ``--fit``); the cached copy is dropped."""
+    data = _file() | {key: values}
+    CALIBRATION_FILE.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    _file.cache_clear()

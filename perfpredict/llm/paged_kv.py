@@ -1,0 +1,108 @@
+"""A paged KV cache as vLLM v0.6 sizes it: the blocks it allocates at start-up, and the sequences they hold.
+
+At start-up vLLM loads the weights, runs one forward of ``max_num_batched_tokens`` dummy tokens over
+``max_num_seqs`` sequences to find the activations' peak, and gives the KV cache what is left of
+``gpu_memory_utilization`` x the GPU's memory::
+
+    kv_bytes = utilization x memory - weights - activation peak of that forward - memory outside torch
+    blocks   = kv_bytes // block_bytes,  block_bytes = 2 (K, V) x block_size x kv_heads/rank x head_dim x layers x dtype
+
+A sequence of t tokens holds ceil(t / block_size) blocks (at most ceil(window / block_size) + 1 with a sliding
+window). vLLM refuses to start when one sequence of ``max_model_len`` tokens would not fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfpredict.errors import InvalidInputError
+from perfpredict.ops import DTYPE_BYTES
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class KvPlan:
+    """One rank's memory as the engine lays it out (bytes), and the KV blocks that gives."""
+
+    memory_bytes: int  # the GPU's
+    budget_bytes: int  # gpu_memory_utilization x memory
+    weights_bytes: int
+    activation_bytes: int  # the start-up profile's peak
+    runtime_bytes: int  # outside torch's allocator: CUDA context, cuBLAS workspace, NCCL buffers
+    block_bytes: int
+    block_size: int
+    blocks: int
+    window: int | None
+
+    @property
+    def kv_pool_bytes(self) -> int:
+        return self.blocks * self.block_bytes
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.blocks * self.block_size
+
+    def blocks_for(self, tokens: int) -> int:
+        """Blocks a sequence of ``tokens`` tokens holds."""
+        blocks = -(-tokens // self.block_size)
+        if self.window is not None:
+            blocks = min(blocks, -(-self.window // self.block_size) + 1)
+        return blocks
+
+    def max_seqs_at(self, tokens: int) -> int:
+        """Sequences of ``tokens`` tokens each that the pool holds at once."""
+        return self.blocks // max(self.blocks_for(tokens), 1)
+
+
+def block_bytes(layers: int, kv_heads: int, head_dim: int, block_size: int, kv_dtype: str) -> int:
+    return 2 * block_size * kv_heads * head_dim * layers * DTYPE_BYTES[kv_dtype]
+
+
+def profile_activation_bytes(spec, rank, tokens: int, seqs: int, dtype: str) -> int:
+    """The peak of vLLM's start-up forward (``tokens`` dummy tokens in ``seqs`` sequences): inside the MLP, the
+    residual, the normed input, gate+up's output and SiLU-and-mul's output are live at once (attention's q/k/v and
+    output are fewer); then the sampled sequences' logits, in float32, with the sampler's sort of them."""
+    act = DTYPE_BYTES[dtype]
+    inter = rank.intermediate * (spec.experts_per_token if spec.experts else 1)
+    width = 2 * spec.hidden + max(
+        3 * inter, (rank.heads + 2 * rank.kv_heads) * spec.head_dim + rank.heads * spec.head_dim
+    )
+    logits = seqs * rank.vocab * rank.tp * (act + 4 + 4 + 8)  # gathered logits, fp32 probs, sorted values and indices
+    return tokens * width * act + logits
+
+
+def plan(spec, rank, *, device, utilization: float, weights_bytes: int, activation_bytes: int, runtime_bytes: int,
+         block_size: int, kv_dtype: str) -> KvPlan:  # fmt: skip
+    """The KV pool of one rank (see the module docstring)."""
+    budget = int(device.memory_bytes * utilization)
+    size = block_bytes(spec.layers, rank.kv_heads, spec.head_dim, block_size, kv_dtype)
+    free = budget - weights_bytes - activation_bytes - runtime_bytes
+    return KvPlan(
+        memory_bytes=device.memory_bytes,
+        budget_bytes=budget,
+        weights_bytes=weights_bytes,
+        activation_bytes=activation_bytes,
+        runtime_bytes=runtime_bytes,
+        block_bytes=size,
+        block_size=block_size,
+        blocks=max(free // size, 0),
+        window=spec.window,
+    )
+
+
+def check_starts(kv: KvPlan, *, max_model_len: int, name: str, device: str, tp: int, utilization: float) -> None:
+    """Refuse, as vLLM does at start-up, a plan with no room for the KV cache or for one full-length sequence."""
+    if kv.blocks <= 0:
+        need = kv.weights_bytes + kv.activation_bytes + kv.runtime_bytes
+        raise InvalidInputError(
+            f"{name} does not fit: each of {tp} GPU(s) needs {need / GIB:.1f} GiB for weights, activations and "
+            f"runtime before any KV cache, more than the {kv.budget_bytes / GIB:.1f} GiB vLLM may use on a "
+            f"{device} (gpu_memory_utilization {utilization:g}); use a larger --tp, or --weights fp8/int8/int4"
+        )
+    if kv.capacity_tokens < max_model_len:
+        raise InvalidInputError(
+            f"vLLM would not start: max_model_len {max_model_len} is more than the {kv.capacity_tokens} tokens the "
+            f"KV cache holds on a {device} x {tp}; set --max-model-len {kv.capacity_tokens} or less, raise "
+            "--gpu-memory-utilization, or use a larger --tp"
+        )

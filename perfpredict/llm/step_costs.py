@@ -1,0 +1,217 @@
+"""Seconds of each engine step, from perfpredict's per-op device model, tabulated once per (model, GPU, tp).
+
+A step is three parts of ``engine_graph`` (each timed by the two-timeline predictor, so the engine never has its own
+idea of how fast a GEMM runs):
+
+- **dense**: the embedding and every per-token kernel of the blocks, a function of the step's tokens T;
+- **attention**: a prefill's is compute-bound, a function of its query-key pairs (the device model's attention,
+  tabulated over prompt lengths); decode attention, one query token per sequence, is a stream of the sequences'
+  cached K and V with four FLOPs per pair of values read, so each layer's kernel is timed as the device model
+  streams its bytes (``TwoTimelinePredictor.stream_s``), tabulated over sizes: the device model's attention is a
+  score GEMM per head, which a one-token query is not;
+- **head**: the final norm, the LM head on one position per sequence, the sampler, a function of the sequences.
+
+A decode step whose batch has a captured CUDA graph runs in ``cuda_graph`` mode at the padded batch (the dense
+part and the head run on the padding too; attention only on the real sequences); any other step runs ``eager``.
+Tensor parallelism adds its collectives per step on the critical path (``parallel.collectives``: the two
+all-reduces of each block, the embedding's all-reduce and the gather of the logits), timed on the GPU's link.
+The scheduler's host time per step (``engine_calibration``) is not here: it is the engine's, not the GPU's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from perfpredict.llm.engine_graph import Numerics, RankShape, StepShape, step_graph
+from perfpredict.llm.vllm_config import ResolvedEngine, capture_bucket, paged_attention_kernel
+
+STREAM_ANCHORS = np.geomspace(2**10, 2**40, 31)  # bytes a decode attention kernel reads, tabulated then interpolated
+
+
+@dataclass(frozen=True)
+class EngineModel:
+    """What is fixed for one serving question: the model, its rank's share, the numerics, the GPU and its link."""
+
+    spec: Any  # DecoderSpec
+    rank: RankShape
+    num: Numerics
+    device: Any
+    engine: ResolvedEngine
+    link: Any = None  # the tensor-parallel group's GroupLink (tp > 1)
+    v1_rereads_kv: bool = True  # PagedAttention v1 reads each key/value head once per query head (calibrated)
+
+    @property
+    def group_size(self) -> int:
+        return max(self.spec.heads // self.spec.kv_heads, 1)
+
+
+class StepCosts:
+    """Seconds of decode and prefill steps for one EngineModel, up to ``max_seqs`` sequences per step."""
+
+    def __init__(self, model: EngineModel, max_seqs: int) -> None:
+        self.m = model
+        self.max_seqs = max(1, max_seqs)
+        self.graphable = not model.engine.config.enforce_eager
+
+    # -- the tables -------------------------------------------------------------------------------------------
+    def _walls(self, parts: frozenset[str], query: int, context: int, mode: str, columns):
+        """Wall seconds of ``parts`` of a step with each of ``columns`` sequences. Every size but a mixture of
+        experts' weight reads is affine in the sequences (two graphs fit CostArrays exactly); the experts a step
+        reaches saturate (``moe.expected_experts``), so a MoE model's dense part is timed at anchors and
+        interpolated."""
+        columns = np.asarray(columns, dtype=float)
+        if self.m.spec.experts and "dense" in parts:
+            anchors = np.unique(np.concatenate([[1.0, 2.0, 4.0], np.round(np.geomspace(1, columns.max(), 20))]))
+            walls = [self._evaluate(parts, query, context, mode, [a], int(a))[0] for a in anchors]
+            return np.interp(columns, anchors, walls)
+        return self._evaluate(parts, query, context, mode, columns)
+
+    def _evaluate(self, parts, query: int, context: int, mode: str, columns, at: int | None = None):
+        from perfpredict.predictors.base import RunConfig
+        from perfpredict.predictors.cost_arrays import CostArrays
+        from perfpredict.predictors.registry import get_predictor
+
+        graph = lambda seqs: step_graph(self.m.spec, self.m.rank, StepShape(seqs, query, context), self.m.num, parts)
+        arrays = CostArrays.from_graph(graph(at)) if at else CostArrays.fit(graph(2), graph(3))
+        config = RunConfig(weights_built_in=None, mode=mode)
+        ev = get_predictor("two_timeline").evaluate(arrays, self.m.device, config, np.asarray(columns, dtype=float))
+        return np.asarray(ev.latency_s, dtype=float)
+
+    @cached_property
+    def _seq_columns(self) -> np.ndarray:
+        return np.arange(1, self.max_seqs + 1, dtype=float)
+
+    @cached_property
+    def _token_columns(self) -> np.ndarray:
+        """Token counts the dense part is tabulated at: every count a decode step can have, then a geometric grid
+        up to the largest prefill step."""
+        top = max(self.m.engine.max_num_batched_tokens + self.max_seqs, self.max_seqs + 1)
+        grid = np.unique(np.round(np.geomspace(self.max_seqs + 1, top, 24)))
+        return np.concatenate([self._seq_columns, grid])
+
+    @cached_property
+    def _dense(self) -> dict[str, np.ndarray]:
+        parts = frozenset({"dense"})
+        return {
+            "cuda_graph": self._walls(parts, 1, 1, "cuda_graph", self._seq_columns),
+            "eager": self._walls(parts, 1, 1, "eager", self._token_columns),
+        }
+
+    @cached_property
+    def _head(self) -> dict[str, np.ndarray]:
+        parts = frozenset({"head"})
+        return {mode: self._walls(parts, 1, 1, mode, self._seq_columns) for mode in ("cuda_graph", "eager")}
+
+    @cached_property
+    def _stream(self) -> np.ndarray:
+        """Seconds the device model takes to stream each of ``STREAM_ANCHORS`` bytes in one kernel."""
+        from perfpredict.predictors.registry import get_predictor
+
+        return get_predictor("two_timeline").stream_s(self.m.device, STREAM_ANCHORS, self.m.num.kv_dtype)
+
+    @cached_property
+    def _prefill_attention(self) -> tuple[np.ndarray, np.ndarray]:
+        """(query-key pairs of one causal sequence, eager seconds) on a grid of prompt lengths."""
+        lengths = np.unique(np.round(np.geomspace(16, max(self.m.engine.max_model_len, 32), 14))).astype(int)
+        parts = frozenset({"attention"})
+        pairs = lengths * (lengths + 1) / 2
+        seconds = np.array([self._walls(parts, int(n), int(n), "eager", [1.0])[0] for n in lengths])
+        return pairs, seconds
+
+    # -- one step ---------------------------------------------------------------------------------------------
+    def decode_s(self, seqs: int, context_sum: float, max_context: int) -> float:
+        """A decode-only step: ``seqs`` sequences holding ``context_sum`` tokens of cache in all."""
+        if seqs < 1:
+            return 0.0
+        bucket = capture_bucket(seqs, self.m.engine.config.max_num_seqs) if self.graphable else None
+        if bucket is not None and max_context > self.m.engine.config.max_seq_len_to_capture:
+            bucket = None
+        mode = "cuda_graph" if bucket is not None else "eager"
+        padded = bucket or seqs
+        seconds = self._lookup(
+            self._dense[mode], self._seq_columns if mode == "cuda_graph" else self._token_columns, padded
+        )
+        seconds += self._lookup(self._head[mode], self._seq_columns, padded)
+        seconds += self._decode_attention(seqs, context_sum / seqs, max_context, mode)
+        return seconds + self.collectives_s(padded, padded)
+
+    def prefill_s(self, chunks: list[tuple[int, int]], decode_seqs: int = 0, decode_context_sum: float = 0.0) -> float:
+        """An eager step that prefills ``chunks`` ((query tokens, context) per sequence) and, with chunked
+        prefill, decodes ``decode_seqs`` sequences in the same launch."""
+        tokens = sum(q for q, _ in chunks) + decode_seqs
+        seqs = len(chunks) + decode_seqs
+        seconds = self._lookup(self._dense["eager"], self._token_columns, tokens)
+        seconds += self._lookup(self._head["eager"], self._seq_columns, min(seqs, self.max_seqs))
+        pairs_axis, pair_s = self._prefill_attention
+        pairs = sum(q * c - q * (q - 1) / 2 for q, c in chunks)
+        seconds += float(np.interp(pairs, pairs_axis, pair_s))
+        if decode_seqs:
+            seconds += self._decode_attention(decode_seqs, decode_context_sum / decode_seqs, 0, "eager")
+        return seconds + self.collectives_s(tokens, seqs)
+
+    def collectives_s(self, tokens: int, seqs: int) -> float:
+        """Tensor-parallel communication of one step on the critical path."""
+        if self.m.rank.tp == 1 or self.m.link is None:
+            return 0.0
+        from perfpredict.parallel.collectives import ALL_GATHER, ALL_REDUCE, collective_s
+
+        act = tokens * self.m.spec.hidden * _bytes(self.m.num.dtype)
+        tp, link = self.m.rank.tp, self.m.link
+        per_layer = 2 * collective_s(ALL_REDUCE, act, tp, link)
+        logits = seqs * self.m.rank.vocab * tp * _bytes(self.m.num.dtype)
+        return (
+            self.m.spec.layers * per_layer
+            + collective_s(ALL_REDUCE, act, tp, link)
+            + collective_s(ALL_GATHER, logits, tp, link)
+        )
+
+    def compute_share(self, seqs, context: int) -> np.ndarray:
+        """Per decode batch in ``seqs``: the share of the step's roofline time in compute-bound kernels (under 0.5:
+        the step is memory-bound), from the analytical model on the same graph."""
+        from perfpredict.predictors.analytical import AnalyticalPredictor
+        from perfpredict.predictors.base import RunConfig
+        from perfpredict.predictors.cost_arrays import CostArrays
+
+        graphs = (step_graph(self.m.spec, self.m.rank, StepShape(s, 1, context), self.m.num) for s in (2, 3))
+        arrays = CostArrays.fit(*graphs)
+        batches = np.asarray(seqs, dtype=float)
+        ev = AnalyticalPredictor().evaluate(arrays, self.m.device, RunConfig(weights_built_in=None), batches)
+        busy = np.maximum(ev.compute_s, ev.memory_s)
+        return np.where(ev.compute_s >= ev.memory_s, busy, 0).sum(axis=0) / np.maximum(busy.sum(axis=0), 1e-30)
+
+    def _decode_attention(self, seqs: int, mean_context: float, max_context: int, mode: str) -> float:
+        """Every layer's decode attention kernel: it reads each sequence's query, its cached K and V
+        (``kv_read_factor`` times) and writes the output; never under the shortest kernel, plus the graph's gap
+        between kernels when replayed."""
+        from perfpredict.predictors.two_timeline import GRAPH_NODE_GAP_S, MIN_KERNEL_S
+
+        r, d = self.m.rank, self.m.spec.head_dim
+        factor = self._kv_read_factor(seqs, max(max_context, int(mean_context)))
+        kv = 2 * seqs * mean_context * r.kv_heads * d * _bytes(self.m.num.kv_dtype) * factor
+        moved = kv + 2 * seqs * r.heads * d * _bytes(self.m.num.dtype)
+        per_layer = float(np.exp(np.interp(np.log(moved), np.log(STREAM_ANCHORS), np.log(self._stream))))
+        gap = GRAPH_NODE_GAP_S if mode == "cuda_graph" else 0.0
+        return self.m.spec.layers * (max(per_layer, MIN_KERNEL_S) + gap)
+
+    def _kv_read_factor(self, seqs: int, max_context: int) -> float:
+        """PagedAttention v1 (XFormers' decode) reads each key/value head once per query head of its group."""
+        if self.m.engine.backend != "xformers" or self.m.group_size == 1 or not self.m.v1_rereads_kv:
+            return 1.0
+        kernel = paged_attention_kernel(seqs, self.m.rank.heads, max_context)
+        return float(self.m.group_size) if kernel == "v1" else 1.0
+
+    @staticmethod
+    def _lookup(table: np.ndarray, columns: np.ndarray, x: float) -> float:
+        if x <= columns[-1]:
+            return float(np.interp(x, columns, table))
+        return float(table[-1] * x / columns[-1])  # beyond the grid: the work scales with it
+
+
+def _bytes(dtype: str) -> int:
+    from perfpredict.ops import DTYPE_BYTES
+
+    return DTYPE_BYTES[dtype]

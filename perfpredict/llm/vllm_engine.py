@@ -1,0 +1,269 @@
+"""``engine="vllm"``: generation on a vLLM-class serving engine, on one GPU or ``tp`` tensor-parallel GPUs.
+
+The pieces: the model's sizes (``decoder_spec``), the engine's settings with vLLM v0.6's defaults
+(``vllm_config``), the KV pool it reserves at start-up (``paged_kv``), the GPU time of each step from the device
+model (``step_costs`` on ``engine_graph``), the engine's host time per step (``engine_calibration``), and the
+scheduler run step by step over the batch (``scheduler``). Nothing here traces the HuggingFace model, so an answer
+costs well under a second for any size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from perfpredict.errors import InvalidInputError
+from perfpredict.llm import engine_calibration, paged_kv, weight_formats
+from perfpredict.llm.engine_graph import Numerics, rank_shape, weight_elements
+from perfpredict.llm.generation_report import BatchPoint, DecodePoint, GenerationReport
+from perfpredict.llm.scheduler import Scheduler
+from perfpredict.llm.step_costs import EngineModel, StepCosts
+from perfpredict.llm.tp_ranks import link_for
+from perfpredict.llm.vllm_config import VLLM_VERSION, EngineConfig, resolve
+from perfpredict.ops import DTYPE_BYTES
+
+SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything decided before the run: the engine model, its KV pool and its host time."""
+
+    model: EngineModel
+    kv: paged_kv.KvPlan
+    costs: StepCosts
+    fmt: Any
+    constants: dict
+
+
+def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None = None, weights: str | None = None,
+          kv_dtype: str | None = None, engine: EngineConfig | None = None, constants: dict | None = None) -> Setup:  # fmt: skip
+    """The engine for one model on ``tp`` GPUs of ``device``; refuses what vLLM would refuse at start-up."""
+    from perfpredict.devices import get_device
+    from perfpredict.llm.decoder_spec import spec_from
+
+    dev = get_device(device)
+    if dev.kind != "gpu":
+        raise InvalidInputError(f"the vLLM-class engine runs on CUDA GPUs; {dev.name} is a {dev.kind}: use --engine hf")
+    spec = spec_from(model_or_config)
+    compute = weight_formats.compute_dtype(dtype, weights, spec.declared_dtype, dev)
+    fmt = weight_formats.check(weights or {"float16": "fp16", "float32": "fp32"}.get(compute, "bf16"), dev)
+    kv_dtype = kv_dtype or compute
+    rank = rank_shape(spec, tp)
+    config = engine or EngineConfig()
+    resolved = resolve(config, max_positions=spec.max_positions, window=spec.window, head_dim=spec.head_dim,
+                       kv_dtype=kv_dtype, dtype=compute, device=dev)  # fmt: skip
+    num = _numerics(fmt, dev, compute, kv_dtype)
+    c = constants or engine_calibration.constants()
+    layer, other = weight_elements(spec, rank)
+    weights_bytes = int(layer * num.weight_bytes + other * DTYPE_BYTES[compute])
+    tokens = resolved.max_num_batched_tokens
+    activation = paged_kv.profile_activation_bytes(spec, rank, tokens, min(config.max_num_seqs, tokens), compute)
+    kv = paged_kv.plan(spec, rank, device=dev, utilization=config.gpu_memory_utilization, weights_bytes=weights_bytes,
+                       activation_bytes=activation, runtime_bytes=runtime_bytes(c, tp),
+                       block_size=config.block_size, kv_dtype=kv_dtype)  # fmt: skip
+    paged_kv.check_starts(kv, max_model_len=resolved.max_model_len, name=spec.name, device=dev.name, tp=tp,
+                          utilization=config.gpu_memory_utilization)  # fmt: skip
+    model = EngineModel(spec, rank, num, dev, resolved, link_for(dev, tp), bool(c["paged_v1_rereads_kv"]))
+    return Setup(model, kv, StepCosts(model, config.max_num_seqs), fmt, c)
+
+
+def runtime_bytes(constants: dict, tp: int) -> int:
+    """Memory outside torch's allocator per GPU: the fitted base, and its tensor-parallel part where tp > 1."""
+    return int(constants["runtime_bytes"] + (constants["runtime_tp_bytes"] if tp > 1 else 0.0))
+
+
+def _numerics(fmt, device, compute: str, kv_dtype: str) -> Numerics:
+    """Bytes per layer weight; vLLM's weight-only kernels (Marlin for AWQ/GPTQ int4 and fp8 before Hopper, its
+    int8 kernels) dequantize inside the GEMM, except bitsandbytes' nf4, which writes a compute-dtype copy first
+    on a many-token step."""
+    dequant = 2.0 * DTYPE_BYTES[compute] if fmt.name == "nf4" else 0.0
+    if weight_formats.route(fmt, device) == "native" and fmt.compute_dtype in ("float32", "bfloat16", "float16"):
+        per_weight = float(DTYPE_BYTES[compute])
+    else:
+        per_weight = fmt.bytes_per_weight
+    return Numerics(compute, kv_dtype, per_weight, dequant)
+
+
+def predict_vllm(model_or_config: Any, *, prompt_tokens: int, new_tokens: int, batch: int, device: str,
+                 tp: int = 1, dtype: str | None = None, weights: str | None = None, kv_dtype: str | None = None,
+                 engine: EngineConfig | None = None, price_usd_per_hour: float | None = None,
+                 sweep: bool = True) -> GenerationReport:  # fmt: skip
+    """The GenerationReport of ``batch`` requests through a vLLM-class engine on ``tp`` GPUs."""
+    s = setup(model_or_config, device=device, tp=tp, dtype=dtype, weights=weights, kv_dtype=kv_dtype, engine=engine)
+    limit = s.model.engine.max_model_len
+    if prompt_tokens + new_tokens > limit:
+        what = (
+            f"the model's {limit} positions"
+            if limit == s.model.spec.max_positions
+            else f"max_model_len {limit} (raise --max-model-len)"
+        )
+        raise InvalidInputError(
+            f"prompt {prompt_tokens} + new {new_tokens} tokens = {prompt_tokens + new_tokens} is beyond {what}; "
+            "shorten one of them"
+        )
+    trace = run(s, batch, prompt_tokens, new_tokens)
+    return _report(s, trace, batch, prompt_tokens, new_tokens, price_usd_per_hour, sweep)
+
+
+def run(s: Setup, batch: int, prompt: int, new: int):
+    """The scheduler's run of ``batch`` requests (a ``scheduler.Trace``)."""
+    host = engine_calibration.host_time(s.constants)
+    return Scheduler(s.costs, s.kv, s.model.engine, host, s.model.rank.tp).run(batch, prompt, new)
+
+
+def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bool) -> GenerationReport:
+    from perfpredict import cost
+
+    m, kv, dev = s.model, s.kv, s.model.device
+    e2e_ms = trace.e2e_s * 1e3
+    ttft = np.array(trace.ttft_s) * 1e3
+    tpot = float(np.mean(trace.tpot_s)) * 1e3 if new > 1 else 0.0
+    points = _decode_points(s, batch, prompt, new)
+    busy_w = _busy_power_w(s, batch, prompt + new // 2)
+    gpu_s = trace.e2e_s - trace.host_s
+    energy_j = m.rank.tp * (busy_w * gpu_s + dev.idle_power_w * trace.host_s)
+    tokens = batch * new
+    price = price if price is not None else cost.price_usd_per_hour(dev)
+    kv_used = trace.peak_blocks * kv.block_bytes
+    largest = min(kv.max_seqs_at(prompt + new), m.engine.config.max_num_seqs)
+    return GenerationReport(
+        model_name=m.spec.name,
+        device=dev.name,
+        batch=batch,
+        prompt_tokens=prompt,
+        new_tokens=new,
+        dtype=m.num.dtype,
+        weights=s.fmt.name,
+        kv_dtype=m.num.kv_dtype,
+        cache="paged",
+        mode="cuda_graph decode" if not m.engine.config.enforce_eager else "eager",
+        predictor="two_timeline",
+        ttft_ms=float(ttft.mean()),
+        tpot_mean_ms=tpot,
+        tpot_first_ms=points[0].step_ms,
+        tpot_last_ms=points[-1].step_ms,
+        e2e_ms=e2e_ms,
+        tokens_per_s=tokens / trace.e2e_s,
+        decode_tokens_per_s=batch / tpot * 1e3 if tpot else 0.0,
+        weights_bytes=kv.weights_bytes,
+        kv_cache_bytes=int(kv_used),
+        activations_bytes=kv.activation_bytes,
+        runtime_bytes=kv.runtime_bytes,
+        peak_memory_bytes=kv.weights_bytes + kv.activation_bytes + kv.kv_pool_bytes + kv.runtime_bytes,
+        device_memory_bytes=kv.memory_bytes,
+        fits=True,
+        max_batch=largest,
+        energy_per_token_j=energy_j / tokens,
+        cost_per_million_tokens_usd=None if price is None else price * m.rank.tp * e2e_ms / 3.6e6 / tokens * 1e6,
+        decode_points=tuple(points),
+        batch_sweep=_sweep(s, prompt, new, largest) if sweep else (),
+        assumptions=assumptions(s),
+        warnings=_warnings(trace, batch, largest, prompt + new),
+        notes=(),
+        engine="vllm",
+        tp=m.rank.tp,
+        ttft_max_ms=float(ttft.max()),
+        tp_communication_ms=s.costs.collectives_s(min(batch, largest), min(batch, largest)) * 1e3,
+        kv_pool_bytes=kv.kv_pool_bytes,
+        kv_capacity_tokens=kv.capacity_tokens,
+        preemptions=trace.preemptions,
+        prefill_steps=trace.prefill_steps,
+        decode_steps=trace.decode_steps,
+        host_ms=trace.host_s * 1e3,
+    )
+
+
+def _decode_points(s: Setup, batch: int, prompt: int, new: int) -> list[DecodePoint]:
+    """The decode step (GPU and host) at the first, middle and last context, for the batch that runs together."""
+    host = engine_calibration.host_time(s.constants)
+    running = max(1, min(batch, s.kv.max_seqs_at(prompt + new), s.model.engine.config.max_num_seqs))
+    out = []
+    for context in sorted({prompt + 1, prompt + max(new // 2, 1), prompt + max(new - 1, 1)}):
+        gpu = s.costs.decode_s(running, running * context, context)
+        host_s = host.seconds(running, 0, s.model.rank.tp)
+        streaming = s.kv.weights_bytes / s.model.device.memory_bandwidth_bytes_per_s
+        out.append(DecodePoint(context, (gpu + host_s) * 1e3, gpu * 1e3, host_s * 1e3, streaming * 1e3))
+    return out
+
+
+def _busy_power_w(s: Setup, batch: int, context: int) -> float:
+    """The GPU's power while it runs a decode step (the roofline power model of the device)."""
+    from perfpredict.llm.engine_graph import StepShape, step_graph
+    from perfpredict.predictors.base import RunConfig
+    from perfpredict.predictors.registry import get_predictor
+
+    seqs = max(1, min(batch, s.model.engine.config.max_num_seqs))
+    graph = step_graph(s.model.spec, s.model.rank, StepShape(seqs, 1, context), s.model.num)
+    out = get_predictor("two_timeline").predict(
+        graph, s.model.device, RunConfig(weights_built_in=None, mode="cuda_graph")
+    )
+    return float(out.avg_power_w.value)
+
+
+def _sweep(s: Setup, prompt: int, new: int, largest: int) -> tuple[BatchPoint, ...]:
+    """Tokens/s of the whole run for batch 1, 2, 4, ... up to max_num_seqs: past the largest batch the KV pool
+    holds, the engine preempts, and tokens/s flattens."""
+    out = []
+    batches = [b for b in SWEEP_BATCHES if b <= s.model.engine.config.max_num_seqs]
+    shares = s.costs.compute_share(batches, prompt + new // 2)
+    for b, share in zip(batches, shares):
+        trace = run(s, b, prompt, new)
+        step_ms = trace.decode_s / max(trace.decode_steps, 1) * 1e3
+        out.append(BatchPoint(b, step_ms, b * new / trace.e2e_s, float(share), b <= largest))
+    return tuple(out)
+
+
+def _warnings(trace, batch: int, largest: int, tokens: int) -> tuple[str, ...]:
+    if batch <= largest:
+        return ()
+    return (
+        f"the KV pool holds {largest} sequences of {tokens} tokens at once; the other {batch - largest} wait, and "
+        f"{trace.preemptions} preemption(s) recompute evicted sequences: tokens/s stops growing past batch {largest}",
+    )
+
+
+def assumptions(s: Setup) -> dict[str, str]:
+    m, kv, e = s.model, s.kv, s.model.engine
+    gib = 2**30
+    c = s.constants
+    out = {
+        "engine": f"vLLM {VLLM_VERSION} (V0 engine) defaults unless set: block size {e.config.block_size}, "
+        f"gpu_memory_utilization {e.config.gpu_memory_utilization:g}, max_num_seqs {e.config.max_num_seqs}, "
+        f"max_model_len {e.max_model_len}, max_num_batched_tokens {e.max_num_batched_tokens}, chunked prefill "
+        f"{'on' if e.chunked_prefill else 'off'}",
+        "kv cache": f"{kv.blocks:,} blocks of {e.config.block_size} tokens ({kv.kv_pool_bytes / gib:.1f} GiB per GPU, "
+        f"{kv.capacity_tokens:,} tokens): {kv.budget_bytes / gib:.1f} GiB less weights "
+        f"{kv.weights_bytes / gib:.1f}, start-up profile activations {kv.activation_bytes / gib:.2f} and "
+        f"{kv.runtime_bytes / gib:.2f} GiB outside torch",
+        "attention": f"{e.backend}: {e.backend_reason}",
+        "cuda graphs": "decode steps of up to 256 sequences replay the captured graph of the next size up (1, 2, 4, "
+        "8, 16, ..., 256); larger steps, prefills and contexts over 8,192 tokens run eagerly",
+        "kernels": "one GEMM for q/k/v and one for gate/up, fused add+RMSNorm, rotary, SiLU-and-mul and KV-cache "
+        "write kernels; logits for one position per sequence",
+        "scheduler": (
+            "chunked prefill: each step decodes the running sequences, then fills its token budget with prompt chunks"
+            if e.chunked_prefill
+            else "prefill-first: a step runs waiting prompts alone, else decodes"
+        )
+        + "; preemption by recompute; host time per step "
+        f"{c['host_step_s'] * 1e3:.2f} ms + {c['host_per_seq_s'] * 1e6:.1f} us per sequence + "
+        f"{c['host_per_prefill_token_s'] * 1e6:.2f} us per prefill token"
+        + (f" + {c['host_tp_step_s'] * 1e3:.2f} ms with tensor parallelism" if m.rank.tp > 1 else "")
+        + f" ({c['source']})",
+        "weights": f"{s.fmt.name}, {m.num.weight_bytes:g} bytes per layer weight",
+    }
+    if m.rank.tp > 1:
+        out["tensor parallel"] = (
+            f"tp={m.rank.tp}: {m.rank.heads} heads, {m.rank.kv_heads} key/value heads, {m.rank.intermediate} "
+            "intermediate features per GPU; two all-reduces per block, the embedding's all-reduce and the logits' "
+            f"gather per step on {m.link.description} (NCCL's ring; vLLM's custom all-reduce is not modelled)"
+        )
+    if m.spec.experts:
+        out["experts"] = (
+            f"{m.spec.experts} experts, {m.spec.experts_per_token} per token, routed uniformly: a step reads the "
+            "experts its tokens reach; each expert's intermediate features are split over tp"
+        )
+    return out
