@@ -278,7 +278,9 @@ def _interpolated_steps(points: list, prompt: int, new: int) -> np.ndarray:
     """Milliseconds of each decode step (new - 1 of them: the prefill makes the first token)."""
     contexts = np.arange(prompt + 1, prompt + new, dtype=float)
     xs = np.array([p.context for p, _ in points], dtype=float)
-    ys = np.array([p.step_ms for p, _ in points])
+    # a longer context only adds K/V to read: the learned per-op efficiency may still dip at one attention shape,
+    # so a step is never predicted faster than a step before it
+    ys = np.maximum.accumulate(np.array([p.step_ms for p, _ in points]))
     return np.interp(contexts, xs, ys) if len(contexts) else np.zeros(0)
 
 
