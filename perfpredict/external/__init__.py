@@ -1,0 +1,1 @@
+"""Converters of public measurements into compact tables under ``data/external/<source>/`` (run once, offline)."""
