@@ -91,8 +91,8 @@ class TracedGraph:
     def add(
         self, op: str, target: Any, args: tuple = (), kwargs: dict | None = None, name: str = "", after: Any = None
     ) -> fx.Node:
-        """A new node, last, or right after the nodes that follow ``after`` directly and read only it (the
-        elements dynamo unpacks from a multi-output call stand right after the call)."""
+        """A new node, last, or (an element of the multi-output call ``after``) right after that call and the
+        elements before it, where dynamo's unpacking puts it."""
         label = name or (target if isinstance(target, str) else getattr(target, "__name__", "op"))
         node = fx.Node(self.owner, f"{label}_{len(self.nodes)}", op, target, args, kwargs or {})
         if after is None:
@@ -102,7 +102,7 @@ class TracedGraph:
         while self.nodes[at] is not after:
             at -= 1
         at += 1
-        while at < len(self.nodes) and self.nodes[at].target is operator.getitem and self.nodes[at].args[0] is after:
+        while at < len(self.nodes) and _item_before(self.nodes[at], after, args[1]):
             at += 1
         self.nodes.insert(at, node)
         return node
@@ -148,7 +148,7 @@ class _Recorder(TorchFunctionMode):
             text = str(err)
             if "data-dependent" in text.lower() or "cannot be called on meta tensors" in text:
                 raise DataDependentError(self._reads_values(name)) from err
-            if "Meta" in text and ("backend" in text or "kernel" in text):
+            if "fake impl" in text or ("Meta" in text and ("backend" in text or "kernel" in text)):
                 raise DataDependentError(
                     f"{name}() in {self._module()!r} has no meta kernel, so it cannot run on meta tensors; register "
                     "one (torch.library.register_fake) or pass capture='real' to run the model once on real inputs"
@@ -291,6 +291,11 @@ def to_graph_module(traced: TracedGraph) -> tuple[torch.fx.GraphModule, list[tor
         env[node].meta = node.meta
     inputs = [n.meta["example_value"] for n in ordered if n.op == "placeholder"]
     return fx.GraphModule(torch.nn.Module(), graph), inputs
+
+
+def _item_before(node: fx.Node, source: fx.Node, index: int) -> bool:
+    """Whether ``node`` unpacks an earlier element of ``source`` (elements stand in index order, as unpacked)."""
+    return node.target is operator.getitem and node.args[0] is source and node.args[1] < index
 
 
 def _indexed(value: Any, path: tuple) -> Iterator[tuple[tuple, torch.Tensor]]:
