@@ -184,6 +184,7 @@ def predict_many(
     weights_built_in: str | None = MEASURED_BUILD_DTYPE,
     frame: bool = False,
     capture: str = "meta",
+    mode: str = "eager",
 ) -> Any:
     """Predict many (device, batch_size) configurations of one architecture in one call.
 
@@ -196,34 +197,57 @@ def predict_many(
 
     from perfpredict.devices import get_device
     from perfpredict.predictors.base import RunConfig
-    from perfpredict.predictors.memory_model import peak_tensor_bytes
-    from perfpredict.predictors.registry import get_predictor, resolve_predictor
 
     arrays = batch_affine_arrays(model, example_inputs, phase, dtype, capture)
-    model_predictor = get_predictor(resolve_predictor(predictor, "")[0])
-    if not hasattr(model_predictor, "evaluate"):
-        raise InvalidInputError(f"predictor {predictor!r} has no vectorised path; use perfpredict.predict")
-    config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in)
-    n = len(configs)
-    types = {"device": object, "batch_size": np.int64, "fits_in_memory": bool}
-    out = ManyPredictions({c: np.zeros(n, dtype=types.get(c, float)) for c in MANY_COLUMNS})
+    model_predictor = vector_predictor(predictor)
+    config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in, mode=mode)
+    out = many_columns(len(configs))
     by_device: dict[str, list[int]] = {}
     for i, cfg in enumerate(configs):
         by_device.setdefault(str(cfg.get("device", DEFAULT_DEVICE)), []).append(i)
     for device_name, idx in by_device.items():
-        device = get_device(device_name)
         batches = np.array([_batch_of(configs[i], arrays.graph.batch_size) for i in idx], dtype=float)
-        ev = model_predictor.evaluate(arrays, device, config, batches)
-        peak = peak_tensor_bytes(arrays.graph, config, ev.activations_bytes) + device.runtime_overhead_bytes
-        out["device"][idx] = device.name
-        out["batch_size"][idx] = batches.astype(np.int64)
-        out["latency_ms"][idx] = ev.latency_s * 1e3
-        out["throughput_per_s"][idx] = batches / ev.latency_s
-        out["peak_memory_bytes"][idx] = peak
-        out["fits_in_memory"][idx] = peak <= device.memory_bytes
-        out["energy_j"][idx] = ev.power_w * ev.latency_s
-        out["avg_power_w"][idx] = ev.power_w
+        fill_columns(out, idx, model_predictor, arrays, get_device(device_name), config, batches)
     return out.to_pandas() if frame else out
+
+
+def vector_predictor(predictor: str) -> Any:
+    """The predictor object behind ``predictor`` ("auto" resolved), which must have a vectorised ``evaluate``."""
+    from perfpredict.predictors.registry import get_predictor, resolve_predictor
+
+    model_predictor = get_predictor(resolve_predictor(predictor, "")[0])
+    if not hasattr(model_predictor, "evaluate"):
+        raise InvalidInputError(f"predictor {predictor!r} has no vectorised path; use perfpredict.predict")
+    return model_predictor
+
+
+def many_columns(n: int, extra: Mapping[str, Any] | None = None) -> ManyPredictions:
+    """Empty columns for ``n`` rows: ``MANY_COLUMNS`` and any ``extra`` (name -> numpy dtype)."""
+    import numpy as np
+
+    types = {"device": object, "batch_size": np.int64, "fits_in_memory": bool, **(extra or {})}
+    return ManyPredictions({c: np.zeros(n, dtype=types.get(c, float)) for c in (*MANY_COLUMNS, *(extra or {}))})
+
+
+def fill_columns(
+    out: ManyPredictions, rows: Any, model_predictor: Any, arrays: Any, device: Any, config: Any, batches: Any
+) -> Any:
+    """Evaluate ``arrays`` on ``device`` at ``batches`` (one per row) and write the rows; returns the Evaluation."""
+    import numpy as np
+
+    from perfpredict.predictors.memory_model import peak_tensor_bytes
+
+    ev = model_predictor.evaluate(arrays, device, config, batches)
+    peak = peak_tensor_bytes(arrays.graph, config, ev.activations_bytes) + device.runtime_overhead_bytes
+    out["device"][rows] = device.name
+    out["batch_size"][rows] = batches.astype(np.int64)
+    out["latency_ms"][rows] = ev.latency_s * 1e3
+    out["throughput_per_s"][rows] = batches / ev.latency_s
+    out["peak_memory_bytes"][rows] = peak
+    out["fits_in_memory"][rows] = peak <= device.memory_bytes
+    out["energy_j"][rows] = ev.power_w * ev.latency_s
+    out["avg_power_w"][rows] = ev.power_w
+    return ev
 
 
 def batch_affine_arrays(

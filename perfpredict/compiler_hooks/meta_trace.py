@@ -15,6 +15,7 @@ tensors; :class:`DataDependentError` names the op and the module that asked.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -23,7 +24,7 @@ import torch
 import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
-from perfpredict.compiler_hooks import shape_rules
+from perfpredict.compiler_hooks import block_reuse, shape_rules
 from perfpredict.errors import FrontendError
 
 # torch functions that create a tensor from nothing: made on the meta device wherever the forward asks for them
@@ -83,6 +84,7 @@ class TracedGraph:
     def __init__(self) -> None:
         self.owner = fx.Graph()  # every fx.Node names a graph; this one only owns them
         self.nodes: list[fx.Node] = []
+        self.log: list[fx.Node] = []  # the nodes in the order they were made (block_reuse reads a call's share)
 
     @property
     def graph(self) -> TracedGraph:
@@ -95,6 +97,7 @@ class TracedGraph:
         elements before it, where dynamo's unpacking puts it."""
         label = name or (target if isinstance(target, str) else getattr(target, "__name__", "op"))
         node = fx.Node(self.owner, f"{label}_{len(self.nodes)}", op, target, args, kwargs or {})
+        self.log.append(node)
         if after is None:
             self.nodes.append(node)
             return node
@@ -253,6 +256,8 @@ class _StandIns:
         name = f"L_self_{label.replace('.', '_')}{kind}{len(self.graph.nodes)}"  # a Python identifier
         node = self.graph.add("placeholder", name, name=name)
         node.meta["example_value"] = meta
+        if parameter is not None:
+            node.meta["tensor_name"] = label
         self.nodes[id(meta)] = node
         self.keep.append(meta)
         return node
@@ -265,15 +270,29 @@ def trace(
     *,
     dtype: torch.dtype | None = None,
     grad: bool = False,
+    blocks: Any = None,
 ) -> TracedGraph:
     """The fx nodes of ``model(*args, **kwargs)`` run on meta stand-ins (see the module's docstring), with autograd
-    on where ``grad`` (a training step's forward)."""
+    on where ``grad`` (a training step's forward). ``blocks`` (a ``block_reuse.BlockCache``) replays the calls of
+    blocks an earlier trace recorded."""
     graph = TracedGraph()
-    stand_ins = _StandIns(graph, _tensor_names(model), dtype)
+    modules = list(model.named_modules()) if isinstance(model, torch.nn.Module) else []
+    stand_ins = _StandIns(graph, _tensor_names(modules), dtype)
     meta_args = tuple(_input(stand_ins, a, f"arg{i}") for i, a in enumerate(args))
     meta_kwargs = {k: _input(stand_ins, v, k) for k, v in kwargs.items()}
     paths: list[str] = []
-    with _compiling(), _ModulePaths(model, paths), _Recorder(graph, stand_ins, paths), torch.set_grad_enabled(grad):
+    reuse = (
+        block_reuse.Reuse(modules, blocks, graph, stand_ins, paths)
+        if blocks is not None and modules
+        else contextlib.nullcontext()
+    )
+    with (
+        _compiling(),
+        _ModulePaths(modules, paths),
+        reuse,
+        _Recorder(graph, stand_ins, paths),
+        torch.set_grad_enabled(grad),
+    ):
         out = model(*meta_args, **meta_kwargs)
     results = tuple(stand_ins.node_of(t) for t in shape_rules.tensors(out) if id(t) in stand_ins.nodes)
     graph.add("output", "output", (results,))
@@ -310,8 +329,6 @@ def _indexed(value: Any, path: tuple) -> Iterator[tuple[tuple, torch.Tensor]]:
 def _compiling() -> Any:
     """torch.compiler.is_compiling() is True during a trace, as under torch.compile and make_fx: a model's checks
     that read values outside a compile (transformers' "is the mask all ones?") take the branch dynamo's graph has."""
-    import contextlib
-
     return getattr(torch.compiler, "_compile_session_context", contextlib.nullcontext)()
 
 
@@ -327,19 +344,21 @@ def _input(stand_ins: _StandIns, value: Any, label: str) -> Any:
     return value
 
 
-def _tensor_names(model: Any) -> dict[int, tuple[str, bool]]:
-    if not isinstance(model, torch.nn.Module):
-        return {}
-    names = {id(b): (n, False) for n, b in model.named_buffers(remove_duplicate=True)}
-    names.update({id(p): (n, True) for n, p in model.named_parameters(remove_duplicate=True)})
+def _tensor_names(modules: list[tuple[str, Any]]) -> dict[int, tuple[str, bool]]:
+    """id(parameter or buffer) -> (its dotted name, whether it is a parameter); the first name of a shared one."""
+    names: dict[int, tuple[str, bool]] = {}
+    for prefix, module in modules:
+        for table, is_param in ((module._buffers, False), (module._parameters, True)):
+            for leaf, tensor in table.items():
+                if tensor is not None and id(tensor) not in names:
+                    names[id(tensor)] = (f"{prefix}.{leaf}" if prefix else leaf, is_param)
     return names
 
 
 class _ModulePaths:
     """Keeps ``paths`` as the stack of running module forwards, by global hooks that live only during a trace."""
 
-    def __init__(self, model: Any, paths: list[str]) -> None:
-        modules = model.named_modules() if isinstance(model, torch.nn.Module) else ()
+    def __init__(self, modules: list[tuple[str, Any]], paths: list[str]) -> None:
         self.names = {id(m): n for n, m in modules}
         self.paths = paths
         self.handles: list[Any] = []

@@ -1,0 +1,177 @@
+"""``predict_models``: many candidate models, each on several devices and batch sizes, as numpy columns.
+
+A search loop scores thousands of candidates. Each one is captured on meta stand-ins (never run; see
+``compiler_hooks/capture.py``), in milliseconds; blocks a candidate shares with one seen before (the same module
+structure on the same input shapes) are replayed from the first capture instead of traced again
+(``compiler_hooks/block_reuse.py``). Its costs are made affine in the batch from two captures, so every
+(device, batch) pair is one vectorised evaluation of the same predictor ``perfpredict.predict`` uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perfpredict.api import fill_columns, many_columns, rebatch, vector_predictor
+from perfpredict.errors import InvalidInputError, PerfPredictError
+from perfpredict.pipeline import DEFAULT_DEVICE
+from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
+
+#: columns predict_models adds to predict_many's: the candidate's position, its FLOPs at the row's batch, and its
+#: parameter count
+EXTRA_COLUMNS = {"model": np.int64, "flops": float, "params": np.int64}
+
+
+@dataclass
+class ModelsRun:
+    """What one ``predict_models`` call shares across its candidates."""
+
+    devices: list[Any]
+    batches: np.ndarray | None
+    phase: str
+    dtype: str | None
+    capture: str
+    reuse: Any  # a BlockCache, or None
+    errors: dict[int, str] = field(default_factory=dict)
+
+
+def predict_models(
+    models: Iterable[Any],
+    example_inputs: Any = (),
+    *,
+    device: str | Sequence[str] = DEFAULT_DEVICE,
+    batch_sizes: Sequence[int] | None = None,
+    phase: str = "inference",
+    dtype: str | None = None,
+    mode: str = "eager",
+    predictor: str = "auto",
+    optimizer: str = "adamw",
+    tf32: bool = False,
+    weights_built_in: str | None = MEASURED_BUILD_DTYPE,
+    reuse: bool = True,
+    capture: str = "meta",
+    on_error: str = "raise",
+    frame: bool = False,
+) -> Any:
+    """Predict every model of ``models`` on every ``device`` at every batch of ``batch_sizes``.
+
+    ``models`` is any iterable (a generator keeps one candidate alive at a time); build them on the meta device
+    (``with torch.device("meta"):``) and nothing is allocated at all. ``example_inputs`` are shared by every
+    candidate, or a callable ``model -> inputs``; ``batch_sizes=None`` predicts the inputs' own batch. Returns
+    predict_many's columns (``perfpredict.api.MANY_COLUMNS``) plus ``model`` (the candidate's position), ``flops``
+    and ``params``, one row per (model, device, batch) in that order; ``frame=True`` gives a DataFrame.
+    ``on_error="skip"`` fills a candidate that cannot be captured with NaN and keeps its one-line reason in
+    ``result.errors`` (``{position: message}``) instead of raising.
+    """
+    from perfpredict.compiler_hooks.block_reuse import BlockCache
+    from perfpredict.devices import get_device
+    from perfpredict.predictors.base import RunConfig
+
+    if on_error not in ("raise", "skip"):
+        raise InvalidInputError(f"on_error {on_error!r} is not one of 'raise', 'skip'")
+    names = [device] if isinstance(device, str) else list(device)
+    run = ModelsRun(
+        devices=[get_device(d) for d in names],
+        batches=None if batch_sizes is None else _batches(batch_sizes),
+        phase=phase,
+        dtype=dtype,
+        capture=capture,
+        reuse=BlockCache() if reuse else None,
+    )
+    model_predictor = vector_predictor(predictor)
+    config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in, mode=mode)
+    parts = []
+    for i, model in enumerate(models):
+        if run.reuse is not None:
+            run.reuse.next_candidate()
+        inputs = example_inputs(model) if callable(example_inputs) else example_inputs
+        parts.append(_one(i, model, inputs, run, model_predictor, config, on_error))
+    out = _concatenate(parts)
+    out.errors = run.errors
+    return out.to_pandas() if frame else out
+
+
+def _one(i: int, model: Any, inputs: Any, run: ModelsRun, model_predictor: Any, config: Any, on_error: str) -> Any:
+    """The rows of candidate ``i``: every device at every batch."""
+    try:
+        arrays = candidate_arrays(model, inputs, run)
+    except PerfPredictError as err:
+        if on_error == "raise":
+            raise type(err)(f"candidate {i}: {err}") from err
+        run.errors[i] = str(err)
+        arrays = None
+    batches = run.batches if run.batches is not None else np.array([float(_own_batch(arrays, inputs))])
+    n = len(batches)
+    out = many_columns(n * len(run.devices), EXTRA_COLUMNS)
+    out["model"][:] = i
+    for d, device in enumerate(run.devices):
+        rows = slice(d * n, (d + 1) * n)
+        if arrays is None:
+            _fill_missing(out, rows, device, batches)
+            continue
+        fill_columns(out, rows, model_predictor, arrays, device, config, batches)
+        flops, _, _, _ = arrays.at(batches)
+        out["flops"][rows] = flops.sum(axis=0)
+        out["params"][rows] = arrays.graph.param_count
+    return out
+
+
+def candidate_arrays(model: Any, inputs: Any, run: ModelsRun) -> Any:
+    """A candidate's CostArrays: one capture where only its own batch is asked for, else two (at its batch b and
+    b+1), which make every per-op count affine in the batch."""
+    from perfpredict.compiler_hooks.capture import capture_graph
+    from perfpredict.predictors.cost_arrays import CostArrays
+
+    args = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+
+    def capture(a: tuple) -> Any:
+        return capture_graph(
+            model,
+            a,
+            {},
+            phase=run.phase,
+            dtype=run.dtype,
+            name=type(model).__name__,
+            capture=run.capture,
+            reuse=run.reuse,
+        )
+
+    base = capture(args)
+    if run.batches is None or (len(run.batches) == 1 and run.batches[0] == base.batch_size):
+        return CostArrays.from_graph(base)
+    try:
+        return CostArrays.fit(base, capture(rebatch(args, base.batch_size + 1, run.capture)))
+    except PerfPredictError:
+        return CostArrays.from_graph(base)
+
+
+def _own_batch(arrays: Any, inputs: Any) -> int:
+    if arrays is not None:
+        return arrays.graph.batch_size
+    first = inputs[0] if isinstance(inputs, (list, tuple)) and inputs else inputs
+    return int(first.shape[0]) if getattr(first, "shape", None) else 1
+
+
+def _batches(batch_sizes: Sequence[int]) -> np.ndarray:
+    batches = np.array([int(b) for b in batch_sizes], dtype=float)
+    if len(batches) == 0 or (batches < 1).any():
+        raise InvalidInputError(f"batch_sizes {list(batch_sizes)!r} must be one or more sizes of at least 1")
+    return batches
+
+
+def _fill_missing(out: Any, rows: slice, device: Any, batches: np.ndarray) -> None:
+    out["device"][rows] = device.name
+    out["batch_size"][rows] = batches.astype(np.int64)
+    for column in ("latency_ms", "throughput_per_s", "peak_memory_bytes", "energy_j", "avg_power_w", "flops"):
+        out[column][rows] = np.nan
+
+
+def _concatenate(parts: list[Any]) -> Any:
+    out = many_columns(0, EXTRA_COLUMNS)
+    if parts:
+        for column in out:
+            out[column] = np.concatenate([p[column] for p in parts])
+    return out
