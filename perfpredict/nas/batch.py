@@ -35,6 +35,7 @@ class ModelsRun:
     dtype: str | None
     capture: str
     reuse: Any  # a BlockCache, or None
+    adapted: dict[str, Any] = field(default_factory=dict)  # device name -> AdaptedLatency
     errors: dict[int, str] = field(default_factory=dict)
 
 
@@ -54,6 +55,7 @@ def predict_models(
     reuse: bool = True,
     capture: str = "meta",
     on_error: str = "raise",
+    adapted: Any = None,
     frame: bool = False,
 ) -> Any:
     """Predict every model of ``models`` on every ``device`` at every batch of ``batch_sizes``.
@@ -64,7 +66,9 @@ def predict_models(
     predict_many's columns (``perfpredict.api.MANY_COLUMNS``) plus ``model`` (the candidate's position), ``flops``
     and ``params``, one row per (model, device, batch) in that order; ``frame=True`` gives a DataFrame.
     ``on_error="skip"`` fills a candidate that cannot be captured with NaN and keeps its one-line reason in
-    ``result.errors`` (``{position: message}``) instead of raising.
+    ``result.errors`` (``{position: message}``) instead of raising. ``adapted`` (one or several
+    ``perfpredict.nas.adapt.AdaptedLatency``, from ``perfpredict.nas.adapt.adapt``) gives the latency on its
+    device from the model fitted to measured candidates instead of zero-shot (eager inference only).
     """
     from perfpredict.compiler_hooks.block_reuse import BlockCache
     from perfpredict.devices import get_device
@@ -80,6 +84,7 @@ def predict_models(
         dtype=dtype,
         capture=capture,
         reuse=BlockCache() if reuse else None,
+        adapted=_by_device(adapted, names, phase, mode),
     )
     model_predictor = vector_predictor(predictor)
     config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in, mode=mode)
@@ -113,6 +118,8 @@ def _one(i: int, model: Any, inputs: Any, run: ModelsRun, model_predictor: Any, 
             _fill_missing(out, rows, device, batches)
             continue
         fill_columns(out, rows, model_predictor, arrays, device, config, batches)
+        if device.name in run.adapted:
+            _adapted_rows(out, rows, run.adapted[device.name], arrays, device, batches)
         flops, _, _, _ = arrays.at(batches)
         out["flops"][rows] = flops.sum(axis=0)
         out["params"][rows] = arrays.graph.param_count
@@ -146,6 +153,31 @@ def candidate_arrays(model: Any, inputs: Any, run: ModelsRun) -> Any:
         return CostArrays.fit(base, capture(rebatch(args, base.batch_size + 1, run.capture)))
     except PerfPredictError:
         return CostArrays.from_graph(base)
+
+
+def _by_device(adapted: Any, names: list[str], phase: str, mode: str) -> dict[str, Any]:
+    from perfpredict.devices import get_device
+
+    if adapted is None:
+        return {}
+    models = [adapted] if hasattr(adapted, "queue_depth") else list(adapted)
+    if models and (phase != "inference" or mode != "eager"):
+        raise InvalidInputError("an adapted latency model predicts eager inference; drop adapted= or phase/mode")
+    by_device = {get_device(m.device).name: m for m in models}
+    missing = sorted(set(by_device) - {get_device(n).name for n in names})
+    if missing:
+        raise InvalidInputError(f"adapted models for {missing} but device= does not list them; add them to device=")
+    return by_device
+
+
+def _adapted_rows(out: Any, rows: slice, model: Any, arrays: Any, device: Any, batches: np.ndarray) -> None:
+    """The latency (and what follows from it) of the adapted model in place of the zero-shot one."""
+    from perfpredict.nas.adapt import node_parts
+
+    latency = np.array([model.latency_ms([node_parts(arrays, device, b)])[0] for b in batches])
+    out["latency_ms"][rows] = latency
+    out["throughput_per_s"][rows] = batches / (latency * 1e-3)
+    out["energy_j"][rows] = out["avg_power_w"][rows] * latency * 1e-3
 
 
 def _own_batch(arrays: Any, inputs: Any) -> int:

@@ -1,0 +1,232 @@
+"""Few-shot adaptation for a search: fit a latency model to a handful of candidates measured on the target GPU.
+
+Zero-shot, the two-timeline model predicts a step from per-op costs: host dispatch (the reference host's) and
+device time (roofline over an efficiency). On a GPU and software stack it has never seen, three things move a
+ranking most, and a few measured candidates pin them down:
+
+- ``host_scale``: how slow the measuring host dispatches an op, against the reference host;
+- ``memory_scale`` and ``depthwise_scale``: how far the GPU's memory-bound kernels and its depthwise convolutions
+  (grouped per channel: compute-bound at a few percent of peak on older GPUs) are from the zero-shot device time;
+- ``queue_depth``: how many kernels the host runs ahead of the GPU. The zero-shot model lets it run ~1,000 ahead
+  (CUDA's launch queue); HELP's latency set behaves as if it ran 1-4 ahead, so a heavy block's device time adds
+  to the step instead of hiding behind the host work of the blocks after it;
+
+plus ``offset_ms``, a fixed cost per step (the timing harness, a final copy). Convolution and matmul compute
+efficiency stays the zero-shot model's. The fit is a grid search over the four, then a least-squares refinement
+of the continuous ones, on log latency (so a 10% miss weighs the same on every candidate). Where every parameter
+is at its zero-shot value the adapted model gives exactly the zero-shot eager latency.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from perfpredict import ops
+from perfpredict.errors import InvalidInputError
+
+#: the host's run-ahead the grid tries (kernels); the zero-shot model's is timeline.QUEUE_DEPTH
+QUEUE_DEPTHS = (1, 2, 3, 4, 8, 32, 1024)
+_DEPTHWISE_GRID = np.geomspace(1.0, 40.0, 8)
+_MEMORY_GRID = np.geomspace(0.5, 4.0, 7)
+_HOST_GRID = np.geomspace(0.5, 2.0, 7)
+MEMORY, DENSE, DEPTHWISE = 0, 1, 2  # node groups
+
+
+@dataclass(frozen=True)
+class NodeParts:
+    """One candidate at one batch on one device, per node: the zero-shot device seconds and the roofline's compute
+    and memory terms behind them, the host's dispatch and launch seconds, the node's group, and whether it is a
+    view (no kernel)."""
+
+    device_s: np.ndarray
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    dispatch_s: np.ndarray
+    launch_s: np.ndarray
+    group: np.ndarray
+    view: np.ndarray
+
+
+@dataclass(frozen=True)
+class AdaptedLatency:
+    """A latency model fitted to measured candidates on one device (see the module's docstring)."""
+
+    device: str
+    host_scale: float = 1.0
+    memory_scale: float = 1.0
+    depthwise_scale: float = 1.0
+    queue_depth: int = 1024
+    offset_ms: float = 0.0
+    shots: int = 0
+    log_rmse: float = 0.0  # on the shots, after the fit
+
+    def latency_ms(self, parts: Sequence[NodeParts]) -> np.ndarray:
+        """The adapted latency of each candidate."""
+        return np.array([walls_ms(p, [self])[0] for p in parts])
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def zero_shot(device: str) -> AdaptedLatency:
+    """The parameters at which the adapted model is the zero-shot two-timeline model."""
+    from perfpredict.predictors.timeline import QUEUE_DEPTH
+
+    return AdaptedLatency(device=device, queue_depth=QUEUE_DEPTH)
+
+
+def node_parts(arrays: Any, device: Any, batch: float, config: Any = None) -> NodeParts:
+    """A candidate's CostArrays as NodeParts at ``batch`` on ``device`` (an inference step, eager)."""
+    from perfpredict.predictors import host_model
+    from perfpredict.predictors.analytical import AnalyticalPredictor
+    from perfpredict.predictors.base import RunConfig
+    from perfpredict.predictors.registry import get_predictor
+
+    config = config or RunConfig()
+    if config.phase != "inference" or config.mode != "eager" or device.kind != "gpu":
+        raise InvalidInputError("adaptation models an eager inference step on a GPU; predict the rest zero-shot")
+    predictor = get_predictor("two_timeline")
+    batches = np.array([float(batch)])
+    ev = AnalyticalPredictor().evaluate(arrays, device, config, batches)
+    device_s = predictor.device_node_s(arrays, device, config, batches, ev)[:, 0]
+    host = predictor.host_profile
+    unit = replace(host, dispatch_scale={"gpu": 1.0})
+    dispatch = host_model.node_host_s(arrays.graph, unit, 0.0, gpu=True)
+    launch = host_model.node_host_s(arrays.graph, unit, predictor.launch_s(device), gpu=True) - dispatch
+    return NodeParts(
+        device_s=device_s,
+        compute_s=ev.compute_s[:, 0],
+        memory_s=ev.memory_s[:, 0],
+        dispatch_s=dispatch * host.dispatch_scale.get("gpu", 1.0),
+        launch_s=launch,
+        group=np.array([_group(n) for n in arrays.graph.nodes], dtype=np.int64),
+        view=np.array([n.is_view for n in arrays.graph.nodes], dtype=bool),
+    )
+
+
+def _group(node: Any) -> int:
+    if node.op == ops.CONV:
+        groups = node.attrs.get("groups", 1)
+        channels = node.inputs[0].shape[1] if node.inputs and len(node.inputs[0].shape) > 1 else 0
+        return DEPTHWISE if groups > 1 and groups == channels else DENSE
+    return DENSE if node.op == ops.MATMUL else MEMORY
+
+
+def walls_ms(parts: NodeParts, models: Sequence[AdaptedLatency]) -> np.ndarray:
+    """The step's wall time (ms) of one candidate under each of ``models``, in one simulation."""
+    from perfpredict.predictors.two_timeline import MIN_KERNEL_S
+
+    depthwise = np.array([m.depthwise_scale for m in models])
+    memory = np.array([m.memory_scale for m in models])
+    compute_scale = np.where(parts.group[:, None] == DEPTHWISE, depthwise[None, :], 1.0)
+    c, m = parts.compute_s[:, None], parts.memory_s[:, None]
+    # the zero-shot device time, moved by how much the scaled roofline bound moves
+    change = np.maximum(compute_scale * c, memory[None, :] * m) / np.maximum(np.maximum(c, m), 1e-30)
+    device_s = np.where(parts.view[:, None], 0.0, np.maximum(parts.device_s[:, None] * change, MIN_KERNEL_S))
+    host_s = parts.dispatch_s[:, None] * np.array([m.host_scale for m in models])[None, :] + parts.launch_s[:, None]
+    wall = simulate(host_s, device_s, np.array([m.queue_depth for m in models]))
+    return wall * 1e3 + np.array([m.offset_ms for m in models])
+
+
+def simulate(host_s: np.ndarray, device_s: np.ndarray, queue_depth: np.ndarray) -> np.ndarray:
+    """timeline.overlapped with a queue depth per column: op i is enqueued once the host has dispatched it and
+    op i - depth has finished; it runs once op i-1 has. Returns the wall seconds per column."""
+    n, k = host_s.shape
+    columns = np.arange(k)
+    host_t, device_end = np.zeros(k), np.zeros(k)
+    ends = np.zeros((n, k))
+    for i in range(n):
+        host_t = host_t + host_s[i]
+        back = i - queue_depth
+        waits = back >= 0
+        if waits.any():
+            host_t = np.where(waits, np.maximum(host_t, ends[np.maximum(back, 0), columns]), host_t)
+        device_end = np.maximum(host_t, device_end) + device_s[i]
+        ends[i] = device_end
+    return np.maximum(device_end, host_t)
+
+
+def fit(parts: Sequence[NodeParts], measured_ms: Iterable[float], device: str) -> AdaptedLatency:
+    """The parameters that best explain ``measured_ms`` (one per candidate of ``parts``), on log latency."""
+    from scipy.optimize import least_squares
+
+    y = np.asarray(list(measured_ms), dtype=float)
+    if len(y) != len(parts) or len(y) < 3:
+        raise InvalidInputError(f"adapt needs at least 3 measured candidates, one latency each (got {len(y)})")
+    if not np.isfinite(y).all() or (y <= 0).any():
+        raise InvalidInputError("measured latencies must be positive milliseconds")
+    best = _grid_search(parts, y, device)
+
+    def residuals(v: np.ndarray) -> np.ndarray:
+        model = replace(best, depthwise_scale=np.exp(v[0]), memory_scale=np.exp(v[1]), host_scale=np.exp(v[2]))
+        model = replace(model, offset_ms=float(v[3]))
+        return np.log(np.array([walls_ms(p, [model])[0] for p in parts])) - np.log(y)
+
+    start = np.array([np.log(best.depthwise_scale), np.log(best.memory_scale), np.log(best.host_scale), best.offset_ms])
+    refined = least_squares(
+        residuals,
+        start,
+        bounds=([0.0, -2.0, -2.0, 0.0], [np.log(200.0), 3.0, 2.0, float(y.max())]),
+        diff_step=1e-3,  # the timeline has kinks (max): a step this size sees across them
+    )
+    v = refined.x
+    model = replace(
+        best, depthwise_scale=float(np.exp(v[0])), memory_scale=float(np.exp(v[1])), host_scale=float(np.exp(v[2]))
+    )
+    model = replace(model, offset_ms=float(v[3]), shots=len(y))
+    return replace(model, log_rmse=float(np.sqrt(np.mean(residuals(v) ** 2))))
+
+
+def _grid_search(parts: Sequence[NodeParts], y: np.ndarray, device: str) -> AdaptedLatency:
+    """The grid point (queue depth, depthwise, memory and host scales) of least log error, with the offset that
+    closes the mean gap at that point."""
+    grid = [
+        AdaptedLatency(device=device, depthwise_scale=a, memory_scale=b, host_scale=g, queue_depth=q)
+        for q, a, b, g in itertools.product(QUEUE_DEPTHS, _DEPTHWISE_GRID, _MEMORY_GRID, _HOST_GRID)
+    ]
+    walls = np.array([walls_ms(p, grid) for p in parts])  # [candidates, grid]
+    offsets = np.clip(np.mean(y[:, None] - walls, axis=0), 0.0, None)
+    error = np.mean((np.log(walls + offsets) - np.log(y[:, None])) ** 2, axis=0)
+    j = int(np.argmin(error))
+    return replace(grid[j], offset_ms=float(offsets[j]))
+
+
+def adapt(
+    models: Iterable[Any],
+    example_inputs: Any,
+    measured_ms: Iterable[float],
+    *,
+    device: str,
+    batch_size: int | None = None,
+    dtype: str | None = None,
+) -> AdaptedLatency:
+    """Fit a latency model for ``device`` to ``models`` measured at ``measured_ms`` (10 are plenty).
+
+    ``example_inputs`` are the inputs each model was timed with (or a callable ``model -> inputs``);
+    ``batch_size`` overrides their batch. Pass the result to ``perfpredict.predict_models(..., adapted=...)``.
+    """
+    from perfpredict.compiler_hooks.block_reuse import BlockCache
+    from perfpredict.devices import get_device
+    from perfpredict.nas.batch import ModelsRun, candidate_arrays
+
+    target = get_device(device)
+    run = ModelsRun(
+        devices=[target],
+        batches=None if batch_size is None else np.array([float(batch_size)]),
+        phase="inference",
+        dtype=dtype,
+        capture="meta",
+        reuse=BlockCache(),
+    )
+    parts = []
+    for model in models:
+        run.reuse.next_candidate()
+        inputs = example_inputs(model) if callable(example_inputs) else example_inputs
+        arrays = candidate_arrays(model, inputs, run)
+        parts.append(node_parts(arrays, target, batch_size or arrays.graph.batch_size))
+    return fit(parts, measured_ms, target.name)
