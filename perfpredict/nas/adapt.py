@@ -39,9 +39,9 @@ MEMORY, DENSE, DEPTHWISE = 0, 1, 2  # node groups
 
 @dataclass(frozen=True)
 class NodeParts:
-    """One candidate at one batch on one device, per node: the zero-shot device seconds and the roofline's compute
-    and memory terms behind them, the host's dispatch and launch seconds, the node's group, and whether it is a
-    view (no kernel)."""
+    """One candidate on one device, per node: the zero-shot device seconds and the roofline's compute and memory
+    terms behind them (``[nodes, batches]``, one column per batch asked for), the host's dispatch and launch
+    seconds, the node's group, and whether it is a view (no kernel)."""
 
     device_s: np.ndarray
     compute_s: np.ndarray
@@ -66,8 +66,8 @@ class AdaptedLatency:
     log_rmse: float = 0.0  # on the shots, after the fit
 
     def latency_ms(self, parts: Sequence[NodeParts]) -> np.ndarray:
-        """The adapted latency of each candidate."""
-        return np.array([walls_ms(p, [self])[0] for p in parts])
+        """The adapted latency of each candidate at the first batch of its parts."""
+        return np.array([walls_ms(p, [self])[0, 0] for p in parts])
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,8 +80,8 @@ def zero_shot(device: str) -> AdaptedLatency:
     return AdaptedLatency(device=device, queue_depth=QUEUE_DEPTH)
 
 
-def node_parts(arrays: Any, device: Any, batch: float, config: Any = None) -> NodeParts:
-    """A candidate's CostArrays as NodeParts at ``batch`` on ``device`` (an inference step, eager)."""
+def node_parts(arrays: Any, device: Any, batches: Any, config: Any = None) -> NodeParts:
+    """A candidate's CostArrays as NodeParts at ``batches`` (one or several) on ``device`` (eager inference)."""
     from perfpredict.predictors import host_model
     from perfpredict.predictors.analytical import AnalyticalPredictor
     from perfpredict.predictors.base import RunConfig
@@ -91,17 +91,17 @@ def node_parts(arrays: Any, device: Any, batch: float, config: Any = None) -> No
     if config.phase != "inference" or config.mode != "eager" or device.kind != "gpu":
         raise InvalidInputError("adaptation models an eager inference step on a GPU; predict the rest zero-shot")
     predictor = get_predictor("two_timeline")
-    batches = np.array([float(batch)])
+    batches = np.atleast_1d(np.asarray(batches, dtype=float))
     ev = AnalyticalPredictor().evaluate(arrays, device, config, batches)
-    device_s = predictor.device_node_s(arrays, device, config, batches, ev)[:, 0]
+    device_s = predictor.device_node_s(arrays, device, config, batches, ev)
     host = predictor.host_profile
     unit = replace(host, dispatch_scale={"gpu": 1.0})
     dispatch = host_model.node_host_s(arrays.graph, unit, 0.0, gpu=True)
     launch = host_model.node_host_s(arrays.graph, unit, predictor.launch_s(device), gpu=True) - dispatch
     return NodeParts(
         device_s=device_s,
-        compute_s=ev.compute_s[:, 0],
-        memory_s=ev.memory_s[:, 0],
+        compute_s=ev.compute_s,
+        memory_s=ev.memory_s,
         dispatch_s=dispatch * host.dispatch_scale.get("gpu", 1.0),
         launch_s=launch,
         group=np.array([_group(n) for n in arrays.graph.nodes], dtype=np.int64),
@@ -118,19 +118,23 @@ def _group(node: Any) -> int:
 
 
 def walls_ms(parts: NodeParts, models: Sequence[AdaptedLatency]) -> np.ndarray:
-    """The step's wall time (ms) of one candidate under each of ``models``, in one simulation."""
+    """The step's wall time (ms) of one candidate under each of ``models`` at each of its batches, in one
+    simulation: ``[batches, models]``."""
     from perfpredict.predictors.two_timeline import MIN_KERNEL_S
 
-    depthwise = np.array([m.depthwise_scale for m in models])
-    memory = np.array([m.memory_scale for m in models])
+    batches, k = parts.device_s.shape[1], len(models)
+    depthwise = np.tile([m.depthwise_scale for m in models], batches)  # column b * k + j: batch b, model j
+    memory = np.tile([m.memory_scale for m in models], batches)
     compute_scale = np.where(parts.group[:, None] == DEPTHWISE, depthwise[None, :], 1.0)
-    c, m = parts.compute_s[:, None], parts.memory_s[:, None]
+    c, m = np.repeat(parts.compute_s, k, axis=1), np.repeat(parts.memory_s, k, axis=1)
     # the zero-shot device time, moved by how much the scaled roofline bound moves
     change = np.maximum(compute_scale * c, memory[None, :] * m) / np.maximum(np.maximum(c, m), 1e-30)
-    device_s = np.where(parts.view[:, None], 0.0, np.maximum(parts.device_s[:, None] * change, MIN_KERNEL_S))
-    host_s = parts.dispatch_s[:, None] * np.array([m.host_scale for m in models])[None, :] + parts.launch_s[:, None]
-    wall = simulate(host_s, device_s, np.array([m.queue_depth for m in models]))
-    return wall * 1e3 + np.array([m.offset_ms for m in models])
+    device_s = np.repeat(parts.device_s, k, axis=1) * change
+    device_s = np.where(parts.view[:, None], 0.0, np.maximum(device_s, MIN_KERNEL_S))
+    host = np.tile([m.host_scale for m in models], batches)
+    host_s = parts.dispatch_s[:, None] * host[None, :] + parts.launch_s[:, None]
+    wall = simulate(host_s, device_s, np.tile([m.queue_depth for m in models], batches))
+    return (wall * 1e3 + np.tile([m.offset_ms for m in models], batches)).reshape(batches, k)
 
 
 def simulate(host_s: np.ndarray, device_s: np.ndarray, queue_depth: np.ndarray) -> np.ndarray:
@@ -165,7 +169,7 @@ def fit(parts: Sequence[NodeParts], measured_ms: Iterable[float], device: str) -
     def residuals(v: np.ndarray) -> np.ndarray:
         model = replace(best, depthwise_scale=np.exp(v[0]), memory_scale=np.exp(v[1]), host_scale=np.exp(v[2]))
         model = replace(model, offset_ms=float(v[3]))
-        return np.log(np.array([walls_ms(p, [model])[0] for p in parts])) - np.log(y)
+        return np.log(np.array([walls_ms(p, [model])[0, 0] for p in parts])) - np.log(y)
 
     start = np.array([np.log(best.depthwise_scale), np.log(best.memory_scale), np.log(best.host_scale), best.offset_ms])
     refined = least_squares(
@@ -189,7 +193,7 @@ def _grid_search(parts: Sequence[NodeParts], y: np.ndarray, device: str) -> Adap
         AdaptedLatency(device=device, depthwise_scale=a, memory_scale=b, host_scale=g, queue_depth=q)
         for q, a, b, g in itertools.product(QUEUE_DEPTHS, _DEPTHWISE_GRID, _MEMORY_GRID, _HOST_GRID)
     ]
-    walls = np.array([walls_ms(p, grid) for p in parts])  # [candidates, grid]
+    walls = np.array([walls_ms(p, grid)[0] for p in parts])  # [candidates, grid]
     offsets = np.clip(np.mean(y[:, None] - walls, axis=0), 0.0, None)
     error = np.mean((np.log(walls + offsets) - np.log(y[:, None])) ** 2, axis=0)
     j = int(np.argmin(error))

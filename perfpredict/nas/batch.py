@@ -20,8 +20,8 @@ from perfpredict.errors import InvalidInputError, PerfPredictError
 from perfpredict.pipeline import DEFAULT_DEVICE
 from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
 
-#: columns predict_models adds to predict_many's: the candidate's position, its FLOPs at the row's batch, and its
-#: parameter count
+#: columns predict_models adds to predict_many's: the candidate's position, its FLOPs at the row's batch, and the
+#: parameters and buffers its forward reads (as a report counts them)
 EXTRA_COLUMNS = {"model": np.int64, "flops": float, "params": np.int64}
 
 
@@ -172,9 +172,9 @@ def _by_device(adapted: Any, names: list[str], phase: str, mode: str) -> dict[st
 
 def _adapted_rows(out: Any, rows: slice, model: Any, arrays: Any, device: Any, batches: np.ndarray) -> None:
     """The latency (and what follows from it) of the adapted model in place of the zero-shot one."""
-    from perfpredict.nas.adapt import node_parts
+    from perfpredict.nas.adapt import node_parts, walls_ms
 
-    latency = np.array([model.latency_ms([node_parts(arrays, device, b)])[0] for b in batches])
+    latency = walls_ms(node_parts(arrays, device, batches), [model])[:, 0]
     out["latency_ms"][rows] = latency
     out["throughput_per_s"][rows] = batches / (latency * 1e-3)
     out["energy_j"][rows] = out["avg_power_w"][rows] * latency * 1e-3

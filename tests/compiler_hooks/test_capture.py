@@ -119,7 +119,11 @@ def _same_as_dynamo(model, args, kwargs=None, phase="inference"):
     dynamo = capture_graph(model, args, kwargs or {}, phase=phase, dtype=None, name="m", capture="dynamo")
     assert _comparable(meta) == _comparable(dynamo)
     assert sorted(meta.edges) == sorted(dynamo.edges) and meta.keep_alive == dynamo.keep_alive
-    assert (meta.param_count, meta.input_bytes, meta.batch_size) == (dynamo.param_count, dynamo.input_bytes, dynamo.batch_size)
+    assert (meta.param_count, meta.input_bytes, meta.batch_size) == (
+        dynamo.param_count,
+        dynamo.input_bytes,
+        dynamo.batch_size,
+    )
     assert [n.module_path for n in meta.nodes] == [_ROOT.sub("", n.module_path) for n in dynamo.nodes]
     return meta
 
