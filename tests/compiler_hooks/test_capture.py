@@ -4,12 +4,11 @@ cannot be captured on meta tensors is refused in one line."""
 from __future__ import annotations
 
 import re
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
+from robustness_models import build_case
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -17,9 +16,6 @@ import perfpredict
 from perfpredict.compiler_hooks.capture import capture_graph
 from perfpredict.errors import FrontendError, InvalidInputError
 from perfpredict.nas import fbnet
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from robustness_models import build_case  # noqa: E402
 
 _ROOT = re.compile(r"^L\[[^\]]*\](\[\d+\])?\.?")
 
