@@ -2,8 +2,9 @@
 
     python benchmarks/nas_help_fbnet.py [--limit N] [--reps 5] [--out benchmarks/results/nas_help_fbnet.md]
 
-Every candidate is built in plain PyTorch on the meta device (``perfpredict.nas.fbnet``, the CIFAR-100 variant
-HELP measured) and captured once (at batch 32 and 33: the costs are affine in the batch). For each GPU and batch:
+Every candidate is built in plain PyTorch (``perfpredict.nas.fbnet``, the CIFAR-100 variant HELP measured; on the
+CPU, where torch's initialisers run faster than on meta, and its weights are never run or copied) and captured on
+meta inputs (at batch 32 and 33: the costs are affine in the batch). For each GPU and batch:
 
 - zero-shot: the two-timeline model's eager latency (``predict_models``' own figure, taken from the same per-op
   parts ``adapt`` uses, ``perfpredict.nas.adapt.zero_shot``);
@@ -56,7 +57,7 @@ def settings() -> list[tuple[str, int]]:
 
 def capture(choices: np.ndarray, run: ModelsRun) -> object:
     run.reuse.next_candidate()
-    return candidate_arrays(fbnet.build(choices.tolist(), device="meta"), (fbnet.example_input(32),), run)
+    return candidate_arrays(fbnet.build(choices.tolist()), (fbnet.example_input(32),), run)
 
 
 def fit_adapted(data, draws: list[np.ndarray], run: ModelsRun) -> dict[tuple[str, int], list[adapt.AdaptedLatency]]:
@@ -149,8 +150,8 @@ def report(rows: list[dict], fitted: dict, args: argparse.Namespace, n: int, sec
         f"- `python {' '.join([os.path.relpath(sys.argv[0]), *sys.argv[1:]])}`, "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {seconds / 60:.1f} min on {os.cpu_count()} CPUs "
         f"(load average {os.getloadavg()[0]:.1f}); python {platform.python_version()}, torch {_torch()}",
-        f"- {n} candidates of HELP's FBNet set (CIFAR-100 variant, `data/external/help/`), each built on the meta "
-        "device and captured once; measured latency is HELP's (ms, per GPU and batch).",
+        f"- {n} candidates of HELP's FBNet set (CIFAR-100 variant, `data/external/help/`), each built in plain "
+        "PyTorch and captured on meta inputs, never run; measured latency is HELP's (ms, per GPU and batch).",
         f"- adapted: `perfpredict.nas.adapt.fit` on 10 or 20 measured candidates, {args.reps} random draws (seed "
         f"{args.seed}, the same draws everywhere), scored on the other candidates: mean (worst) over the draws.",
         "- ceiling: an additive table, one cost per (layer, choice) fitted by least squares on 80% of the "

@@ -120,10 +120,34 @@ def _group(node: Any) -> int:
 def walls_ms(parts: NodeParts, models: Sequence[AdaptedLatency]) -> np.ndarray:
     """The step's wall time (ms) of one candidate under each of ``models`` at each of its batches, in one
     simulation: ``[batches, models]``."""
+    host_s, device_s, depth, offset = _timelines(parts, models)
+    wall = simulate(host_s, device_s, depth) * 1e3 + offset
+    return wall.reshape(parts.device_s.shape[1], len(models))
+
+
+def first_batch_walls_ms(parts: Sequence[NodeParts], models: Sequence[AdaptedLatency]) -> np.ndarray:
+    """``[candidates, models]``: every candidate at its first batch under every model, in one simulation (the
+    shorter candidates padded with empty ops, which change no wall time)."""
+    rows = [
+        _timelines(
+            replace(p, device_s=p.device_s[:, :1], compute_s=p.compute_s[:, :1], memory_s=p.memory_s[:, :1]), models
+        )
+        for p in parts
+    ]
+    n = max(r[0].shape[0] for r in rows)
+    host_s = np.hstack([np.pad(r[0], ((0, n - r[0].shape[0]), (0, 0))) for r in rows])
+    device_s = np.hstack([np.pad(r[1], ((0, n - r[1].shape[0]), (0, 0))) for r in rows])
+    wall = simulate(host_s, device_s, np.concatenate([r[2] for r in rows])) * 1e3 + np.concatenate([r[3] for r in rows])
+    return wall.reshape(len(parts), len(models))
+
+
+def _timelines(parts: NodeParts, models: Sequence[AdaptedLatency]) -> tuple[np.ndarray, ...]:
+    """Host and device seconds ``[nodes, batches x models]`` (column b * len(models) + j: batch b, model j), and
+    each column's queue depth and offset."""
     from perfpredict.predictors.two_timeline import MIN_KERNEL_S
 
     batches, k = parts.device_s.shape[1], len(models)
-    depthwise = np.tile([m.depthwise_scale for m in models], batches)  # column b * k + j: batch b, model j
+    depthwise = np.tile([m.depthwise_scale for m in models], batches)
     memory = np.tile([m.memory_scale for m in models], batches)
     compute_scale = np.where(parts.group[:, None] == DEPTHWISE, depthwise[None, :], 1.0)
     c, m = np.repeat(parts.compute_s, k, axis=1), np.repeat(parts.memory_s, k, axis=1)
@@ -133,8 +157,8 @@ def walls_ms(parts: NodeParts, models: Sequence[AdaptedLatency]) -> np.ndarray:
     device_s = np.where(parts.view[:, None], 0.0, np.maximum(device_s, MIN_KERNEL_S))
     host = np.tile([m.host_scale for m in models], batches)
     host_s = parts.dispatch_s[:, None] * host[None, :] + parts.launch_s[:, None]
-    wall = simulate(host_s, device_s, np.tile([m.queue_depth for m in models], batches))
-    return (wall * 1e3 + np.tile([m.offset_ms for m in models], batches)).reshape(batches, k)
+    depth = np.tile([m.queue_depth for m in models], batches)
+    return host_s, device_s, depth, np.tile([m.offset_ms for m in models], batches)
 
 
 def simulate(host_s: np.ndarray, device_s: np.ndarray, queue_depth: np.ndarray) -> np.ndarray:
@@ -169,7 +193,7 @@ def fit(parts: Sequence[NodeParts], measured_ms: Iterable[float], device: str) -
     def residuals(v: np.ndarray) -> np.ndarray:
         model = replace(best, depthwise_scale=np.exp(v[0]), memory_scale=np.exp(v[1]), host_scale=np.exp(v[2]))
         model = replace(model, offset_ms=float(v[3]))
-        return np.log(np.array([walls_ms(p, [model])[0, 0] for p in parts])) - np.log(y)
+        return np.log(first_batch_walls_ms(parts, [model])[:, 0]) - np.log(y)
 
     start = np.array([np.log(best.depthwise_scale), np.log(best.memory_scale), np.log(best.host_scale), best.offset_ms])
     refined = least_squares(
@@ -193,7 +217,7 @@ def _grid_search(parts: Sequence[NodeParts], y: np.ndarray, device: str) -> Adap
         AdaptedLatency(device=device, depthwise_scale=a, memory_scale=b, host_scale=g, queue_depth=q)
         for q, a, b, g in itertools.product(QUEUE_DEPTHS, _DEPTHWISE_GRID, _MEMORY_GRID, _HOST_GRID)
     ]
-    walls = np.array([walls_ms(p, grid)[0] for p in parts])  # [candidates, grid]
+    walls = first_batch_walls_ms(parts, grid)  # [candidates, grid]
     offsets = np.clip(np.mean(y[:, None] - walls, axis=0), 0.0, None)
     error = np.mean((np.log(walls + offsets) - np.log(y[:, None])) ** 2, axis=0)
     j = int(np.argmin(error))
