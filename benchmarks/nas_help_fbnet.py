@@ -1,6 +1,6 @@
 """Rank-correctness on HELP's FBNet latency set: 5,000 candidates, five GPUs, batch 1, 32 and 64.
 
-    python benchmarks/nas_help_fbnet.py [--limit N] [--reps 5] [--out benchmarks/results/nas_help_fbnet.md]
+    python benchmarks/nas_help_fbnet.py [--limit N] [--reps 5] [--ours FILE] [--out benchmarks/results/nas_help_fbnet.md]
 
 Every candidate is built in plain PyTorch (``perfpredict.nas.fbnet``, the CIFAR-100 variant HELP measured; on the
 CPU, where torch's initialisers run faster than on meta, and its weights are never run or copied) and captured on
@@ -16,6 +16,10 @@ meta inputs (at batch 32 and 33: the costs are affine in the batch). For each GP
 
 Spearman's rho and Kendall's tau from scipy.stats between predicted and measured latency. The data:
 ``data/external/help/`` (README there); HELP's own published correlations are quoted from its README.
+
+``--ours`` (default ``results/nas_fbnet/measured_h100-sxm.json``, from ``nas_measure_fbnet.py``) scores the same
+way on 150 candidates timed on a GPU of the catalog, where the timing's own noise is known: the rank agreement of
+its two timings of each candidate (back-to-back and synchronised).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from perfpredict.devices import get_device
 from perfpredict.external.help import BATCHES, GPUS, load_fbnet
 from perfpredict.nas import adapt, fbnet
 from perfpredict.nas.batch import ModelsRun, candidate_arrays
+from perfpredict.nas.fbnet import LAYERS, OPS
 
 SHOTS = (10, 20)
 TARGET_ZERO_SHOT, TARGET_TEN = 0.95, 0.98
@@ -143,6 +148,67 @@ def score(data, candidates: np.ndarray, draws: list[np.ndarray], pred: dict) -> 
     return rows
 
 
+def score_ours(path: Path, reps: int, seed: int, run: ModelsRun) -> tuple[dict, list[dict]]:
+    """Zero-shot and adapted rank on our own timings of random FBNet candidates (``nas_measure_fbnet.py``)."""
+    import json
+
+    measured = json.loads(path.read_text())
+    batches = sorted(int(b) for b in measured["eager_ms"])
+    device = get_device(measured["gpu"])
+    choices = np.random.default_rng(measured["seed"]).integers(0, len(OPS), (measured["count"], LAYERS))
+    parts, flops, params = [], [], []
+    for c in choices:
+        arrays = capture(c, run)
+        parts.append(adapt.node_parts(arrays, device, batches))
+        flops.append(arrays.at(np.array(batches, dtype=float))[0].sum(axis=0))
+        params.append(arrays.graph.param_count)
+    rng = np.random.default_rng(seed)
+    draws = [rng.choice(len(choices), max(SHOTS), replace=False) for _ in range(reps)]
+    rows = []
+    for j, batch in enumerate(batches):
+        y, synced = np.array(measured["eager_ms"][str(batch)]), np.array(measured["synced_ms"][str(batch)])
+        at = [p.at(j) for p in parts]
+        zero = adapt.zero_shot(device.name).latency_ms(at)
+        row = {"batch": batch, "zero": (spearmanr(zero, y).statistic, kendalltau(zero, y).statistic)}
+        row |= {"flops": spearmanr(np.array(flops)[:, j], y).statistic, "params": spearmanr(params, y).statistic}
+        row |= {"noise": spearmanr(y, synced).statistic, "measured_ms": float(np.median(y))}
+        row["predicted_ms"] = float(np.median(zero))
+        for n in SHOTS:
+            rho, tau = [], []
+            for draw in draws:
+                model = adapt.fit([at[i] for i in draw[:n]], y[draw[:n]], device.name)
+                keep = ~np.isin(np.arange(len(y)), draw[:n])
+                pred = model.latency_ms([at[i] for i in np.flatnonzero(keep)])
+                rho.append(spearmanr(pred, y[keep]).statistic)
+                tau.append(kendalltau(pred, y[keep]).statistic)
+            row[n] = (np.mean(rho), np.min(rho), np.mean(tau))
+        rows.append(row)
+    return measured, rows
+
+
+def report_ours(measured: dict, rows: list[dict], path: Path) -> list[str]:
+    lines = [
+        "",
+        f"## Our own timings: {measured['count']} random FBNet candidates on {measured['gpu']}",
+        "",
+        f"`{path}` (`benchmarks/nas_measure_fbnet.py`; torch {measured['torch']}): eager latency, the median of "
+        f"{measured['rounds']} rounds of {measured['calls']} back-to-back calls. 'noise' is the rank agreement of "
+        "that timing with the same run's synchronised timing of each candidate: no predictor can rank better than "
+        "the labels agree with themselves.",
+        "",
+        "| batch | measured ms (median) | zero-shot ms (median) | zero-shot rho | zero-shot tau | 10-shot rho "
+        "| 20-shot rho | FLOPs rho | params rho | noise rho |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['batch']} | {r['measured_ms']:.2f} | {r['predicted_ms']:.2f} | {r['zero'][0]:.3f} | "
+            f"{r['zero'][1]:.3f} | {r[10][0]:.3f} ({r[10][1]:.3f}) | {r[20][0]:.3f} ({r[20][1]:.3f}) | "
+            f"{r['flops']:.3f} | {r['params']:.3f} | {r['noise']:.3f} |"
+        )
+    return lines
+
+
 def report(rows: list[dict], fitted: dict, args: argparse.Namespace, n: int, seconds: float) -> str:
     lines = [
         "# HELP's FBNet latency set: rank correlation, zero-shot and adapted",
@@ -233,6 +299,12 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=5, help="random draws of the measured candidates per shot count")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "nas_help_fbnet.md")
+    p.add_argument(
+        "--ours",
+        type=Path,
+        default=Path(__file__).parent / "results" / "nas_fbnet" / "measured_h100-sxm.json",
+        help="our own timings to score too (nas_measure_fbnet.py); skipped where the file is missing",
+    )
     args = p.parse_args()
     start = time.perf_counter()
     data = load_fbnet()
@@ -245,7 +317,13 @@ def main() -> None:
     fitted = fit_adapted(data, draws, run)
     pred = predict_all(data, candidates, fitted, run)
     rows = score(data, candidates, draws, pred)
+    ours = score_ours(args.ours, args.reps, args.seed, run) if args.ours.exists() else None
     text = report(rows, fitted, args, len(candidates), time.perf_counter() - start)
+    if ours is not None:
+        text += (
+            "\n".join(report_ours(*ours, args.ours.relative_to(Path.cwd()) if args.ours.is_absolute() else args.ours))
+            + "\n"
+        )
     args.out.write_text(text)
     print(text)
 

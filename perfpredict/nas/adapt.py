@@ -33,7 +33,7 @@ from perfpredict.errors import InvalidInputError
 QUEUE_DEPTHS = (1, 2, 3, 4, 8, 32, 1024)
 _DEPTHWISE_GRID = np.geomspace(1.0, 40.0, 8)
 _MEMORY_GRID = np.geomspace(0.5, 4.0, 7)
-_HOST_GRID = np.geomspace(0.5, 2.0, 7)
+_HOST_GRID = np.geomspace(0.25, 4.0, 9)  # a measuring host 4x faster or slower than the reference
 MEMORY, DENSE, DEPTHWISE = 0, 1, 2  # node groups
 
 
@@ -50,6 +50,13 @@ class NodeParts:
     launch_s: np.ndarray
     group: np.ndarray
     view: np.ndarray
+
+    def at(self, batch_index: int) -> NodeParts:
+        """The parts at one of the batches (a fit reads each candidate at one batch)."""
+        one = slice(batch_index, batch_index + 1)
+        return replace(
+            self, device_s=self.device_s[:, one], compute_s=self.compute_s[:, one], memory_s=self.memory_s[:, one]
+        )
 
 
 @dataclass(frozen=True)
@@ -199,7 +206,7 @@ def fit(parts: Sequence[NodeParts], measured_ms: Iterable[float], device: str) -
     refined = least_squares(
         residuals,
         start,
-        bounds=([0.0, -2.0, -2.0, 0.0], [np.log(200.0), 3.0, 2.0, float(y.max())]),
+        bounds=([0.0, -2.0, -3.0, 0.0], [np.log(200.0), 3.0, 3.0, float(y.max())]),
         diff_step=1e-3,  # the timeline has kinks (max): a step this size sees across them
     )
     v = refined.x
