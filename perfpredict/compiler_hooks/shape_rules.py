@@ -115,6 +115,8 @@ def output_of(func: Callable, name: str, args: tuple, kwargs: Mapping[str, Any])
         return _adaptive_pool(args, kwargs)
     if name == "scaled_dot_product_attention":
         return _attention(args, kwargs)
+    if name == "multi_head_attention_forward":
+        return _multi_head_attention(args, kwargs)
     return NO_RULE
 
 
@@ -276,3 +278,43 @@ def _per_dim(value: Any, dims: int) -> tuple[int, ...] | None:
     if isinstance(value, (tuple, list)) and len(value) == dims and all(isinstance(v, int) for v in value):
         return tuple(value)
     return None
+
+
+_MHA_ARGS = (
+    "query",
+    "key",
+    "value",
+    "embed_dim_to_check",
+    "num_heads",
+    "in_proj_weight",
+    "in_proj_bias",
+    "bias_k",
+    "bias_v",
+    "add_zero_attn",
+    "dropout_p",
+    "out_proj_weight",
+    "out_proj_bias",
+    "training",
+    "key_padding_mask",
+    "need_weights",
+)
+
+
+def _multi_head_attention(args: tuple, kwargs: Mapping[str, Any]) -> Any:
+    """``F.multi_head_attention_forward`` (what ``nn.MultiheadAttention`` calls): its output has the query's shape
+    (length, batch, embed) and the attention weights, where asked for, are (batch, [heads,] length, source). Only
+    the plain case: no extra key/value biases, no zero attention, no static keys."""
+    given = dict(zip(_MHA_ARGS, args), **kwargs)
+    q, k, heads = given.get("query"), given.get("key"), given.get("num_heads")
+    extras = ("bias_k", "bias_v", "static_k", "static_v")
+    if any(given.get(e) is not None for e in extras) or given.get("add_zero_attn") or not isinstance(heads, int):
+        return NO_RULE
+    if not isinstance(k, torch.Tensor) or q.dim() not in (2, 3) or k.dim() != q.dim():
+        return NO_RULE
+    out = torch.empty(q.shape, dtype=q.dtype, device="meta")
+    if not given.get("need_weights", True):
+        return out, None
+    length, source = q.shape[0], k.shape[0]
+    batch = (q.shape[1],) if q.dim() == 3 else ()
+    per_head = () if given.get("average_attn_weights", True) else (heads,)
+    return out, torch.empty((*batch, *per_head, length, source), dtype=q.dtype, device="meta")

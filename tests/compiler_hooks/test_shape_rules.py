@@ -46,6 +46,50 @@ CASES = [
     (F.linear, (SEQ, _m(32, 16), _m(32)), {}),
     (F.adaptive_avg_pool2d, (X, (1, None)), {}),
     (F.scaled_dot_product_attention, (_m(2, 4, 5, 8), _m(2, 4, 7, 8), _m(2, 4, 7, 6)), {}),
+    (
+        F.multi_head_attention_forward,
+        (
+            _m(5, 2, 16),
+            _m(7, 2, 16),
+            _m(7, 2, 16),
+            16,
+            4,
+            _m(48, 16),
+            _m(48),
+            None,
+            None,
+            False,
+            0.0,
+            _m(16, 16),
+            _m(16),
+        ),
+        {"need_weights": False},
+    ),  # fmt: skip
+    (
+        F.multi_head_attention_forward,
+        (_m(5, 16), _m(7, 16), _m(7, 16), 16, 4, _m(48, 16), None, None, None, False, 0.1, _m(16, 16), None),
+        {"average_attn_weights": False},
+    ),  # fmt: skip
+    (
+        F.multi_head_attention_forward,
+        (
+            _m(5, 2, 16),
+            _m(7, 2, 16),
+            _m(7, 2, 16),
+            16,
+            4,
+            _m(48, 16),
+            _m(48),
+            None,
+            None,
+            False,
+            0.0,
+            _m(16, 16),
+            _m(16),
+            False,
+        ),
+        {},
+    ),  # fmt: skip
 ]
 
 
@@ -54,7 +98,10 @@ def test_rule_matches_the_meta_kernel(func, args, kwargs):
     fast = shape_rules.output_of(func, func.__name__, args, kwargs)
     assert fast is not shape_rules.NO_RULE, "the rule should answer this call"
     slow = func(*args, **kwargs)
-    assert (fast.shape, fast.dtype, fast.stride(), fast.device) == (slow.shape, slow.dtype, slow.stride(), slow.device)
+    for f, s in zip(*((x,) if isinstance(x, torch.Tensor) else x for x in (fast, slow)), strict=True):
+        assert (f is None) == (s is None)
+        if f is not None:
+            assert (f.shape, f.dtype, f.stride(), f.device) == (s.shape, s.dtype, s.stride(), s.device)
 
 
 def test_in_place_calls_return_their_input():
