@@ -35,11 +35,10 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-from perfpredict.compiler_hooks.block_reuse import BlockCache
 from perfpredict.devices import get_device
 from perfpredict.external.help import BATCHES, GPUS, load_fbnet
 from perfpredict.nas import adapt, fbnet
-from perfpredict.nas.batch import ModelsRun, candidate_arrays
+from perfpredict.nas.candidates import Candidates
 from perfpredict.nas.fbnet import LAYERS, OPS
 
 SHOTS = (10, 20)
@@ -60,12 +59,11 @@ def settings() -> list[tuple[str, int]]:
     return [(device, batch) for device, _ in GPUS.values() for batch in BATCHES]
 
 
-def capture(choices: np.ndarray, run: ModelsRun) -> object:
-    run.reuse.next_candidate()
-    return candidate_arrays(fbnet.build(choices.tolist()), (fbnet.example_input(32),), run)
+def capture(choices: np.ndarray, run: Candidates) -> object:
+    return run.arrays(fbnet.build(choices.tolist()), (fbnet.example_input(32),))
 
 
-def fit_adapted(data, draws: list[np.ndarray], run: ModelsRun) -> dict[tuple[str, int], list[adapt.AdaptedLatency]]:
+def fit_adapted(data, draws: list[np.ndarray], run: Candidates) -> dict[tuple[str, int], list[adapt.AdaptedLatency]]:
     """Per setting, the models fitted on each draw's first 10 and first 20 candidates (draw-major order)."""
     shots = sorted({int(i) for d in draws for i in d})
     parts = {}
@@ -85,7 +83,7 @@ def fit_adapted(data, draws: list[np.ndarray], run: ModelsRun) -> dict[tuple[str
     return fitted
 
 
-def predict_all(data, candidates: np.ndarray, fitted: dict, run: ModelsRun) -> dict:
+def predict_all(data, candidates: np.ndarray, fitted: dict, run: Candidates) -> dict:
     """Per setting: zero-shot latency, every fitted model's latency, FLOPs, for each candidate; and params."""
     out = {s: {"zero": [], "adapted": [], "flops": []} for s in settings()}
     params = []
@@ -148,7 +146,7 @@ def score(data, candidates: np.ndarray, draws: list[np.ndarray], pred: dict) -> 
     return rows
 
 
-def score_ours(path: Path, reps: int, seed: int, run: ModelsRun) -> tuple[dict, list[dict]]:
+def score_ours(path: Path, reps: int, seed: int, run: Candidates) -> tuple[dict, list[dict]]:
     """Zero-shot and adapted rank on our own timings of random FBNet candidates (``nas_measure_fbnet.py``)."""
     import json
 
@@ -311,9 +309,7 @@ def main() -> None:
     candidates = np.arange(len(data.choices))[: args.limit]
     rng = np.random.default_rng(args.seed)
     draws = [rng.choice(candidates, max(SHOTS), replace=False) for _ in range(args.reps)]
-    run = ModelsRun(
-        devices=[], batches=np.array([32.0, 33.0]), phase="inference", dtype=None, capture="meta", reuse=BlockCache()
-    )
+    run = Candidates(batch_sizes=BATCHES)  # each captured at batch 32 and 33: costs affine in the batch
     fitted = fit_adapted(data, draws, run)
     pred = predict_all(data, candidates, fitted, run)
     rows = score(data, candidates, draws, pred)

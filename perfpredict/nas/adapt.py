@@ -245,23 +245,13 @@ def adapt(
     ``example_inputs`` are the inputs each model was timed with (or a callable ``model -> inputs``);
     ``batch_size`` overrides their batch. Pass the result to ``perfpredict.predict_models(..., adapted=...)``.
     """
-    from perfpredict.compiler_hooks.block_reuse import BlockCache
     from perfpredict.devices import get_device
-    from perfpredict.nas.batch import ModelsRun, candidate_arrays
+    from perfpredict.nas.candidates import Candidates
 
     target = get_device(device)
-    run = ModelsRun(
-        devices=[target],
-        batches=None if batch_size is None else np.array([float(batch_size)]),
-        phase="inference",
-        dtype=dtype,
-        capture="meta",
-        reuse=BlockCache(),
-    )
+    candidates = Candidates(batch_sizes=None if batch_size is None else [batch_size], dtype=dtype)
     parts = []
     for model in models:
-        run.reuse.next_candidate()
-        inputs = example_inputs(model) if callable(example_inputs) else example_inputs
-        arrays = candidate_arrays(model, inputs, run)
-        parts.append(node_parts(arrays, target, batch_size or arrays.graph.batch_size))
+        arrays = candidates.arrays(model, example_inputs(model) if callable(example_inputs) else example_inputs)
+        parts.append(node_parts(arrays, target, candidates.batches_for(arrays)))
     return fit(parts, measured_ms, target.name)

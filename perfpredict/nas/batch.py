@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict.api import fill_columns, many_columns, rebatch, vector_predictor
+from perfpredict.api import fill_columns, many_columns, vector_predictor
+from perfpredict.compiler_hooks.block_reuse import BlockCache
 from perfpredict.errors import InvalidInputError, PerfPredictError
+from perfpredict.nas.candidates import Candidates
 from perfpredict.pipeline import DEFAULT_DEVICE
 from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
 
@@ -30,11 +32,7 @@ class ModelsRun:
     """What one ``predict_models`` call shares across its candidates."""
 
     devices: list[Any]
-    batches: np.ndarray | None
-    phase: str
-    dtype: str | None
-    capture: str
-    reuse: Any  # a BlockCache, or None
+    candidates: Candidates
     adapted: dict[str, Any] = field(default_factory=dict)  # device name -> AdaptedLatency
     errors: dict[int, str] = field(default_factory=dict)
 
@@ -70,7 +68,6 @@ def predict_models(
     ``perfpredict.nas.adapt.AdaptedLatency``, from ``perfpredict.nas.adapt.adapt``) gives the latency on its
     device from the model fitted to measured candidates instead of zero-shot (eager inference only).
     """
-    from perfpredict.compiler_hooks.block_reuse import BlockCache
     from perfpredict.devices import get_device
     from perfpredict.predictors.base import RunConfig
 
@@ -79,19 +76,13 @@ def predict_models(
     names = [device] if isinstance(device, str) else list(device)
     run = ModelsRun(
         devices=[get_device(d) for d in names],
-        batches=None if batch_sizes is None else _batches(batch_sizes),
-        phase=phase,
-        dtype=dtype,
-        capture=capture,
-        reuse=BlockCache() if reuse else None,
+        candidates=Candidates(batch_sizes, phase, dtype, capture, BlockCache() if reuse else None),
         adapted=_by_device(adapted, names, phase, mode),
     )
     model_predictor = vector_predictor(predictor)
     config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in, mode=mode)
     parts = []
     for i, model in enumerate(models):
-        if run.reuse is not None:
-            run.reuse.next_candidate()
         inputs = example_inputs(model) if callable(example_inputs) else example_inputs
         parts.append(_one(i, model, inputs, run, model_predictor, config, on_error))
     out = _concatenate(parts)
@@ -102,13 +93,13 @@ def predict_models(
 def _one(i: int, model: Any, inputs: Any, run: ModelsRun, model_predictor: Any, config: Any, on_error: str) -> Any:
     """The rows of candidate ``i``: every device at every batch."""
     try:
-        arrays = candidate_arrays(model, inputs, run)
+        arrays = run.candidates.arrays(model, inputs)
     except PerfPredictError as err:
         if on_error == "raise":
             raise type(err)(f"candidate {i}: {err}") from err
         run.errors[i] = str(err)
         arrays = None
-    batches = run.batches if run.batches is not None else np.array([float(_own_batch(arrays, inputs))])
+    batches = run.candidates.batches_for(arrays)
     n = len(batches)
     out = many_columns(n * len(run.devices), EXTRA_COLUMNS)
     out["model"][:] = i
@@ -124,35 +115,6 @@ def _one(i: int, model: Any, inputs: Any, run: ModelsRun, model_predictor: Any, 
         out["flops"][rows] = flops.sum(axis=0)
         out["params"][rows] = arrays.graph.param_count
     return out
-
-
-def candidate_arrays(model: Any, inputs: Any, run: ModelsRun) -> Any:
-    """A candidate's CostArrays: one capture where only its own batch is asked for, else two (at its batch b and
-    b+1), which make every per-op count affine in the batch."""
-    from perfpredict.compiler_hooks.capture import capture_graph
-    from perfpredict.predictors.cost_arrays import CostArrays
-
-    args = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
-
-    def capture(a: tuple) -> Any:
-        return capture_graph(
-            model,
-            a,
-            {},
-            phase=run.phase,
-            dtype=run.dtype,
-            name=type(model).__name__,
-            capture=run.capture,
-            reuse=run.reuse,
-        )
-
-    base = capture(args)
-    if run.batches is None or (len(run.batches) == 1 and run.batches[0] == base.batch_size):
-        return CostArrays.from_graph(base)
-    try:
-        return CostArrays.fit(base, capture(rebatch(args, base.batch_size + 1, run.capture)))
-    except PerfPredictError:
-        return CostArrays.from_graph(base)
 
 
 def _by_device(adapted: Any, names: list[str], phase: str, mode: str) -> dict[str, Any]:
@@ -178,20 +140,6 @@ def _adapted_rows(out: Any, rows: slice, model: Any, arrays: Any, device: Any, b
     out["latency_ms"][rows] = latency
     out["throughput_per_s"][rows] = batches / (latency * 1e-3)
     out["energy_j"][rows] = out["avg_power_w"][rows] * latency * 1e-3
-
-
-def _own_batch(arrays: Any, inputs: Any) -> int:
-    if arrays is not None:
-        return arrays.graph.batch_size
-    first = inputs[0] if isinstance(inputs, (list, tuple)) and inputs else inputs
-    return int(first.shape[0]) if getattr(first, "shape", None) else 1
-
-
-def _batches(batch_sizes: Sequence[int]) -> np.ndarray:
-    batches = np.array([int(b) for b in batch_sizes], dtype=float)
-    if len(batches) == 0 or (batches < 1).any():
-        raise InvalidInputError(f"batch_sizes {list(batch_sizes)!r} must be one or more sizes of at least 1")
-    return batches
 
 
 def _fill_missing(out: Any, rows: slice, device: Any, batches: np.ndarray) -> None:

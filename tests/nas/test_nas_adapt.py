@@ -8,11 +8,10 @@ import pytest
 from scipy.stats import spearmanr
 
 import perfpredict
-from perfpredict.compiler_hooks.block_reuse import BlockCache
 from perfpredict.devices import get_device
 from perfpredict.errors import InvalidInputError
 from perfpredict.nas import adapt, fbnet
-from perfpredict.nas.batch import ModelsRun, candidate_arrays
+from perfpredict.nas.candidates import Candidates
 from perfpredict.predictors import timeline
 
 
@@ -29,11 +28,10 @@ def test_the_host_runs_ahead_at_most_queue_depth_kernels():
 
 
 def _parts(choices_list, device="TITAN-RTX", batch=64):
-    run = ModelsRun(devices=[], batches=None, phase="inference", dtype=None, capture="meta", reuse=BlockCache())
+    run = Candidates()
     out = []
     for choices in choices_list:
-        run.reuse.next_candidate()
-        arrays = candidate_arrays(fbnet.build(choices, device="meta"), (fbnet.example_input(batch),), run)
+        arrays = run.arrays(fbnet.build(choices, device="meta"), (fbnet.example_input(batch),))
         out.append(adapt.node_parts(arrays, get_device(device), batch))
     return out
 
@@ -73,8 +71,7 @@ def test_bad_measurements_and_devices_are_refused():
         adapt.fit(parts[:2], [1.0, 2.0], "TITAN-RTX")
     with pytest.raises(InvalidInputError, match="positive"):
         adapt.fit(parts, [1.0, -2.0, 3.0], "TITAN-RTX")
-    run = ModelsRun(devices=[], batches=None, phase="inference", dtype=None, capture="meta", reuse=None)
-    arrays = candidate_arrays(fbnet.build(SPACE[0], device="meta"), (fbnet.example_input(2),), run)
+    arrays = Candidates(reuse=None).arrays(fbnet.build(SPACE[0], device="meta"), (fbnet.example_input(2),))
     with pytest.raises(InvalidInputError, match="GPU"):
         adapt.node_parts(arrays, get_device("cpu"), 2)
 
