@@ -27,7 +27,8 @@ from torch.overrides import TorchFunctionMode
 from perfpredict.compiler_hooks import block_reuse, shape_rules
 from perfpredict.errors import FrontendError
 
-# torch functions that create a tensor from nothing: made on the meta device wherever the forward asks for them
+# torch functions that create a tensor and take a ``device=``: made on the meta device wherever the forward asks for
+# them (op_table's creation kind is wider: it also holds bernoulli and dropout masks, which take no device)
 _FACTORIES = frozenset(
     {
         "zeros",

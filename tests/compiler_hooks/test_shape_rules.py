@@ -14,6 +14,26 @@ def _m(*shape, dtype=torch.float32):
     return torch.empty(*shape, device="meta", dtype=dtype)
 
 
+def _mha(query, key, bias=False, dropout=0.0):
+    """F.multi_head_attention_forward's 13 positional arguments: embed 16, 4 heads, no extra key/value bias."""
+    in_bias, out_bias = (_m(48), _m(16)) if bias else (None, None)
+    return (
+        _m(*query),
+        _m(*key),
+        _m(*key),
+        16,
+        4,
+        _m(48, 16),
+        in_bias,
+        None,
+        None,
+        False,
+        dropout,
+        _m(16, 16),
+        out_bias,
+    )
+
+
 X = _m(2, 8, 6, 6)
 CL = X.to(memory_format=torch.channels_last)
 SEQ = _m(2, 5, 16)
@@ -46,50 +66,9 @@ CASES = [
     (F.linear, (SEQ, _m(32, 16), _m(32)), {}),
     (F.adaptive_avg_pool2d, (X, (1, None)), {}),
     (F.scaled_dot_product_attention, (_m(2, 4, 5, 8), _m(2, 4, 7, 8), _m(2, 4, 7, 6)), {}),
-    (
-        F.multi_head_attention_forward,
-        (
-            _m(5, 2, 16),
-            _m(7, 2, 16),
-            _m(7, 2, 16),
-            16,
-            4,
-            _m(48, 16),
-            _m(48),
-            None,
-            None,
-            False,
-            0.0,
-            _m(16, 16),
-            _m(16),
-        ),
-        {"need_weights": False},
-    ),  # fmt: skip
-    (
-        F.multi_head_attention_forward,
-        (_m(5, 16), _m(7, 16), _m(7, 16), 16, 4, _m(48, 16), None, None, None, False, 0.1, _m(16, 16), None),
-        {"average_attn_weights": False},
-    ),  # fmt: skip
-    (
-        F.multi_head_attention_forward,
-        (
-            _m(5, 2, 16),
-            _m(7, 2, 16),
-            _m(7, 2, 16),
-            16,
-            4,
-            _m(48, 16),
-            _m(48),
-            None,
-            None,
-            False,
-            0.0,
-            _m(16, 16),
-            _m(16),
-            False,
-        ),
-        {},
-    ),  # fmt: skip
+    (F.multi_head_attention_forward, _mha((5, 2, 16), (7, 2, 16), bias=True), {"need_weights": False}),
+    (F.multi_head_attention_forward, _mha((5, 16), (7, 16), dropout=0.1), {"average_attn_weights": False}),
+    (F.multi_head_attention_forward, (*_mha((5, 2, 16), (7, 2, 16), bias=True), False), {}),  # eval: weights
 ]
 
 
