@@ -1,8 +1,8 @@
 """The Python API: ``predict`` for one model and config, ``predict_many`` for many configs of one model.
 
 Both capture the model into an OpGraph without running its arithmetic (``compiler_hooks/capture.py``: an inference
-forward is recorded on meta stand-ins in milliseconds; a training step goes through dynamo and AOTAutograd on a
-meta twin), then ask a predictor. Real weights are never copied and a model built on the meta device costs no
+forward is recorded on meta stand-ins in milliseconds; a training step is that recording traced by AOTAutograd),
+then ask a predictor. Real weights are never copied and a model built on the meta device costs no
 memory, which is how a 70B model is predicted on a laptop. Captured graphs are cached per (model, input shapes,
 phase, dtype, capture), so asking about another device is cheap. Many candidate models: ``perfpredict.nas``.
 """
@@ -198,7 +198,7 @@ def predict_many(
     from perfpredict.devices import get_device
     from perfpredict.predictors.base import RunConfig
 
-    arrays = batch_affine_arrays(model, example_inputs, phase, dtype, capture)
+    arrays = _batch_affine_arrays(model, example_inputs, phase, dtype, capture)
     model_predictor = vector_predictor(predictor)
     config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in, mode=mode)
     out = many_columns(len(configs))
@@ -250,18 +250,19 @@ def fill_columns(
     return ev
 
 
-def batch_affine_arrays(
-    model: Any, example_inputs: Any, phase: str, dtype: str | None, capture: str = "meta", name: str = ""
-) -> Any:
-    """The model's CostArrays, affine in the batch: captured at its example batch b and at b+1."""
+def _batch_affine_arrays(model: Any, example_inputs: Any, phase: str, dtype: str | None, capture: str) -> Any:
+    args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
+    return affine_arrays(lambda a: featurize(model, a, phase=phase, dtype=dtype, capture=capture), args, capture)
+
+
+def affine_arrays(capture_at: Any, args: tuple, capture: str) -> Any:
+    """CostArrays affine in the batch from two captures, ``capture_at(args)`` at the inputs' batch b and at b+1;
+    from the first alone where the graph changes its structure with the batch."""
     from perfpredict.predictors.cost_arrays import CostArrays
 
-    args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
-    base = featurize(model, args, phase=phase, dtype=dtype, capture=capture, name=name)
-    b = base.batch_size
+    base = capture_at(args)
     try:
-        other = featurize(model, rebatch(args, b + 1, capture), phase=phase, dtype=dtype, capture=capture, name=name)
-        return CostArrays.fit(base, other)
+        return CostArrays.fit(base, capture_at(rebatch(args, base.batch_size + 1, capture)))
     except FrontendError:
         return CostArrays.from_graph(base)
 

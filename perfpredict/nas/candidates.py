@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict.api import rebatch
+from perfpredict.api import affine_arrays
 from perfpredict.compiler_hooks.block_reuse import BlockCache
-from perfpredict.errors import InvalidInputError, PerfPredictError
+from perfpredict.errors import InvalidInputError
 
 
 @dataclass
@@ -32,8 +32,8 @@ class Candidates:
             self.batch_sizes = batches
 
     def arrays(self, model: Any, inputs: Any) -> Any:
-        """The candidate's CostArrays: one capture where only its own batch is asked for, else two (at its batch
-        b and b+1), which make every per-op count affine in the batch."""
+        """The candidate's CostArrays: one capture at its own batch where no batch sizes are asked for, else two
+        (at its batch b and b+1), which make every per-op count affine in the batch."""
         from perfpredict.compiler_hooks.capture import capture_graph
         from perfpredict.predictors.cost_arrays import CostArrays
 
@@ -53,15 +53,17 @@ class Candidates:
                 reuse=self.reuse,
             )
 
-        base = capture(args)
-        if self.batch_sizes is None or list(self.batch_sizes) == [base.batch_size]:
-            return CostArrays.from_graph(base)
-        try:
-            return CostArrays.fit(base, capture(rebatch(args, base.batch_size + 1, self.capture)))
-        except PerfPredictError:
-            return CostArrays.from_graph(base)
+        if self.batch_sizes is None or list(self.batch_sizes) == [_leading(args)]:
+            return CostArrays.from_graph(capture(args))
+        return affine_arrays(capture, args, self.capture)
 
     def batches_for(self, arrays: Any) -> np.ndarray:
         """The batches to evaluate a candidate at: those asked for, else its own."""
         own = [arrays.graph.batch_size] if arrays is not None else [1]
         return np.array(self.batch_sizes or own, dtype=float)
+
+
+def _leading(args: tuple) -> int | None:
+    """The batch the graph will report: the first dimension of the first input with one."""
+    first = next((a for a in args if getattr(a, "dim", lambda: 0)() > 0), None)
+    return int(first.shape[0]) if first is not None else None
