@@ -10,7 +10,7 @@ statistics land on the stand-ins, factories inside the forward are made on the m
 (``x.to("cuda")``) keep a stand-in where it is.
 
 A forward that needs a tensor's values (``.item()``, ``.tolist()``, ``if (x > 0).any():``) cannot run on meta
-tensors; :class:`DataDependentError` names the op and the module that asked.
+tensors, nor can a custom op without a meta kernel; :class:`MetaCaptureError` names the op and the module.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ _MOVES = frozenset({"to", "cuda", "cpu", "type"})
 _VALUE_READS = frozenset({"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "nonzero"})
 
 
-class DataDependentError(FrontendError):
-    """The forward reads a tensor's values, which a capture on meta tensors does not have."""
+class MetaCaptureError(FrontendError):
+    """The forward cannot run on meta tensors: it reads a tensor's values, or calls an op without a meta kernel."""
 
 
 class TracedGraph:
@@ -128,7 +128,7 @@ class _Recorder(TorchFunctionMode):
         if name == "__get__":  # a property (x.shape, w.dtype): the stand-in's, so the forward sees the run dtype
             return func(*meta_args, **meta_kwargs)
         if name in _VALUE_READS:
-            raise DataDependentError(self._reads_values(name))
+            raise MetaCaptureError(self._reads_values(name))
         if name in _MOVES and meta_args and isinstance(meta_args[0], torch.Tensor):
             func, name, meta_args, meta_kwargs = _move(meta_args[0], name, meta_args[1:], meta_kwargs)
         elif name in _FACTORIES:
@@ -151,9 +151,9 @@ class _Recorder(TorchFunctionMode):
         except (NotImplementedError, RuntimeError) as err:
             text = str(err)
             if "data-dependent" in text.lower() or "cannot be called on meta tensors" in text:
-                raise DataDependentError(self._reads_values(name)) from err
+                raise MetaCaptureError(self._reads_values(name)) from err
             if "fake impl" in text or ("Meta" in text and ("backend" in text or "kernel" in text)):
-                raise DataDependentError(
+                raise MetaCaptureError(
                     f"{name}() in {self._module()!r} has no meta kernel, so it cannot run on meta tensors; register "
                     "one (torch.library.register_fake) or pass capture='real' to run the model once on real inputs"
                 ) from err
