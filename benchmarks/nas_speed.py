@@ -14,8 +14,8 @@ Per family: the median over ``--candidates`` of ``perfpredict.featurize`` (the c
 the same kind of model (``capture="dynamo"``, what ``predict`` did before issue 38), median of 3. Then
 ``perfpredict.predict_models`` over ``--loop`` FBNet candidates on one GPU at their own batch, with block reuse and
 (on a fifth of them) without; candidates are built before the clock starts. Last, the capture of one model with
-real weights at batch 1 and at batch 65,536. Wall times on a shared machine: the ratios to dynamo are the robust
-figures; the load average is recorded.
+real weights at batch 1 and at batch 65,536. On a shared machine the CPU times and the ratios to dynamo are the
+robust figures; the load average is recorded.
 """
 
 from __future__ import annotations
@@ -147,11 +147,12 @@ def report(families: list[dict], loops: list[dict], batches: dict, seconds: floa
         f"`perfpredict.predict_models` on FBNet candidates, one GPU ({DEVICE}), their own batch (32), built before "
         "the clock starts:",
         "",
-        "| candidates | block reuse | seconds | ms per candidate |",
-        "|---:|---|---:|---:|",
+        "| candidates | block reuse | seconds (wall) | seconds (CPU) | CPU ms per candidate |",
+        "|---:|---|---:|---:|---:|",
     ]
     lines += [
-        f"| {r['count']} | {'on' if r['reuse'] else 'off'} | {r['seconds']:.1f} | {r['per']:.1f} |" for r in loops
+        f"| {r['count']} | {'on' if r['reuse'] else 'off'} | {r['seconds']:.1f} | {r['cpu']:.1f} | {r['per']:.1f} |"
+        for r in loops
     ]
     lines += [
         "",
