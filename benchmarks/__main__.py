@@ -47,6 +47,9 @@ SUITE = {
     "roofline": Benchmark("this host's measured ceilings", ("--device", "cpu"), True),
     "parallel_validation": Benchmark("multi-GPU collectives and memory against published figures", (), True),
     "llm_serving": Benchmark("LLM serving (vLLM-class, transformers) against public measurements", (), True),
+    "nas_speed": Benchmark("NAS: ms per candidate, ratio to a dynamo trace, 1,000 candidates", (), True),
+    "nas_help_fbnet": Benchmark("NAS: rank on HELP's FBNet latencies and our H100 timings", (), False),
+    "nas_measure_fbnet": Benchmark("NAS: time FBNet candidates on a local GPU (GPU)", ("--out", "fbnet.json"), False),
     "repeatability": Benchmark(
         "label repeatability of the collector",
         ("--device", "cpu", "--min-seconds", "0.3", "--warmup-max-seconds", "1.0"),

@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "predict": "perfpredict.api",
     "predict_many": "perfpredict.api",
+    "predict_models": "perfpredict.nas.batch",
     "predict_generation": "perfpredict.llm.generation",
     "parallel_report": "perfpredict.parallel.api",
     "ParallelReport": "perfpredict.parallel.report",

@@ -1,20 +1,21 @@
-"""The Python API: ``predict`` for one model and config, ``predict_many`` for NAS loops.
+"""The Python API: ``predict`` for one model and config, ``predict_many`` for many configs of one model.
 
-Both capture the model with torch.compile (dynamo, plus AOTAutograd for a training step) into an OpGraph, then
-ask a predictor. Models on the meta device work and cost no memory, which is how a 7B model is predicted on a
-laptop. Captured graphs are cached per (model, input shapes, phase), so asking about another device is cheap.
+Both capture the model into an OpGraph without running its arithmetic (``compiler_hooks/capture.py``: an inference
+forward is recorded on meta stand-ins in milliseconds; a training step is that recording traced by AOTAutograd),
+then ask a predictor. Real weights are never copied and a model built on the meta device costs no
+memory, which is how a 70B model is predicted on a laptop. Captured graphs are cached per (model, input shapes,
+phase, dtype, capture), so asking about another device is cheap. Many candidate models: ``perfpredict.nas``.
 """
 
 from __future__ import annotations
 
-import copy
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from perfpredict.errors import FrontendError, InvalidInputError
-from perfpredict.graph import OpGraph, merge_graphs
+from perfpredict.graph import OpGraph
 from perfpredict.pipeline import DEFAULT_DEVICE, report_for_graph
 from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
 
@@ -44,11 +45,15 @@ def predict(
     mode: str = "eager",
     precision: str | None = None,
     parallel: Mapping[str, Any] | None = None,
+    capture: str = "meta",
 ) -> Any:
     """Predict ``model`` called as ``model(*example_inputs, **example_kwargs)`` on ``device``.
 
-    ``phase="training"`` predicts one step: forward, backward and an ``optimizer`` step. ``dtype`` casts a copy
-    of the model and its floating inputs first. The batch size is the leading dimension of the first input.
+    ``phase="training"`` predicts one step: forward, backward and an ``optimizer`` step. ``dtype`` is the run
+    dtype of the weights and floating inputs (the capture makes meta stand-ins in it; nothing is copied).
+    ``capture`` is how the model is traced (:mod:`perfpredict.compiler_hooks.capture`): "meta" (default, never
+    runs the model), "dynamo" (torch.compile's graph, on a meta twin) or "real" (runs it; for forwards that read
+    tensor values). The batch size is the leading dimension of the first input.
     ``weights_built_in`` is the dtype the weights exist in before their cast to the run dtype ("float32", as
     ``Model(config).to(torch.bfloat16)`` builds them); ``None`` for weights loaded straight in the run dtype.
     ``mode`` is how the step runs: "eager", "cuda_graph", "compiled" or "compiled_cuda_graph" (the two-timeline
@@ -71,6 +76,7 @@ def predict(
         dtype=dtype,
         example_kwargs=example_kwargs,
         name=model_name or type(model).__name__,
+        capture=capture,
     )
     if parallel is not None:
         from perfpredict.parallel import parallel_report
@@ -113,59 +119,25 @@ def featurize(
     dtype: str | None = None,
     example_kwargs: Mapping[str, Any] | None = None,
     name: str = "",
+    capture: str = "meta",
 ) -> OpGraph:
-    """Capture ``model`` into one OpGraph (subgraphs of graph breaks merged), cached by model and shapes."""
+    """Capture ``model`` into one OpGraph without running it (``capture``: see :func:`predict`), cached by model,
+    input shapes, phase, dtype and capture."""
+    from perfpredict.compiler_hooks.capture import capture_graph
+
     args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
     kwargs = dict(example_kwargs or {})
     _check(phase, dtype)
-    key = (id(model), _signature(args), _signature(tuple(sorted(kwargs.items()))), phase, dtype)
+    key = (id(model), _signature(args), _signature(tuple(sorted(kwargs.items()))), phase, dtype, capture)
     hit = _CACHE.get(key)
     if hit is not None and hit[0]() is model:
         _CACHE.move_to_end(key)
         return hit[1]
-    original = model  # the cache holds the caller's model, never the cast copy (which dies right away)
-    if dtype is not None:
-        model, args, kwargs = _cast(model, args, kwargs, dtype)
-    graph = _capture(model, args, kwargs, phase, name)
-    _CACHE[key] = (weakref.ref(original) if _weakrefable(original) else (lambda: None), graph)
+    graph = capture_graph(model, args, kwargs, phase=phase, dtype=dtype, name=name, capture=capture)
+    _CACHE[key] = (weakref.ref(model) if _weakrefable(model) else (lambda: None), graph)
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return graph
-
-
-def _capture(model: Any, args: tuple, kwargs: dict, phase: str, name: str) -> OpGraph:
-    import torch
-
-    from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
-    from perfpredict.compiler_hooks.torch_backend import BackendOptions, _training
-
-    graphs: list[OpGraph] = []
-    if phase == "training":
-
-        def backend(gm: Any, ex: list) -> Any:
-            return _training(gm, ex, BackendOptions(phase="training", strict=True, model_name=name), graphs.append)
-    else:
-
-        def backend(gm: Any, ex: list) -> Any:
-            graphs.append(graph_from_fx(gm, ex, name=name))
-            return gm.forward
-
-    was_training = getattr(model, "training", None)
-    limits = {"recompile_limit": 1_000_000, "accumulated_recompile_limit": 1_000_000}
-    try:
-        if hasattr(model, "train"):
-            model.train(phase == "training")
-        with torch._dynamo.config.patch(**limits), torch.set_grad_enabled(phase == "training"):
-            torch.compile(model, backend=backend, dynamic=False)(*args, **kwargs)
-    finally:
-        if was_training is not None:
-            model.train(was_training)
-    if not graphs:
-        raise FrontendError(
-            f"torch.compile captured no graph from {name or type(model).__name__!r}; "
-            "check that it runs eagerly with these inputs"
-        )
-    return merge_graphs(graphs, name=name)
 
 
 #: the columns predict_many returns, one value per configuration, in the order the configurations were given
@@ -211,6 +183,8 @@ def predict_many(
     predictor: str = "auto",
     weights_built_in: str | None = MEASURED_BUILD_DTYPE,
     frame: bool = False,
+    capture: str = "meta",
+    mode: str = "eager",
 ) -> Any:
     """Predict many (device, batch_size) configurations of one architecture in one call.
 
@@ -223,56 +197,86 @@ def predict_many(
 
     from perfpredict.devices import get_device
     from perfpredict.predictors.base import RunConfig
-    from perfpredict.predictors.memory_model import peak_tensor_bytes
-    from perfpredict.predictors.registry import get_predictor, resolve_predictor
 
-    arrays = _batch_affine_arrays(model, example_inputs, phase, dtype)
-    model_predictor = get_predictor(resolve_predictor(predictor, "")[0])
-    if not hasattr(model_predictor, "evaluate"):
-        raise InvalidInputError(f"predictor {predictor!r} has no vectorised path; use perfpredict.predict")
-    config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in)
-    n = len(configs)
-    types = {"device": object, "batch_size": np.int64, "fits_in_memory": bool}
-    out = ManyPredictions({c: np.zeros(n, dtype=types.get(c, float)) for c in MANY_COLUMNS})
+    arrays = _batch_affine_arrays(model, example_inputs, phase, dtype, capture)
+    model_predictor = vector_predictor(predictor)
+    config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in, mode=mode)
+    out = many_columns(len(configs))
     by_device: dict[str, list[int]] = {}
     for i, cfg in enumerate(configs):
         by_device.setdefault(str(cfg.get("device", DEFAULT_DEVICE)), []).append(i)
     for device_name, idx in by_device.items():
-        device = get_device(device_name)
         batches = np.array([_batch_of(configs[i], arrays.graph.batch_size) for i in idx], dtype=float)
-        ev = model_predictor.evaluate(arrays, device, config, batches)
-        peak = peak_tensor_bytes(arrays.graph, config, ev.activations_bytes) + device.runtime_overhead_bytes
-        out["device"][idx] = device.name
-        out["batch_size"][idx] = batches.astype(np.int64)
-        out["latency_ms"][idx] = ev.latency_s * 1e3
-        out["throughput_per_s"][idx] = batches / ev.latency_s
-        out["peak_memory_bytes"][idx] = peak
-        out["fits_in_memory"][idx] = peak <= device.memory_bytes
-        out["energy_j"][idx] = ev.power_w * ev.latency_s
-        out["avg_power_w"][idx] = ev.power_w
+        fill_columns(out, idx, model_predictor, arrays, get_device(device_name), config, batches)
     return out.to_pandas() if frame else out
 
 
-def _batch_affine_arrays(model: Any, example_inputs: Any, phase: str, dtype: str | None) -> Any:
+def vector_predictor(predictor: str) -> Any:
+    """The predictor object behind ``predictor`` ("auto" resolved), which must have a vectorised ``evaluate``."""
+    from perfpredict.predictors.registry import get_predictor, resolve_predictor
+
+    model_predictor = get_predictor(resolve_predictor(predictor, "")[0])
+    if not hasattr(model_predictor, "evaluate"):
+        raise InvalidInputError(f"predictor {predictor!r} has no vectorised path; use perfpredict.predict")
+    return model_predictor
+
+
+def many_columns(n: int, extra: Mapping[str, Any] | None = None) -> ManyPredictions:
+    """Empty columns for ``n`` rows: ``MANY_COLUMNS`` and any ``extra`` (name -> numpy dtype)."""
+    import numpy as np
+
+    types = {"device": object, "batch_size": np.int64, "fits_in_memory": bool, **(extra or {})}
+    return ManyPredictions({c: np.zeros(n, dtype=types.get(c, float)) for c in (*MANY_COLUMNS, *(extra or {}))})
+
+
+def fill_columns(
+    out: ManyPredictions, rows: Any, model_predictor: Any, arrays: Any, device: Any, config: Any, batches: Any
+) -> Any:
+    """Evaluate ``arrays`` on ``device`` at ``batches`` (one per row) and write the rows; returns the Evaluation."""
+    import numpy as np
+
+    from perfpredict.predictors.memory_model import peak_tensor_bytes
+
+    ev = model_predictor.evaluate(arrays, device, config, batches)
+    peak = peak_tensor_bytes(arrays.graph, config, ev.activations_bytes) + device.runtime_overhead_bytes
+    out["device"][rows] = device.name
+    out["batch_size"][rows] = batches.astype(np.int64)
+    out["latency_ms"][rows] = ev.latency_s * 1e3
+    out["throughput_per_s"][rows] = batches / ev.latency_s
+    out["peak_memory_bytes"][rows] = peak
+    out["fits_in_memory"][rows] = peak <= device.memory_bytes
+    out["energy_j"][rows] = ev.power_w * ev.latency_s
+    out["avg_power_w"][rows] = ev.power_w
+    return ev
+
+
+def _batch_affine_arrays(model: Any, example_inputs: Any, phase: str, dtype: str | None, capture: str) -> Any:
+    args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
+    return affine_arrays(lambda a: featurize(model, a, phase=phase, dtype=dtype, capture=capture), args, capture)
+
+
+def affine_arrays(capture_at: Any, args: tuple, capture: str) -> Any:
+    """CostArrays affine in the batch from two captures, ``capture_at(args)`` at the inputs' batch b and at b+1;
+    from the first alone where the graph changes its structure with the batch."""
     from perfpredict.predictors.cost_arrays import CostArrays
 
-    args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
-    base = featurize(model, args, phase=phase, dtype=dtype)
-    b = base.batch_size
+    base = capture_at(args)
     try:
-        other = featurize(model, _rebatch(args, b + 1), phase=phase, dtype=dtype)
-        return CostArrays.fit(base, other)
+        return CostArrays.fit(base, capture_at(rebatch(args, base.batch_size + 1, capture)))
     except FrontendError:
         return CostArrays.from_graph(base)
 
 
-def _rebatch(args: tuple, batch: int) -> tuple:
-    """The same inputs with ``batch`` rows: rows are repeated cyclically, so token ids stay valid."""
+def rebatch(args: tuple, batch: int, capture: str = "meta") -> tuple:
+    """The same inputs with ``batch`` rows: meta tensors where the capture reads no values, else the rows
+    repeated cyclically (so token ids stay valid)."""
     import torch
 
     out = []
     for a in args:
-        if isinstance(a, torch.Tensor) and a.dim() > 0:
+        if isinstance(a, torch.Tensor) and a.dim() > 0 and capture != "real":
+            out.append(torch.empty((batch, *a.shape[1:]), dtype=a.dtype, device="meta"))
+        elif isinstance(a, torch.Tensor) and a.dim() > 0:
             index = torch.arange(batch, device=a.device) % a.shape[0]
             out.append(a.index_select(0, index))
         else:
@@ -292,19 +296,6 @@ def _check(phase: str, dtype: str | None) -> None:
         raise InvalidInputError(f"phase {phase!r} is not one of 'inference', 'training'")
     if dtype is not None and dtype not in _DTYPES:
         raise InvalidInputError(f"dtype {dtype!r} is not one of {', '.join(_DTYPES)}")
-
-
-def _cast(model: Any, args: tuple, kwargs: dict, dtype: str) -> tuple[Any, tuple, dict]:
-    """A copy of the model and its floating inputs in ``dtype`` (the caller's model is left as it was)."""
-    import torch
-
-    target = getattr(torch, dtype)
-
-    def cast(x: Any) -> Any:
-        return x.to(target) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-
-    model = copy.deepcopy(model).to(target)
-    return model, tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
 
 
 def _signature(values: Any) -> tuple:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from perfpredict.errors import FrontendError
 from perfpredict.graph import OpGraph
 from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
 from perfpredict.report import PerfReport
@@ -43,6 +44,11 @@ def report_for_graph(
     from perfpredict.predictors.base import RunConfig
 
     forget()
+    if not graph.nodes:
+        raise FrontendError(
+            f"the graph of {model_name or graph.name or 'the model'!r} holds no operation to predict (source "
+            f"{graph.source!r}); check that the model computes something with these inputs and input shapes"
+        )
     dev = device if isinstance(device, Device) else get_device(device)
     config = RunConfig(
         phase=phase or graph.phase,

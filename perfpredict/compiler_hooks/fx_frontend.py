@@ -8,7 +8,7 @@ parameter when its example input is an ``nn.Parameter`` or dynamo named it ``...
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -40,12 +40,15 @@ def graph_from_fx(
     seq_len: int | None = None,
     source: str = "fx",
     name: str = "",
+    reuse: dict | None = None,
 ) -> OpGraph:
     """Turn one fx GraphModule into an OpGraph.
 
     ``param_indices`` marks placeholders that are parameters or buffers when the caller knows (AOT joint
     graphs), ``trainable_indices`` those of them that train; otherwise example inputs and dynamo's placeholder
     names tell. ``grad_param_indices`` are the dynamo input indices whose gradients the joint graph returns.
+    ``reuse`` maps the key a replayed node carries (``node.meta["reuse"]``, see ``block_reuse``) to the OpNode made
+    for it before, which is taken again under the node's own name and module path.
     """
     walk = _Walk()
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -75,7 +78,10 @@ def graph_from_fx(
         if node.op == "get_attr":
             _record_attr(gm, node, walk)
         elif node.op in ("call_function", "call_method", "call_module"):
-            op_node = _op_node(gm, node, walk)
+            op_node = _reused(node, walk, reuse) if reuse is not None else None
+            op_node = op_node or _op_node(gm, node, walk)
+            if reuse is not None and "reuse" in node.meta:
+                reuse.setdefault(node.meta["reuse"], op_node)
             if op_node is None:
                 continue
             idx = len(nodes)
@@ -111,6 +117,15 @@ def graph_from_fx(
         notes=notes,
         name=name,
     )
+
+
+def _reused(node: Any, walk: _Walk, reuse: dict) -> OpNode | None:
+    """The OpNode made for an earlier node of the same key, renamed; None where there is none yet."""
+    known = reuse.get(node.meta.get("reuse"))
+    if known is None:
+        return None
+    walk.metas[node] = known.outputs
+    return replace(known, name=node.name, module_path=_module_path(node))
 
 
 def _is_param(node: Any, example: Any, i: int, param_indices: set[int] | None) -> bool:

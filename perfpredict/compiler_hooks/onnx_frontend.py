@@ -109,11 +109,7 @@ def graph_from_onnx(
             proto = onnx.inliner.inline_local_functions(proto)
         except Exception as err:  # noqa: BLE001 - keep the calls as unknown ops
             logger.info("could not inline the model's local functions: %s", err)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
-    except Exception as err:  # noqa: BLE001 - shape inference is best effort; our own walk fills gaps
-        logger.info("onnx shape inference failed (%s); using the shapes stored in the model", err)
-        inferred = proto
+    inferred, folded = _inferred(onnx, proto, static=bool(input_shapes))
     graph = inferred.graph
     builder = DataflowBuilder(source="onnx")
     inits = {i.name: i for i in graph.initializer}
@@ -175,12 +171,64 @@ def graph_from_onnx(
         notes.append(
             "onnx: input shapes set to " + ", ".join(f"{k}={'x'.join(map(str, v))}" for k, v in input_shapes.items())
         )
+    if folded:
+        notes.append(
+            "onnx: constant-folded the shape arithmetic of a dynamic export (onnxscript's optimizer) so that shape "
+            "inference could see every tensor at these input shapes"
+        )
     if unknown_shapes:
         notes.append(
             f"onnx: shape inference left {unknown_shapes} tensor(s) without a static shape; the ops that "
             "produce them are costed from their known operands only"
         )
     return builder.build(name=name, phase=phase, notes=notes, fuse=fuse)
+
+
+def _inferred(onnx: Any, proto: Any, static: bool) -> tuple[Any, bool]:
+    """(the model with inferred shapes, whether its shape arithmetic was constant-folded first).
+
+    A dynamic export computes shapes at run time (``Shape``, ``Gather``, ``Concat`` into ``Expand``); ONNX's
+    inference cannot always follow that arithmetic, and loses every tensor after it where a broadcast is ambiguous:
+    a BERT exported with a dynamic batch lost its whole graph at batch 1 (``Expand`` to ``[1, 128]`` of an operand
+    of unknown shape may broadcast either way) and kept it at batch 2. With the input shapes fixed, the arithmetic
+    is constant: onnxscript's optimizer folds it, and inference then sees every shape. The folded model is used
+    only where it leaves fewer tensors unknown.
+    """
+    best = _infer(onnx, proto)
+    missing = _unknown_count(best)
+    if not static or not missing:
+        return best, False
+    try:
+        import logging as _logging
+
+        from onnxscript import optimizer
+
+        quiet = _logging.getLogger("onnxscript.optimizer._constant_folding")
+        level = quiet.level
+        quiet.setLevel(_logging.ERROR)  # it warns for every constant it cannot evaluate
+        try:
+            folded = _infer(onnx, optimizer.optimize(proto))
+        finally:
+            quiet.setLevel(level)
+    except Exception as err:  # noqa: BLE001 - folding is a second chance; the first answer stands without it
+        logger.info("constant folding failed (%s); keeping onnx's own shape inference", err)
+        return best, False
+    return (folded, True) if _unknown_count(folded) < missing else (best, False)
+
+
+def _infer(onnx: Any, proto: Any) -> Any:
+    try:
+        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+    except Exception as err:  # noqa: BLE001 - shape inference is best effort; our own walk fills gaps
+        logger.info("onnx shape inference failed (%s); using the shapes stored in the model", err)
+        return proto
+
+
+def _unknown_count(proto: Any) -> int:
+    """Node outputs whose shape inference left without a static shape."""
+    graph = proto.graph
+    info = {vi.name: vi for vi in [*graph.input, *graph.value_info, *graph.output]}
+    return sum(1 for node in graph.node for o in node.output if o and _meta(info.get(o)) is None)
 
 
 def _with_input_shapes(proto: Any, shapes: dict[str, Sequence[int]]) -> Any:

@@ -162,3 +162,34 @@ def test_cli_helper_errors_are_one_clear_line(tmp_path, case):
     }[case]
     assert expected in message
     assert isinstance(err.value, (InvalidInputError, FrontendError))
+
+
+def test_a_dynamic_batch_export_at_batch_one_keeps_its_graph(tmp_path):
+    """The dynamo exporter's BERT computes its mask shapes at run time; at batch 1 ONNX's shape inference lost every
+    tensor after an ambiguous Expand (0 ops, then a ZeroDivisionError in the CLI). Folding the shape arithmetic
+    keeps the graph: batch 1 has the ops of batch 2 and half its FLOPs."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("onnxscript")
+    cfg = transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100
+    )
+    path = tmp_path / "bert.onnx"
+    torch.onnx.export(
+        transformers.BertModel(cfg).eval(),
+        (torch.randint(0, 100, (2, 16)),),
+        str(path),
+        dynamo=True,
+        input_names=["input_ids"],
+        dynamic_axes={"input_ids": {0: "batch", 1: "seq"}},
+    )
+    one, two = graph_from_onnx_args(path, ["input_ids=1x16"]), graph_from_onnx_args(path, ["input_ids=2x16"])
+    assert len(one.nodes) == len(two.nodes) > 10 and [n.op for n in one.nodes] == [n.op for n in two.nodes]
+    assert 2 * one.total_flops == two.total_flops
+    assert report_for_graph(one, device="H100-SXM").latency_ms.value > 0
+
+
+def test_an_empty_graph_is_refused_not_divided_by():
+    empty = graph_from_onnx(_mlp(), input_shapes={"x": (2, 64)}).with_run(nodes=(), edges=())
+    with pytest.raises(FrontendError, match="no operation"):
+        report_for_graph(empty, device="H100-SXM")

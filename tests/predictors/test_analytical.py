@@ -385,11 +385,11 @@ def test_predict_with_a_dtype_captures_once_and_then_answers_from_the_cache(monk
     import torch
 
     import perfpredict
-    from perfpredict import api
+    from perfpredict.compiler_hooks import capture
 
     calls = []
-    real = api._capture
-    monkeypatch.setattr(api, "_capture", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = capture.capture_graph
+    monkeypatch.setattr(capture, "capture_graph", lambda *a, **k: calls.append(1) or real(*a, **k))
     model = torch.nn.Sequential(torch.nn.Linear(32, 32)).eval()
     x = torch.randn(4, 32)
     first = perfpredict.predict(model, (x,), device="L4", dtype="bfloat16", predictor="analytical")
