@@ -40,7 +40,7 @@ def build_report(
 ) -> PerfReport:
     """The report for ``graph`` on ``device``. ``assumed``: what the caller chose for the user (where the dtype
     came from, ...), listed first in the report's assumptions."""
-    from perfpredict import carbon, cost, mig
+    from perfpredict import breakdown, carbon, cost, mig
     from perfpredict.assumptions import assumptions, dtype_warnings
 
     predictor, choice_note = resolve_predictor(predictor, device.parent or device.name)
@@ -73,6 +73,7 @@ def build_report(
             min_throughput_per_s=min_throughput_per_s,
         )
     fits = out.peak_memory_bytes.value <= device.memory_bytes
+    per_op, by_kind, blocks, outside_ms = breakdown.of_latency(out.per_op, out.by_kind, out.blocks, lat.value)
     return PerfReport(
         model_name=model_name or graph.name,
         device=device.name,
@@ -95,9 +96,11 @@ def build_report(
         price_usd_per_hour=price,
         workload=workload,
         workload_calls=calls,
-        per_op=out.per_op,
-        by_kind=out.by_kind,
-        blocks=out.blocks,
+        per_op=per_op,
+        by_kind=by_kind,
+        blocks=blocks,
+        outside_ops_ms=outside_ms,
+        outside_ops_label=_outside_label(out, outside_ms),
         coverage=graph.coverage,
         graph=GraphSummary(
             len(graph.nodes),
@@ -120,6 +123,19 @@ def build_report(
         device_source=device.source,
         timeline=out.timeline,
         assumptions=assumptions(graph, device, config, out, assumed),
+    )
+
+
+def _outside_label(out: PredictorOutput, outside_ms: float) -> str:
+    """What the latency holds beyond the op rows: the predictor's word for it, or, where a whole-model predictor's
+    latency differs from the roofline op rows it lists, that."""
+    if out.outside_ops_label:
+        return out.outside_ops_label
+    if abs(outside_ms) <= 1e-3 * out.latency_ms.value:  # the rows are the latency (analytical)
+        return ""
+    return (
+        f"not attributed to ops: {out.latency_ms.predictor} predicts the step as a whole, the op rows are the "
+        "roofline's"
     )
 
 

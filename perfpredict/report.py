@@ -214,9 +214,13 @@ class PerfReport:
     device_source: str = "datasheet"
     measured: MeasuredVsPredicted | None = None
     timeline: TimelineSummary | None = None
-    # the per-op time totalled over every op: per op kind, and per repeated block (perfpredict.breakdown)
+    # the per-op time totalled over every op: per op kind, and per repeated block (perfpredict.breakdown); every
+    # share is of latency_ms, and sum(by_kind) + outside_ops_ms == latency_ms
     by_kind: tuple[TimeShare, ...] = ()
     blocks: tuple[BlockShare, ...] = ()
+    # the latency beyond the summed per-op time, and what it is (host time not hidden under device time, ...)
+    outside_ops_ms: float = 0.0
+    outside_ops_label: str = ""
     # what the answer assumes that the user did not say (dtype, weights' load, precision, optimizer, TF32, ...)
     assumptions: dict[str, str] = field(default_factory=dict)
     schema_version: int = field(default=REPORT_SCHEMA_VERSION)
@@ -224,6 +228,11 @@ class PerfReport:
     @property
     def predictor(self) -> str:
         return self.latency_ms.predictor
+
+    @property
+    def op_time_ms(self) -> float:
+        """The per-op time summed over every op (the op-kind rows' total)."""
+        return sum(k.time_ms for k in self.by_kind)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
