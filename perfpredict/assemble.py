@@ -112,9 +112,7 @@ def build_report(
             graph.source,
         ),
         mig=advice,
-        warnings=(
-            _warnings(graph, device, fits, out.peak_memory_bytes.value) + out.warnings + dtype_warnings(graph, device)
-        ),
+        warnings=(_warnings(graph, device, config, out) + out.warnings + dtype_warnings(graph, device)),
         notes=(
             _notes(graph, device, predictor, price)
             + _load_note(graph, config, out)
@@ -157,7 +155,9 @@ def _workload(phase: str, batch: int, workload_calls: int | None) -> tuple[int, 
     return calls, f"{INFERENCE_WORKLOAD_SAMPLES:,} inferences ({calls:,} calls of batch {batch})"
 
 
-def _warnings(graph: OpGraph, device: Device, fits: bool, peak_bytes: float) -> tuple[str, ...]:
+def _warnings(graph: OpGraph, device: Device, config: RunConfig, out_: PredictorOutput) -> tuple[str, ...]:
+    from perfpredict.memory_advice import memory_warning
+
     out = []
     if graph.coverage < COVERAGE_WARNING_BELOW:
         unknown = sorted(graph.unknown_targets.items(), key=lambda kv: -kv[1])
@@ -171,10 +171,23 @@ def _warnings(graph: OpGraph, device: Device, fits: bool, peak_bytes: float) -> 
     elif graph.unknown_targets:
         names = ", ".join(sorted(graph.unknown_targets))
         out.append(f"ops without a cost model (charged memory traffic only): {names}")
-    if not fits:
-        out.append(
-            f"does not fit: needs {peak_bytes / 2**30:.1f} GiB, {device.name} has {device.memory_bytes / 2**30:.1f} GiB"
-        )
+    m = out_.memory
+    tight = memory_warning(
+        out_.peak_memory_bytes.value,
+        device.memory_bytes,
+        config.phase,
+        {
+            "weights": m.params_bytes,
+            "gradients": m.gradients_bytes,
+            "optimizer state": m.optimizer_state_bytes,
+            "optimizer temporaries": m.optimizer_temporaries_bytes,
+            "activations": m.activations_bytes,
+        },
+        optimizer=config.optimizer,
+        where=f"{device.name}: ",
+    )
+    if tight:
+        out.append(tight)
     return tuple(out)
 
 

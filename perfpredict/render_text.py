@@ -135,22 +135,18 @@ def header_lines(report: PerfReport) -> list[tuple[str, str]]:
 
 
 def memory_terms(report: PerfReport) -> str:
-    m = report.memory
-    terms = [
-        ("params", m.params_bytes),
-        ("grads", m.gradients_bytes),
-        ("optimizer", m.optimizer_state_bytes),
-        ("activations", m.activations_peak_bytes),
-        ("runtime", m.runtime_overhead_bytes),
-        ("weights load", m.load_transient_bytes),
-        ("autocast copies", m.weight_copies_bytes),
-    ]
-    return " + ".join(f"{name} {fmt_bytes(v)}" for name, v in terms if v) or "0 B"
+    """The peak's terms, each named as it is (``MemoryBreakdown.rows``); they sum to the peak."""
+    return " + ".join(f"{name} {fmt_bytes(v)}" for name, v in report.memory.rows() if v) or "0 B"
 
 
 def fits_text(report: PerfReport) -> str:
+    from perfpredict.memory_advice import TIGHT_SHARE
+
     verdict = "fits in" if report.fits_in_memory else "DOES NOT FIT in"
-    return f"{verdict} {fmt_bytes(report.device_memory_bytes)} of device memory"
+    tight = report.fits_in_memory and report.memory_share > TIGHT_SHARE
+    return f"{verdict} {fmt_bytes(report.device_memory_bytes)} of device memory" + (
+        f" ({fmt_share(report.memory_share)} of it: tight, see the warning)" if tight else ""
+    )
 
 
 def summary_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
@@ -221,6 +217,8 @@ def group_row(group) -> tuple[str, ...]:
         op.bound,
         fmt_sig(op.arithmetic_intensity_flop_per_byte),
     )
+
+
 MIG_COLUMNS = ("profile", "memory", "fits", "latency", "throughput", "instances/GPU", "meets targets", "reason")
 
 
@@ -448,7 +446,12 @@ def kind_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
     latency = report.latency_ms.value
     if report.outside_ops_label:
         rows.append(
-            (report.outside_ops_label, "", fmt_time_ms(report.outside_ops_ms), fmt_share(report.outside_ops_ms / latency))
+            (
+                report.outside_ops_label,
+                "",
+                fmt_time_ms(report.outside_ops_ms),
+                fmt_share(report.outside_ops_ms / latency),
+            )
         )
     rows.append(("total = latency", f"{ops_in_graph(report):,}", fmt_time_ms(latency), fmt_share(1.0)))
     return rows

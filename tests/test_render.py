@@ -168,7 +168,7 @@ def test_text_has_every_section(report: PerfReport) -> None:
         "6,667 samples/s",
         "[5,334, 8,000]",
         "fits in 80.0 GiB",
-        "params 438 MiB",
+        "weights 438 MiB",
         "600 mJ",
         "75.0 mJ",
         "500 W",
