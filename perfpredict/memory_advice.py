@@ -21,12 +21,14 @@ def memory_warning(
     *,
     optimizer: str = "",
     where: str = "",
+    sharded: bool = False,
 ) -> str | None:
     """A warning when ``peak_bytes`` is over ``TIGHT_SHARE`` of ``capacity_bytes``, else None.
 
     ``terms``: bytes of "weights", "gradients", "optimizer state", "optimizer temporaries" and "activations" (the
     activations saved for backward, or an inference's live activations); a missing term counts 0. ``where`` names
-    the rank or stage ("stage 0: ") for a multi-GPU report.
+    the rank or stage ("stage 0: ") for a multi-GPU report; ``sharded``: the state is already sharded (FSDP or
+    ZeRO-3), so more GPUs, not FSDP, is the remedy.
     """
     if capacity_bytes <= 0 or peak_bytes <= TIGHT_SHARE * capacity_bytes:
         return None
@@ -37,17 +39,19 @@ def memory_warning(
     else:
         head = f"{amount}: fits, but above {TIGHT_SHARE:.0%}; allocator fragmentation or a longer input may not fit"
     return f"{head}. To bring it under {TIGHT_SHARE:.0%} ({TIGHT_SHARE * capacity_bytes / GIB:.2f} GiB): " + "; ".join(
-        remedies(phase, terms, optimizer, at_least_bytes=0.01 * capacity_bytes)
+        remedies(phase, terms, optimizer, at_least_bytes=0.01 * capacity_bytes, sharded=sharded)
     )
 
 
-def remedies(phase: str, terms: Mapping[str, float], optimizer: str = "", at_least_bytes: float = 0.0) -> list[str]:
+def remedies(
+    phase: str, terms: Mapping[str, float], optimizer: str = "", at_least_bytes: float = 0.0, sharded: bool = False
+) -> list[str]:
     """What each usual remedy saves, in GiB, from the peak's terms; those saving under ``at_least_bytes`` are left
     out (unless none is left)."""
     act = float(terms.get("activations", 0.0))
     state = float(terms.get("optimizer state", 0.0))
     temporaries = float(terms.get("optimizer temporaries", 0.0))
-    sharded = float(terms.get("weights", 0.0)) + float(terms.get("gradients", 0.0)) + state
+    state_bytes = float(terms.get("weights", 0.0)) + float(terms.get("gradients", 0.0)) + state
     found = [
         (
             act / 2,
@@ -76,9 +80,12 @@ def remedies(phase: str, terms: Mapping[str, float], optimizer: str = "", at_lea
         n = FSDP_EXAMPLE_GPUS
         found.append(
             (
-                sharded * (n - 1) / n,
-                f"FSDP (--fsdp --dp N shards weights, gradients and optimizer state, {sharded / GIB:.2f} GiB, over N "
-                f"GPUs: saves about {sharded * (n - 1) / n / GIB:.2f} GiB at N={n})",
+                state_bytes * (n - 1) / n,
+                f"FSDP (--fsdp --dp N shards weights, gradients and optimizer state, {state_bytes / GIB:.2f} GiB, "
+                f"over N GPUs: saves about {state_bytes * (n - 1) / n / GIB:.2f} GiB at N={n})"
+                if not sharded
+                else f"shard over twice the GPUs (the sharded state, {state_bytes / GIB:.2f} GiB, halves: saves "
+                f"about {state_bytes / 2 / GIB:.2f} GiB)",
             )
         )
     kept = [text for saved, text in found if saved >= at_least_bytes]

@@ -173,6 +173,7 @@ def _warnings(plan: ParallelPlan, stages, dev, links, phase: str = "training", o
             },
             optimizer=optimizer,
             where=f"stage {s.stage} on each {dev.name}: " if len(stages) > 1 else f"each {dev.name}: ",
+            sharded=plan.dp > 1 and plan.shard_stage >= 3,
         )
         if text:
             out.append(text)

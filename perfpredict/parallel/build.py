@@ -28,8 +28,8 @@ def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, de
     pp, m = plan.pp, plan.microbatches
     own = run.time.report.memory
     if training and pp > 1:
-        parts = mem.pipeline_stage_activations(
-            mem.saved_activation_bytes(graph, run.start),
+        parts = mem.pipeline_stage_activations(  # the activation received is kept for the backward too
+            mem.saved_activation_bytes(graph, run.start) + run.recv_bytes,
             pipeline.in_flight(run.stage.index, pp, m),
             own.activations_bytes,
             own.workspace_bytes,
