@@ -111,7 +111,7 @@ def test_html_groups_identical_ops():
 def test_roofline_shares_are_the_tables_and_its_labels_sit_in_the_legend():
     pytest.importorskip("matplotlib")
     from perfpredict.devices import get_device
-    from perfpredict.kernels.plot import _figure, kind_points, report_shares, roofline_points
+    from perfpredict.kernels.plot import _figure, kind_points, report_rest, report_shares, roofline_points
 
     report = _predict(device="L4")
     graph = _graph()
@@ -120,12 +120,14 @@ def test_roofline_shares_are_the_tables_and_its_labels_sit_in_the_legend():
     assert shares == {k.name: k.share for k in report.by_kind}
     for k in kind_points(roofline_points(graph, device), device, shares):
         assert k["time_share"] == shares[k["op"]]
-    fig = _figure(graph, device, None, None, None, False, shares)
+    fig = _figure(graph, device, None, None, None, False, shares, report_rest(report))
     ax = fig.axes[0]
     assert not ax.texts  # nothing written inside the axes, where labels could overlap markers or each other
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     matmul = next(k for k in report.by_kind if k.name == "matmul")
     assert f"matmul: {matmul.share:.1%} of the latency" in labels
+    rest = report.outside_ops_ms / report.latency_ms.value
+    assert f"host, not hidden by the GPU: {rest:.1%} of the latency" in labels
 
 
 def _text(parts) -> str:

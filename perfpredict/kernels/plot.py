@@ -137,6 +137,7 @@ def _figure(
     title: str | None,
     tf32: bool,
     shares: Mapping[str, float] | None = None,
+    rest: tuple[str, float] | None = None,
 ):
     try:
         from matplotlib.figure import Figure
@@ -203,6 +204,8 @@ def _figure(
                 linewidths=0.6,
                 label=f"{k['op']}: {k['time_share']:.1%} {of}",
             )
+        if rest is not None and rest[1] > 0:  # the latency's part outside the ops: a legend line, no marker
+            ax.plot([], [], " ", label=f"{rest[0]}: {rest[1]:.1%} of the latency")
         if measured:
             mx = [
                 (p["intensity_flop_per_byte"], p["flops"] / measured[p["name"]])
@@ -251,7 +254,7 @@ def plot_roofline(
         from perfpredict.kernels.ceilings import read_ceilings
 
         ceilings = read_ceilings(ceilings)
-    fig = _figure(graph, device, ceilings, measured, title, tf32, report_shares(report))
+    fig = _figure(graph, device, ceilings, measured, title, tf32, report_shares(report), report_rest(report))
     path = Path(path or "roofline")
     targets = (
         [path] if path.suffix.lower() in (".png", ".svg") else [path.with_suffix(".png"), path.with_suffix(".svg")]
@@ -277,7 +280,7 @@ def roofline_svg(
     kinds' shares are the report's (the numbers of its op-kind table)."""
     from perfpredict.devices import get_device
 
-    fig = _figure(graph, get_device(device), ceilings, measured, None, tf32, report_shares(report))
+    fig = _figure(graph, get_device(device), ceilings, measured, None, tf32, report_shares(report), report_rest(report))
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
     text = buf.getvalue()
@@ -289,3 +292,11 @@ def report_shares(report: Any) -> dict[str, float] | None:
     """op kind -> share of the latency, from a report's op-kind rows (None without a report or rows)."""
     kinds = getattr(report, "by_kind", ()) if report is not None else ()
     return {k.name: k.share for k in kinds} or None
+
+
+def report_rest(report: Any) -> tuple[str, float] | None:
+    """(what the latency holds beyond the ops, its share of the latency) from a report, or None."""
+    label = getattr(report, "outside_ops_label", "") if report is not None else ""
+    if not label or not report.latency_ms.value:
+        return None
+    return label, report.outside_ops_ms / report.latency_ms.value
