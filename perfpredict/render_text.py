@@ -459,11 +459,7 @@ def kind_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
 
 def kinds_title(report: PerfReport) -> str:
     """The op-kind table's title: what it covers and the latency it adds up to."""
-    return (
-        f"Time by op kind (all {ops_in_graph(report):,} ops: {fmt_time_ms(report.op_time_ms)} of device time"
-        + (f" + {fmt_time_ms(report.outside_ops_ms)} outside the ops" if report.outside_ops_label else "")
-        + f" = the {fmt_time_ms(report.latency_ms.value)} latency)"
-    )
+    return f"Time by op kind (all {ops_in_graph(report):,} ops; total = the {fmt_time_ms(report.latency_ms.value)} latency)"
 
 
 def ops_title(report: PerfReport, listed: int) -> str:
