@@ -117,3 +117,16 @@ def test_the_report_carries_the_warning_and_says_tight():
     assert report.fits_in_memory and report.memory_share == pytest.approx(0.95, rel=1e-3)
     assert any("fits, but above 90%" in w and "8-bit optimizer" in w for w in report.warnings)
     assert "95.0% of it: tight" in fits_text(report)
+
+
+def test_generation_warns_when_tight_too():
+    from types import SimpleNamespace
+
+    from perfpredict.llm.generation import _memory_warnings
+
+    l4 = SimpleNamespace(name="L4", memory_bytes=22 * GIB)
+    assert _memory_warnings(19 * GIB, l4, 8, 2048) == ()  # 86%
+    (tight,) = _memory_warnings(21 * GIB, l4, 8, 2048)  # 95%
+    assert "fits, but above 90%" in tight and "at most 8 sequences fit at 2048 tokens" in tight
+    (over,) = _memory_warnings(30 * GIB, l4, 4, 2048)
+    assert over.startswith("does not fit: needs 30.0 GiB, L4 has 22.0 GiB")
