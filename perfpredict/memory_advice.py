@@ -55,7 +55,8 @@ def remedies(
     found = [
         (
             act / 2,
-            f"halve the batch (the activations, {act / GIB:.2f} GiB, scale with it: saves about {act / 2 / GIB:.2f} GiB)",
+            f"halve the batch (the activations, {act / GIB:.2f} GiB, scale with it: saves about "
+            f"{act / 2 / GIB:.2f} GiB)",
         )
     ]
     if phase != "training":

@@ -459,7 +459,8 @@ def kind_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
 
 def kinds_title(report: PerfReport) -> str:
     """The op-kind table's title: what it covers and the latency it adds up to."""
-    return f"Time by op kind (all {ops_in_graph(report):,} ops; total = the {fmt_time_ms(report.latency_ms.value)} latency)"
+    latency = fmt_time_ms(report.latency_ms.value)
+    return f"Time by op kind (all {ops_in_graph(report):,} ops; total = the {latency} latency)"
 
 
 def ops_title(report: PerfReport, listed: int) -> str:

@@ -13,8 +13,9 @@
 Memory and power come from the analytical model (the same ops, the same ceilings). The per-op table is each op's
 device time in the mode asked for (a fused kernel's time split over its ops by their own device time), so the op
 rows sum to the device timeline, and the wall time beyond it is the report's "host time not hidden under device
-time" line (``outside_ops_ms``). Energy is power x wall time. The device time per op is the roofline bound over an efficiency learned
-from op rows (``op_efficiency``) where a model exists for the device's kind, else the analytical fixed fractions.
+time" line (``outside_ops_ms``). Energy is power x wall time. The device time per op is the roofline bound over an
+efficiency learned from op rows (``op_efficiency``) where a model exists for the device's kind, else the analytical
+fixed fractions.
 """
 
 from __future__ import annotations
