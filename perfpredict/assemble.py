@@ -6,6 +6,7 @@ Predictors say how long one call takes and how much memory and energy it needs; 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Mapping
@@ -74,6 +75,7 @@ def build_report(
         )
     fits = out.peak_memory_bytes.value <= device.memory_bytes
     per_op, by_kind, blocks, outside_ms = breakdown.of_latency(out.per_op, out.by_kind, out.blocks, lat.value)
+    memory = _memory_of_peak(out)
     return PerfReport(
         model_name=model_name or graph.name,
         device=device.name,
@@ -84,7 +86,7 @@ def build_report(
         latency_ms=lat,
         throughput_per_s=throughput,
         peak_memory_bytes=out.peak_memory_bytes,
-        memory=out.memory,
+        memory=memory,
         fits_in_memory=fits,
         device_memory_bytes=device.memory_bytes,
         energy_j=out.energy_j,
@@ -122,6 +124,15 @@ def build_report(
         timeline=out.timeline,
         assumptions=assumptions(graph, device, config, out, assumed),
     )
+
+
+def _memory_of_peak(out: PredictorOutput):
+    """The memory terms, with what a whole-model predictor's peak holds beyond them as a term of its own, so they
+    sum to the peak the report states."""
+    rest = round(out.peak_memory_bytes.value) - (out.memory.total_bytes - out.memory.unattributed_bytes)
+    if abs(rest) <= 1:
+        return out.memory
+    return dataclasses.replace(out.memory, unattributed_bytes=int(rest))
 
 
 def _outside_label(out: PredictorOutput, outside_ms: float) -> str:

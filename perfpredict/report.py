@@ -74,6 +74,8 @@ class MemoryBreakdown:
     workspace_bytes: int = 0  # part of activations_peak_bytes
     optimizer_temporaries_bytes: int = 0  # part of activations_peak_bytes
     peak_at: str = ""
+    # a whole-model predictor's peak less the terms above (signed): the terms are the structural model's
+    unattributed_bytes: int = 0
 
     @property
     def activations_bytes(self) -> int:
@@ -101,6 +103,7 @@ class MemoryBreakdown:
             ("autocast copies", self.weight_copies_bytes),
             ("weights load (cast)", self.load_transient_bytes),
             ("runtime (CUDA context, allocator)", self.runtime_overhead_bytes),
+            ("rest of the learned peak", self.unattributed_bytes),
         ]
 
     @property
@@ -113,6 +116,7 @@ class MemoryBreakdown:
             + self.runtime_overhead_bytes
             + self.load_transient_bytes
             + self.weight_copies_bytes
+            + self.unattributed_bytes
         )
 
 

@@ -93,6 +93,8 @@ def test_a_whole_model_predictor_says_its_latency_is_not_the_op_rows():
     report = _predict(device="H100-SXM", predictor="xgboost")
     assert report.op_time_ms + report.outside_ops_ms == pytest.approx(report.latency_ms.value)
     assert report.outside_ops_label.startswith("not attributed to ops: xgboost")
+    # its peak too is its own: the structural terms and the rest of the learned peak make it up
+    assert sum(v for _, v in report.memory.rows()) == round(report.peak_memory_bytes.value)
 
 
 def test_text_html_and_json_state_the_total_and_the_latency():
