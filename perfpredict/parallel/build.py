@@ -27,10 +27,10 @@ def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, de
     training = each is not None
     pp, m = plan.pp, plan.microbatches
     own = run.time.report.memory
-    if training and pp > 1:
+    if training and (pp > 1 or m > 1):  # gradients accumulate over the microbatches: resident in their backwards
         parts = mem.pipeline_stage_activations(  # the activation received is kept for the backward too
             mem.saved_activation_bytes(graph, run.start) + run.recv_bytes,
-            pipeline.in_flight(run.stage.index, pp, m),
+            pipeline.in_flight(run.stage.index, pp, m) if pp > 1 else 1,
             own.activations_bytes,
             own.workspace_bytes,
             own.optimizer_temporaries_bytes,

@@ -61,6 +61,15 @@ def test_one_f_one_b_stages_hold_their_in_flight_microbatches(training_graph, mi
         assert stage.memory.activations_bytes == flight * saved  # one layer per stage
 
 
+def test_gradient_accumulation_keeps_one_microbatchs_activations_beside_the_gradients(training_graph):
+    # dp with 4 microbatches: the gradients accumulate from the first backward on, so the later backwards hold one
+    # microbatch's saved activations on top of them (the whole model's: two layers and the second's input)
+    report = parallel_report(training_graph, {"dp": 2, "microbatches": 4}, optimizer="adamw-8bit")
+    (stage,) = report.stages
+    assert stage.memory.peak_at == "backward"
+    assert stage.memory.activations_bytes == 2 * LAYER_SAVED + B * S * H * 4
+
+
 def test_every_stage_term_is_shown_and_sums_to_its_total(training_graph):
     report = parallel_report(training_graph, {"pp": 2, "microbatches": 4}, precision="amp-bf16")
     text = render_parallel_text(report)
