@@ -186,7 +186,7 @@ class TimelineSummary:
 
 @dataclass(frozen=True)
 class TimeShare:
-    """A share of the summed per-op time: of the whole step (per op kind), or of one block (per part)."""
+    """Time summed over ops: per op kind (``share`` of the latency), or per part of a block (of the block)."""
 
     name: str
     time_ms: float
@@ -196,7 +196,8 @@ class TimeShare:
 
 @dataclass(frozen=True)
 class BlockShare:
-    """A repeated block (``model.layers.*``): its repeats, its time summed over them, and its parts."""
+    """A repeated block (``model.layers.*``): its repeats, its time summed over them (``share`` of the latency),
+    and its parts."""
 
     path: str
     repeats: int
