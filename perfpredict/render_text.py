@@ -450,7 +450,7 @@ def kind_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
                 report.outside_ops_label,
                 "",
                 fmt_time_ms(report.outside_ops_ms),
-                fmt_share(report.outside_ops_ms / latency),
+                fmt_share(report.outside_ops_ms / latency if latency else 0.0),
             )
         )
     rows.append(("total = latency", f"{ops_in_graph(report):,}", fmt_time_ms(latency), fmt_share(1.0)))
