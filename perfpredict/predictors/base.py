@@ -57,8 +57,19 @@ class RunConfig:
     mode: str = "eager"  # eager, cuda_graph, compiled, compiled_cuda_graph (the two-timeline predictor reads it)
     precision: str | None = None  # a training recipe of perfpredict.precision; None: the graph's dtype throughout
     conv_tf32: bool = True  # cuDNN may run float32 convolutions as TF32: PyTorch's default (matmuls: ``tf32``)
+    # the host that drives the device (predictors.host_model.HOSTS, or "calibrated"); None: this machine's calibrated
+    # profile where there is one, else the default for the device's kind (a GPU server for a GPU)
+    host: str | None = None
 
     def __post_init__(self) -> None:
+        if self.host is not None:
+            from perfpredict.predictors.host_model import host_names
+
+            if self.host not in host_names():
+                raise InvalidInputError(
+                    f"unknown host {self.host!r}; choose one of {', '.join(host_names())} "
+                    "(`perfpredict calibrate-host` measures this machine's)"
+                )
         if self.mode not in RUN_MODES:
             raise InvalidInputError(f"mode {self.mode!r} is not one of {', '.join(RUN_MODES)}")
         if self.phase not in ("inference", "training"):
