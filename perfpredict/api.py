@@ -46,6 +46,7 @@ def predict(
     precision: str | None = None,
     parallel: Mapping[str, Any] | None = None,
     capture: str = "meta",
+    host: str | None = None,
 ) -> Any:
     """Predict ``model`` called as ``model(*example_inputs, **example_kwargs)`` on ``device``.
 
@@ -59,7 +60,10 @@ def predict(
     ``mode`` is how the step runs: "eager", "cuda_graph", "compiled" or "compiled_cuda_graph" (the two-timeline
     predictor, ``predictor="two_timeline"``, reads it). ``precision`` is a training recipe of
     :mod:`perfpredict.precision` ("fp32", "bf16", "amp-bf16", "amp-fp16"): the weights, gradients and optimizer
-    state it holds per parameter; ``None`` keeps the model's dtype for all of them.
+    state it holds per parameter; ``None`` keeps the model's dtype for all of them. ``host`` is the CPU host that
+    drives the GPU (its dispatch and launch cost set an eager step's host timeline): a shipped profile's name
+    ("h100-server", "dev-vm") or "calibrated" (``perfpredict calibrate-host``); None: this machine's calibrated
+    profile where there is one, else "h100-server". The report's assumptions name it.
 
     ``parallel`` spreads one step over several GPUs (``{"dp": 8, "tp": 2, "pp": 2, "fsdp": True, "sp": True,
     "microbatches": 8}``; see :mod:`perfpredict.parallel`) and returns a ``ParallelReport`` instead: per-rank time
@@ -91,6 +95,7 @@ def predict(
             mode=mode,
             tf32=tf32,
             model_name=model_name or graph.name,
+            host=host,
         )
     return report_for_graph(
         graph,
@@ -108,6 +113,7 @@ def predict(
         weights_built_in=weights_built_in,
         mode=mode,
         precision=precision,
+        host=host,
     )
 
 

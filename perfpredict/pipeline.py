@@ -35,9 +35,12 @@ def report_for_graph(
     mode: str = "eager",
     precision: str | None = None,
     assumed: Mapping[str, str] | None = None,
+    host: str | None = None,
 ) -> PerfReport:
     """A PerfReport for an OpGraph any frontend produced (FX, AOT, Relax, ONNX). ``assumed``: choices made for the
-    user that the report should state (see perfpredict.assumptions)."""
+    user that the report should state (see perfpredict.assumptions). ``host``: the host that drives the device, by
+    name (``perfpredict.predictors.host_model.HOSTS``) or ``"calibrated"``; None: the calibrated one, else the
+    default for the device's kind (a GPU server)."""
     from perfpredict.assemble import build_report
     from perfpredict.delivery import forget, record
     from perfpredict.devices import Device, get_device
@@ -58,6 +61,7 @@ def report_for_graph(
         weights_built_in=weights_built_in,
         mode=mode,
         precision=precision,
+        host=host,
     )
     report = build_report(
         graph,

@@ -27,6 +27,7 @@ from perfpredict.render_text import (
     ops_title,
     sorted_ops,
     summary_rows,
+    timeline_lines,
     unknown_op_counts,
 )
 
@@ -85,6 +86,20 @@ def _summary(report: PerfReport) -> str:
         rows,
         numeric={"value", "interval [low, high]"},
         row_class=lambda r: "bad" if r[0] == "Peak memory" and not report.fits_in_memory else "",
+    )
+
+
+def _timeline(report: PerfReport) -> str:
+    """The device, host and wall time, the bound, and (host-bound) what the other modes would take."""
+    lines = timeline_lines(report)
+    if not lines:
+        return ""
+    t = report.timeline
+    rows = [(t.mode, f"{t.device_ms:.3g} ms", f"{t.host_ms:.3g} ms", f"{t.wall_ms:.3g} ms", t.bound or "-")]
+    table = _table(("mode", "device", "host", "wall", "bound"), rows, numeric={"device", "host", "wall"})
+    advice = "".join(f'<p class="rec" id="host-bound">{escape(line)}</p>' for line in lines[1:])
+    return (
+        f'<h2>What limits the run</h2><section id="timeline">{table}<p>{escape(lines[0])}</p>{advice}</section>'
     )
 
 
@@ -171,6 +186,7 @@ def render_html(report: PerfReport, extra_sections: dict[str, str] | None = None
     body = (
         _header(report)
         + _summary(report)
+        + _timeline(report)
         + _ops(report, top_ops)
         + _mig(report)
         + extra

@@ -324,20 +324,41 @@ def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
     return parts
 
 
-def timeline_line(report: PerfReport) -> str:
-    """Device, host and wall time of the step, and, when the device idles, what CUDA graphs or torch.compile give."""
+BOUND_LABELS = {"host": "host (dispatch and launches)", "compute": "compute", "memory": "memory bandwidth"}
+
+
+def timeline_lines(report: PerfReport) -> list[str]:
+    """Device, host and wall time of the step and what bounds it; when the host sets the pace, what CUDA graphs
+    and torch.compile would take it to (every door shows these lines: terminal, HTML, web page)."""
     t = report.timeline
-    text = (
+    if t is None:
+        return []
+    bound = f"; bound: {BOUND_LABELS.get(t.bound, t.bound)}" if t.bound else ""
+    lines = [
         f"timelines ({t.mode}): device {fmt_time_ms(t.device_ms)}, host {fmt_time_ms(t.host_ms)}, "
-        f"wall {fmt_time_ms(t.wall_ms)}; host profile: {t.host_profile}"
+        f"wall {fmt_time_ms(t.wall_ms)}{bound}; host profile: {t.host_profile}"
+    ]
+    advice = host_bound_advice(t)
+    if advice:
+        lines.append(advice)
+    return lines
+
+
+def host_bound_advice(t) -> str:
+    """One line for a host-bound step: the device's idle share and the wall time of every other mode."""
+    if not (t.launch_bound and t.other_modes_ms):
+        return ""
+    others = ", ".join(f"{mode} {fmt_time_ms(ms)}" for mode, ms in t.other_modes_ms.items())
+    best = min(t.other_modes_ms, key=t.other_modes_ms.get)
+    return (
+        f"host-bound: the GPU idles {t.device_idle_share:.0%} of the {t.mode} step ({fmt_time_ms(t.wall_ms)}); "
+        f"the other modes would take: {others} (best: {best}, --mode {best})"
     )
-    if t.launch_bound and t.other_modes_ms:
-        best = min(t.other_modes_ms, key=t.other_modes_ms.get)
-        text += (
-            f"\nlaunch-bound: the GPU idles {t.device_idle_share:.0%} of the step; {best.replace('_', ' ')} "
-            f"would take it from {fmt_time_ms(t.wall_ms)} to {fmt_time_ms(t.other_modes_ms[best])}"
-        )
-    return text
+
+
+def timeline_line(report: PerfReport) -> str:
+    """:func:`timeline_lines` as one text block."""
+    return "\n".join(timeline_lines(report))
 
 
 def _plain(text: str):

@@ -76,6 +76,14 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
         help="how the step runs, for the two-timeline predictor: eager (default), cuda_graph, compiled "
         "(torch.compile), compiled_cuda_graph (torch.compile mode='reduce-overhead')",
     )
+    p.add_argument(
+        "--host",
+        default=None,
+        metavar="NAME",
+        help="the host CPU that drives the GPU (its dispatch and launches time an eager step): h100-server (a "
+        "16-vCPU Xeon GPU server, the default), dev-vm, or calibrated (`perfpredict calibrate-host`'s; used by "
+        "default once it exists)",
+    )
     p.add_argument("--max-latency-ms", type=positive_float, default=None, help="latency target for MIG advice")
     p.add_argument(
         "--min-throughput", type=positive_float, default=None, help="throughput target (samples/s) for MIG advice"

@@ -36,7 +36,7 @@ from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.gpu_efficiency import GpuEfficiencyModel
 from perfpredict.predictors.registry import register_predictor
-from perfpredict.report import OpContribution, Prediction, TimelineSummary
+from perfpredict.report import HOST_BOUND_IDLE_SHARE, OpContribution, Prediction, TimelineSummary
 
 NAME = "two_timeline"
 VERSION = "1"
@@ -448,6 +448,8 @@ class TwoTimelinePredictor:
             other_modes_ms=others,
             host_profile=self.profile_for(device).name,
             device_model=self.describe_device_model(arrays.graph, device, config),
+            bound="host" if float(tl.device_idle_share[0]) > HOST_BOUND_IDLE_SHARE else device_bound(ev, node_s),
+            host_source=self.profile_for(device).source,
         )
 
     def describe_device_model(self, graph, device, config: RunConfig) -> str:
@@ -464,6 +466,13 @@ class TwoTimelinePredictor:
         return "datasheet x fixed achieved fractions (analytical.ACHIEVED_FRACTION)" + (
             f" x a calibrated scale of {scale:.2f}" if scale != 1.0 else ""
         )
+
+
+def device_bound(ev, node_s: np.ndarray) -> str:
+    """"compute" or "memory": the roofline bound of the ops that hold most of the first config's device time."""
+    t = node_s[:, 0]
+    compute = ev.compute_s[: len(t), 0] >= ev.memory_s[: len(t), 0]
+    return "compute" if t[compute].sum() >= t[~compute].sum() else "memory"
 
 
 def outside_label(device, mode: str) -> str:

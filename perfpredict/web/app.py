@@ -16,6 +16,8 @@ from typing import Any
 
 from perfpredict.web.compare import MAX_ONNX_BYTES, PHASES, Answer, Question, compare, config_from_upload
 
+RUN_MODES = ("eager", "cuda_graph", "compiled", "compiled_cuda_graph")  # predictors.base.RUN_MODES, kept light
+
 DEFAULT_DEVICES = ("H100-SXM", "A100-80GB")
 
 
@@ -24,6 +26,7 @@ def build_app():
 
     from perfpredict.compiler_hooks.hf_frontend import known_models
     from perfpredict.devices import list_devices
+    from perfpredict.predictors.host_model import host_names
 
     names = [d.name for d in list_devices()]
     slices = [f"{d.name}/{m.name}" for d in list_devices() for m in d.mig_profiles]
@@ -52,6 +55,19 @@ def build_app():
             dtype = gr.Dropdown(["default", "float32", "bfloat16", "float16"], value="default", label="dtype")
             precision = gr.Dropdown(
                 ["default", "fp32", "bf16", "amp-bf16", "amp-fp16"], value="default", label="training precision"
+            )
+        with gr.Row():
+            mode = gr.Radio(
+                list(RUN_MODES),
+                value="eager",
+                label="run mode (eager; CUDA graphs; torch.compile; compile with reduce-overhead)",
+                elem_id="mode",
+            )
+            host = gr.Dropdown(
+                ["default", *host_names()],
+                value="default",
+                label="host CPU driving the GPU (default: h100-server, a GPU server)",
+                elem_id="host",
             )
         devices = gr.CheckboxGroup(names, value=list(DEFAULT_DEVICES), label="devices", elem_id="devices")
         mig = gr.Dropdown(slices, value=[], multiselect=True, label="MIG slices (optional)")
@@ -95,6 +111,8 @@ def build_app():
                 pp,
                 fsdp,
                 engine,
+                mode,
+                host,
             ],
             [message, table, roofline, kinds, files],
         )
@@ -118,6 +136,8 @@ def answer(
     pp=1,
     fsdp=False,
     engine="auto",
+    mode="eager",
+    host="default",
 ):
     """The page's handler: every error becomes one line in the page, never a traceback."""
     from perfpredict.errors import PerfPredictError
@@ -135,7 +155,13 @@ def answer(
             max_latency,
             min_throughput,
         )
-        q = dataclasses.replace(q, parallel=parallel_plan(dp, tp, pp, fsdp), engine=engine or "auto")
+        q = dataclasses.replace(
+            q,
+            parallel=parallel_plan(dp, tp, pp, fsdp),
+            engine=engine or "auto",
+            mode=mode or "eager",
+            host=None if host in (None, "", "default") else host,
+        )
         result = compare(q)
     except PerfPredictError as err:
         return _message(str(err)), "", "", "", None
@@ -187,7 +213,22 @@ def table_html(result: Answer) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in result.columns)
     body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in result.rows)
     notes = "".join(f'<p class="note">{escape(n)}</p>' for n in result.notes)
-    return f'<table id="comparison"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}'
+    return (
+        f'<table id="comparison"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}'
+        + timelines_html(result)
+    )
+
+
+def timelines_html(result: Answer) -> str:
+    """What limits each device's run: device, host and wall time, the bound, and, host-bound, the other modes."""
+    from perfpredict.render_text import timeline_lines
+
+    items = [
+        f"<li><b>{escape(r.device)}</b>: " + "<br>".join(escape(line) for line in timeline_lines(r)) + "</li>"
+        for r in result.reports
+        if getattr(r, "timeline", None) is not None
+    ]
+    return f'<h3>What limits the run</h3><ul id="timelines">{"".join(items)}</ul>' if items else ""
 
 
 def _roofline(result: Answer) -> str:

@@ -34,6 +34,8 @@ class Question:
     new_tokens: int = 128
     parallel: dict | None = None  # {"dp", "tp", "pp", "fsdp"}: one step over several GPUs (perfpredict.parallel)
     engine: str = "auto"  # generation: "vllm" (a vLLM-class engine), "hf" (transformers' generate) or "auto"
+    mode: str = "eager"  # how a step runs: eager, cuda_graph, compiled, compiled_cuda_graph (inference, training)
+    host: str | None = None  # the host profile (predictors.host_model.HOSTS or "calibrated"); None: the default
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,15 @@ def _parallel(q: Question, devices: list) -> Answer:
     for device in devices:
         graph, run = _graph(q, device)
         reports.append(
-            parallel_report(graph, q.parallel, device=device, precision=run.precision, model_name=graph.name)
+            parallel_report(
+                graph,
+                q.parallel,
+                device=device,
+                precision=run.precision,
+                model_name=graph.name,
+                mode=q.mode,
+                host=q.host,
+            )
         )
     columns = (
         "device",
@@ -101,6 +111,7 @@ def _parallel(q: Question, devices: list) -> Answer:
         "memory per GPU",
         "fits",
         "scaling efficiency",
+        "bound",
         "interconnect",
     )
     rows = tuple(
@@ -114,6 +125,7 @@ def _parallel(q: Question, devices: list) -> Answer:
             fmt_bytes(r.peak_memory_bytes),
             "yes" if r.fits_in_memory else "NO",
             fmt_share(r.scaling_efficiency),
+            r.bound or "-",
             r.interconnect,
         )
         for r in reports
@@ -122,7 +134,8 @@ def _parallel(q: Question, devices: list) -> Answer:
         f"{reports[0].world_size} GPUs; the batch is one GPU's micro-batch (global batch "
         f"{reports[0].global_batch_size}). Multi-GPU step times are not validated on hardware (docs: multi-GPU)."
     )
-    return Answer(columns, rows, tuple(reports), None, (note,))
+    host_notes = tuple(f"{r.device}: {n}" for r in reports for n in r.notes)
+    return Answer(columns, rows, tuple(reports), None, (note, *host_notes))
 
 
 def _step(q: Question, devices: list) -> Answer:
@@ -144,6 +157,8 @@ def _step(q: Question, devices: list) -> Answer:
                 weights_built_in=None,
                 model_name=graph.name,
                 assumed={"dtype": run.source},
+                mode=q.mode,
+                host=q.host,
             )
         )
     per = "1k inferences" if q.phase == "inference" else "training run"
@@ -158,6 +173,7 @@ def _step(q: Question, devices: list) -> Answer:
         "carbon",
         f"cost per {per}",
         "MIG pick",
+        "bound",
         "predictor",
     )
     rows = []
@@ -176,6 +192,7 @@ def _step(q: Question, devices: list) -> Answer:
                 fmt_carbon_g(r.carbon_g.value),
                 fmt_usd(r.cost_usd.value),
                 (r.mig.recommended or "none") if r.mig else "-",
+                r.timeline.bound if r.timeline is not None and r.timeline.bound else "-",
                 f"{r.predictor}{ood}",
             )
         )
