@@ -46,7 +46,7 @@ def host_bound_note(timeline: TimelineSummary | None, plan: ParallelPlan, scalin
             f"to {fmt_time_ms(timeline.other_modes_ms[best])}"
         )
     return (
-        f"each rank is host-bound: its GPU idles {timeline.device_idle_share:.0%} of a {timeline.mode} step "
+        f"each rank is host-bound: its GPU idles {timeline.device_idle_share:.0%} of each {timeline.mode} step "
         f"(device {fmt_time_ms(timeline.device_ms)}, host {fmt_time_ms(timeline.host_ms)}, profile "
         f"{timeline.host_profile}); more GPUs split the device work, not the host's dispatch"
         + (f" ({'; '.join(what)})" if what else "")

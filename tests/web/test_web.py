@@ -153,3 +153,26 @@ def test_a_real_browser_compares_two_gpus_and_sees_a_broken_upload(server, tmp_p
         assert (tmp_path / "compare.png").stat().st_size > 10_000
     finally:
         browser.quit()
+
+
+def test_the_page_has_a_mode_and_a_host_and_says_what_limits_the_run():
+    from perfpredict.devices import get_device
+    from perfpredict.pipeline import report_for_graph
+    from perfpredict.web.app import answer
+    from perfpredict.web.compare import Question, _graph
+
+    args = ("bert-base-uncased", None, "inference", 1, None, "default", "default", ["H100-SXM"], [], None, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager = answer(*args)
+        graphed = answer(*args, 1, 1, 1, False, "auto", "cuda_graph", "dev-vm")
+    # the eager answer is host-bound and says what the other modes would take; the page shows it, not just the CLI
+    assert "What limits the run" in eager[1] and "host-bound" in eager[1] and "cuda_graph" in eager[1]
+    assert "<th>bound</th>" in eager[1] and "<td>host</td>" in eager[1]
+    # the mode selector changes the answer, as --mode does, and the host selector is named
+    graph, _ = _graph(Question(model="bert-base-uncased"), get_device("H100-SXM"))
+    cli = report_for_graph(graph, device="H100-SXM", weights_built_in=None, mode="cuda_graph", host="dev-vm")
+    assert f"<td>H100-SXM</td><td>{fmt_time_ms(cli.latency_ms.value)}</td>" in graphed[1]
+    assert "timelines (cuda_graph)" in graphed[1] and "host profile: dev-vm" in graphed[1]
+    message, *_ = answer(*args, 1, 1, 1, False, "auto", "eager", "nope")
+    assert "unknown host &#x27;nope&#x27;" in message and "h100-server, dev-vm, calibrated" in message
