@@ -191,8 +191,10 @@ def predict_many(
     frame: bool = False,
     capture: str = "meta",
     mode: str = "eager",
+    host: str | None = None,
 ) -> Any:
-    """Predict many (device, batch_size) configurations of one architecture in one call.
+    """Predict many (device, batch_size) configurations of one architecture in one call (``host``: as
+    :func:`predict`'s).
 
     The model is captured twice (at its example batch b and at b+1); every per-op FLOP and byte count is
     affine in the batch, so those two captures give exact figures for any batch size. Configurations are then
@@ -206,7 +208,9 @@ def predict_many(
 
     arrays = _batch_affine_arrays(model, example_inputs, phase, dtype, capture)
     model_predictor = vector_predictor(predictor)
-    config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in, mode=mode)
+    config = RunConfig(
+        phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in, mode=mode, host=host
+    )
     out = many_columns(len(configs))
     by_device: dict[str, list[int]] = {}
     for i, cfg in enumerate(configs):

@@ -515,6 +515,8 @@ def explain_renderables(report: PerfReport, top_ops: int | None = None) -> list[
         Text("  ".join(f"{k}={pairs[k]}" for k in ("phase", "batch", "seq", "dtype", "predictor"))),
         Text(f"{estimate_label(report)}; latency {fmt_time_ms(report.latency_ms.value)} per call", style="italic"),
     ]
+    if report.timeline is not None:
+        parts.append(Text(timeline_line(report)))
     if report.by_kind:
         parts.append(_kinds_table(report))
     if report.blocks:

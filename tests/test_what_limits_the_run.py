@@ -51,12 +51,18 @@ def test_a_host_bound_bert_report_says_what_cuda_graph_and_compiled_would_take_e
 def test_a_big_gemm_is_bound_by_the_gpu_and_says_which():
     import torch
 
-    from perfpredict.api import predict
+    from perfpredict.api import predict, predict_many
 
-    report = predict(torch.nn.Linear(4096, 4096), (torch.randn(8192, 4096),), device="H100-SXM")
+    layer, x = torch.nn.Linear(4096, 4096), (torch.randn(8192, 4096),)
+    report = predict(layer, x, device="H100-SXM")
     # 2*8192*4096*4096 = 550 GFLOP over 64 MiB + 128 MiB + 128 MiB moved: far above the H100's ridge point
     assert report.timeline.bound == "compute" and not report.timeline.launch_bound
     assert "bound: compute" in timeline_lines(report)[0] and len(timeline_lines(report)) == 1
+    # predict_many takes the host too: a batch-1 layer is host-bound, and the dev VM's host is slower
+    small = [{"device": "H100-SXM", "batch_size": 1}]
+    server = predict_many(layer, x, small)["latency_ms"][0]
+    dev_vm = predict_many(layer, x, small, host="dev-vm")["latency_ms"][0]
+    assert dev_vm > server
 
 
 def test_the_host_is_a_choice_that_moves_host_time_and_is_named_in_the_assumptions(bert_b1):
@@ -87,6 +93,8 @@ def test_the_cli_takes_host_and_an_unknown_one_is_one_line_and_exit_2(capsys):
     assert main([*base, "--host", "calibrated"]) == 2  # none on this machine yet: says how to make one
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "calibrate-host" in err[0]
+    assert main(["explain", "--hf", "distilbert-base-uncased", "--device", "H100-SXM", "--top", "1"]) == 0
+    assert "timelines (eager): device " in capsys.readouterr().out  # explain shows the timelines too
     cpu = ["predict", "--hf", "distilbert-base-uncased", "--device", "cpu", "--top", "0", "--host", "h100-server"]
     assert main(cpu) == 2  # a GPU server's profile has no CPU op model
     err = capsys.readouterr().err.strip().splitlines()
