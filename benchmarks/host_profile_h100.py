@@ -31,12 +31,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timeline_accuracy import sweeps_of  # noqa: E402
+from timeline_accuracy import sweeps_of
 
-from perfpredict.devices import get_device  # noqa: E402
-from perfpredict.predictors import host_model  # noqa: E402
-from perfpredict.predictors.training_data import GraphCache  # noqa: E402
-from perfpredict.profiling.dataset import load_dataset  # noqa: E402
+from perfpredict.devices import get_device
+from perfpredict.predictors import host_model
+from perfpredict.predictors.training_data import GraphCache
+from perfpredict.profiling.dataset import load_dataset
 
 MEASURED_LAUNCH = Path(__file__).resolve().parents[1] / "perfpredict" / "data" / "measured" / "h100-sxm.json"
 

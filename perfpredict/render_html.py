@@ -98,9 +98,7 @@ def _timeline(report: PerfReport) -> str:
     rows = [(t.mode, f"{t.device_ms:.3g} ms", f"{t.host_ms:.3g} ms", f"{t.wall_ms:.3g} ms", t.bound or "-")]
     table = _table(("mode", "device", "host", "wall", "bound"), rows, numeric={"device", "host", "wall"})
     advice = "".join(f'<p class="rec" id="host-bound">{escape(line)}</p>' for line in lines[1:])
-    return (
-        f'<h2>What limits the run</h2><section id="timeline">{table}<p>{escape(lines[0])}</p>{advice}</section>'
-    )
+    return f'<h2>What limits the run</h2><section id="timeline">{table}<p>{escape(lines[0])}</p>{advice}</section>'
 
 
 def _ops(report: PerfReport, top_ops: int | None) -> str:

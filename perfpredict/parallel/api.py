@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from perfpredict.parallel import build
-from perfpredict.parallel.bound import host_bound_note, step_bound
 from perfpredict.parallel import memory as mem
+from perfpredict.parallel.bound import host_bound_note, step_bound
 from perfpredict.parallel.plan import ParallelPlan, check_phase, parse_plan
 from perfpredict.parallel.report import ParallelReport
 from perfpredict.parallel.timing import RunOptions, analytical_node_s
@@ -50,9 +50,7 @@ def parallel_report(
     dev = get_device(device) if isinstance(device, str) else device
     ic = interconnect or interconnect_for(dev)
     each = mem.per_param(graph, precision, optimizer) if training else None
-    options = RunOptions(
-        predictor, optimizer, mem.compute_precision(precision) if training else None, mode, tf32, host
-    )
+    options = RunOptions(predictor, optimizer, mem.compute_precision(precision) if training else None, mode, tf32, host)
     links = links_of(ic, plan)
     runs = run_stages(graph, plan, dev, options, links, each.gradients if each else 0.0, each.gathered if each else 0.0)
     step = step_s(runs, plan.microbatches)

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 
 def step_bound(timeline: TimelineSummary | None, exposed_s: float, compute_s: float) -> str:
-    """"communication" where exposed communication outweighs the slowest rank's compute, else that rank's bound."""
+    """The step's bound: "communication" where exposed communication outweighs the slowest rank's compute, else
+    that rank's."""
     if exposed_s > compute_s:
         return "communication"
     return timeline.bound if timeline is not None and timeline.bound else "compute"

@@ -130,7 +130,10 @@ def load_profile(
 def profile_file(host: str | None = None, kind: str = "gpu") -> Path:
     """The file of ``host`` (see :func:`load_profile`); an unknown name raises, listing the choices."""
     if host is None:
-        return user_config.calibrated_profile_path() or HOST_PROFILES_DIR / HOSTS[DEFAULT_HOST.get(kind, DEFAULT_HOST["gpu"])]
+        return (
+            user_config.calibrated_profile_path()
+            or HOST_PROFILES_DIR / HOSTS[DEFAULT_HOST.get(kind, DEFAULT_HOST["gpu"])]
+        )
     if host == CALIBRATED:
         mine = user_config.calibrated_profile_path()
         if mine is None:

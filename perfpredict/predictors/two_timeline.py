@@ -469,7 +469,7 @@ class TwoTimelinePredictor:
 
 
 def device_bound(ev, node_s: np.ndarray) -> str:
-    """"compute" or "memory": the roofline bound of the ops that hold most of the first config's device time."""
+    """The device's bound, "compute" or "memory": that of the ops holding most of the first config's device time."""
     t = node_s[:, 0]
     compute = ev.compute_s[: len(t), 0] >= ev.memory_s[: len(t), 0]
     return "compute" if t[compute].sum() >= t[~compute].sum() else "memory"
