@@ -68,7 +68,12 @@ class StepCosts:
             anchors = np.unique(np.concatenate([[1.0, 2.0, 4.0], np.round(np.geomspace(1, columns.max(), 20))]))
             walls = [self._evaluate(parts, query, context, mode, [a], int(a))[0] for a in anchors]
             return np.interp(columns, anchors, walls)
-        return self._evaluate(parts, query, context, mode, columns)
+        walls = self._evaluate(parts, query, context, mode, columns)
+        # more sequences never make a step faster: the learned efficiency can dip at one size (a GEMM of 33 rows
+        # against 40), which an engine would not see, since it could always run the larger shape padded
+        order = np.argsort(columns)
+        walls[order] = np.maximum.accumulate(walls[order])
+        return walls
 
     def _evaluate(self, parts, query: int, context: int, mode: str, columns, at: int | None = None):
         from perfpredict.predictors.base import RunConfig
@@ -111,7 +116,8 @@ class StepCosts:
         """Seconds the device model takes to stream each of ``STREAM_ANCHORS`` bytes in one kernel."""
         from perfpredict.predictors.registry import get_predictor
 
-        return get_predictor("two_timeline").stream_s(self.m.device, STREAM_ANCHORS, self.m.num.kv_dtype)
+        seconds = get_predictor("two_timeline").stream_s(self.m.device, STREAM_ANCHORS, self.m.num.kv_dtype)
+        return np.maximum.accumulate(seconds)  # more bytes never stream faster (the learned efficiency can dip)
 
     @cached_property
     def _prefill_attention(self) -> tuple[np.ndarray, np.ndarray]:
