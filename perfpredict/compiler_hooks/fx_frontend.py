@@ -7,6 +7,8 @@ parameter when its example input is an ``nn.Parameter`` or dynamo named it ``...
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -382,11 +384,18 @@ def _module_path(node: Any) -> str:
     stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
     if not stack:
         return ""
-    path = str(list(stack.values())[-1][0])
-    for prefix in ("L['self'].", "L['self']", "L['mod'].", "self."):
-        if path.startswith(prefix):
-            return path[len(prefix) :]
-    return path
+    return clean_module_path(str(list(stack.values())[-1][0]))
+
+
+# dynamo's root for the traced module or an argument: L['self'].encoder, L['args'][0].lm_head, L['mod'], self.x
+_DYNAMO_ROOT = re.compile(r"^(?:L(?:\[[^\]]*\])+\.?|self\.)")
+
+
+def clean_module_path(path: str) -> str:
+    """``lm_head`` from dynamo's ``L['args'][0].lm_head`` (or ``L['self'].lm_head``, ``self.lm_head``); a path
+    with dynamo's ``._modules['x']`` spelling reads ``.x``."""
+    path = re.sub(r"\._modules\['([^']*)'\]", r".\1", path)
+    return _DYNAMO_ROOT.sub("", path).lstrip(".")
 
 
 def _dtype_name(dtype: Any) -> str:
