@@ -360,6 +360,6 @@ def _notes(decode: tuple, steps: np.ndarray, device: Any) -> tuple[str, ...]:
     )
     return (
         f"the first decode step's device time is {ratio:.2f}x the weight-streaming bound "
-        f"({first.weight_streaming_ms:.2f} ms: the weights over {device.name}'s HBM bandwidth); the gap is the KV "
+        f"({first.weight_streaming_ms:.2f} ms: the weights over {device.name}'s {device.memory_label} bandwidth); the gap is the KV "
         f"cache read, the cache update, the small kernels' floor and the achieved bandwidth{host}",
     )
