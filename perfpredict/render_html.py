@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 from perfpredict.errors import InvalidInputError
 from perfpredict.render_text import (
-    MIG_COLUMNS,
     OP_COLUMNS,
     block_lines,
     coverage_line,
     estimate_label,
     header_lines,
     kind_rows,
+    mig_columns,
     mig_recommendation,
     mig_rows,
     mig_targets,
@@ -122,7 +122,7 @@ def _mig(report: PerfReport) -> str:
     if report.mig is None:
         return ""
     table = _table(
-        MIG_COLUMNS,
+        mig_columns(report),
         mig_rows(report),
         numeric={"memory", "latency", "throughput", "instances/GPU"},
         row_class=lambda r: "" if r[2] == "yes" else "dim",

@@ -207,10 +207,21 @@ OP_COLUMNS = ("op", "target", "module path", "time", "share", "bound", "FLOP/byt
 MIG_COLUMNS = ("profile", "memory", "fits", "latency", "throughput", "instances/GPU", "meets targets", "reason")
 
 
+def _has_targets(report: PerfReport) -> bool:
+    mig = report.mig
+    return mig is not None and (mig.max_latency_ms is not None or mig.min_throughput_per_s is not None)
+
+
+def mig_columns(report: PerfReport) -> tuple[str, ...]:
+    """The MIG table's columns; "meets targets" only when a latency or throughput target was given."""
+    return MIG_COLUMNS if _has_targets(report) else tuple(c for c in MIG_COLUMNS if c != "meets targets")
+
+
 def mig_rows(report: PerfReport) -> list[tuple[str, ...]]:
     if report.mig is None:
         return []
     rate = throughput_unit(report)
+    targets = _has_targets(report)
     return [
         (
             o.profile,
@@ -219,7 +230,7 @@ def mig_rows(report: PerfReport) -> list[tuple[str, ...]]:
             fmt_time_ms(o.latency_ms),
             fmt_rate(o.throughput_per_s, rate),
             str(o.instances_per_gpu),
-            "yes" if o.meets_targets else "no",
+            *(("yes" if o.meets_targets else "no",) if targets else ()),
             o.reason,
         )
         for o in report.mig.options
@@ -382,7 +393,7 @@ def _mig_table(report: PerfReport):
 
     table = Table(title=_plain(f"MIG profiles on {report.mig.device} ({mig_targets(report)})"), title_justify="left")
     widest_profile = max((len(o.profile) for o in report.mig.options), default=7)
-    for name in MIG_COLUMNS:
+    for name in mig_columns(report):
         table.add_column(
             name, overflow="fold", no_wrap=name != "reason", min_width=widest_profile if name == "profile" else None
         )
