@@ -417,12 +417,24 @@ def render_text(report: PerfReport, top_ops: int | None = 10, width: int = 110) 
     return console.export_text()
 
 
-def print_report(report: PerfReport, console: Any = None, top_ops: int | None = 10) -> None:
-    """Print the report, with colour where the terminal has it, on ``console`` (default: a new rich Console)."""
-    if console is None:
-        from rich.console import Console
+#: the width of a report written to a pipe or a file (a terminal uses its own width)
+PIPED_WIDTH = 120
 
-        console = Console()
+
+def terminal_console() -> Any:
+    """A rich Console for stdout: the terminal's width, or :data:`PIPED_WIDTH` when piped (rich would fall back to
+    80 columns and fold or cut the tables)."""
+    import sys
+
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH)
+
+
+def print_report(report: PerfReport, console: Any = None, top_ops: int | None = 10) -> None:
+    """Print the report, with colour where the terminal has it, on ``console`` (default: :func:`terminal_console`)."""
+    if console is None:
+        console = terminal_console()
     for part in renderables(report, top_ops):
         console.print(part)
 

@@ -319,3 +319,16 @@ def test_mig_recommendation_claims_targets_only_when_given() -> None:
     plain = advise_mig("A100-80GB", 5 * 2**30, lambda d: 2.0, batch_size=1)
     aimed = advise_mig("A100-80GB", 5 * 2**30, lambda d: 2.0, batch_size=1, max_latency_ms=10.0)
     assert "targets" not in plain.reason and "meets the targets" in aimed.reason
+
+
+def test_show_into_a_pipe_is_not_squeezed_into_80_columns(capsys) -> None:
+    import perfpredict
+    from perfpredict.render_text import PIPED_WIDTH
+
+    perfpredict.show(synthetic_report())  # capsys's stdout is not a terminal, as a pipe is not
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) > 80 and all(len(line) <= PIPED_WIDTH for line in lines)
+    header = next(line for line in lines if "module path" in line)
+    assert "FLOP/byte" in header  # every per-op column's name is whole
+    latency = next(line for line in lines if line.startswith("│ Latency"))
+    assert "per call" in latency and "…" not in "".join(lines)
