@@ -193,3 +193,24 @@ def test_a_repeated_question_is_answered_from_the_graph_cache(tmp_path, monkeypa
     # another batch is another graph, and --no-cache captures again: both reach the (failing) capture
     assert main([*argv, "--batch", "2"]) != 0 and main([*argv, "--no-cache"]) != 0
     assert graph_store.key(a=1) != graph_store.key(a=2)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_demo_summary_never_cuts_a_model_name(width):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from perfpredict.cli.demo import _demo_summary
+
+    def row(name):
+        value = lambda x: SimpleNamespace(value=x)  # noqa: E731
+        return SimpleNamespace(
+            model_name=name, device="A100-80GB", batch_size=8, predictor="two_timeline", latency_ms=value(9.7),
+            throughput_per_s=value(800.0), peak_memory_bytes=value(2**31), energy_per_sample_j=value(0.5), mig=None,
+        )
+
+    console = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(_demo_summary([row("bert-base-uncased"), row("microsoft/resnet-50")]))
+    text = console.export_text()
+    assert "bert-base-uncased" in text and "microsoft/resnet-50" in text and "A100-80GB" in text
