@@ -50,7 +50,10 @@ def advise_mig(
     )
     reason = (
         _recommend_reason(
-            best, by_name[best.profile], peak_memory_bytes, max_latency_ms is not None or min_throughput_per_s is not None
+            best,
+            by_name[best.profile],
+            peak_memory_bytes,
+            max_latency_ms is not None or min_throughput_per_s is not None,
         )
         if best
         else _no_fit_reason(device, options, profiles, peak_memory_bytes, max_latency_ms, min_throughput_per_s)

@@ -8,7 +8,6 @@ parameter when its example input is an ``nn.Parameter`` or dynamo named it ``...
 from __future__ import annotations
 
 import re
-
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType

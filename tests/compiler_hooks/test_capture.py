@@ -213,8 +213,9 @@ def test_device_moves_and_factories_stay_on_meta():
 @pytest.mark.parametrize("capture", ["meta", "dynamo"])
 def test_module_paths_are_the_models_own_without_dynamos_root(capture):
     torch._dynamo.reset()
-    graph = capture_graph(_Tripwire(), (torch.randn(2, 3, 8, 8),), {}, phase="inference", dtype=None, name="m",
-                          capture=capture)
+    graph = capture_graph(
+        _Tripwire(), (torch.randn(2, 3, 8, 8),), {}, phase="inference", dtype=None, name="m", capture=capture
+    )
     paths = {n.module_path for n in graph.nodes}
     assert "head" in paths and "body.0" in paths
     assert not any(p.startswith(("L[", "self.", ".")) or "_modules[" in p for p in paths), paths
