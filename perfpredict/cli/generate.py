@@ -70,7 +70,12 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         help="KV cache dtype (default: the compute dtype)",
     )
     hf = p.add_argument_group("transformers' generate (--engine hf)")
-    hf.add_argument("--cache", choices=CACHES, default=None, help="HF cache object: dynamic (default) or static")
+    hf.add_argument(
+        "--cache",
+        choices=CACHES,
+        default=None,
+        help="HF cache object: dynamic (default) or static (the default, and the only one, with a CUDA-graph mode)",
+    )
     hf.add_argument(
         "--mode", choices=("eager", "cuda_graph", "compiled", "compiled_cuda_graph"), default=None, help="default eager"
     )

@@ -75,9 +75,27 @@ def predict_generation(
                             engine=engine_config, price_usd_per_hour=price_usd_per_hour)  # fmt: skip
     if engine_config is not None:
         raise InvalidInputError("engine settings (block size, memory utilization, ...) apply to --engine vllm only")
+    mode, cache = hf_mode_and_cache(mode, cache)
     return _predict_hf(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
-                       device=device, dtype=dtype, weights=weights, kv_dtype=kv_dtype, mode=mode or "eager",
-                       cache=cache or "dynamic", tp=tp, price_usd_per_hour=price_usd_per_hour)  # fmt: skip
+                       device=device, dtype=dtype, weights=weights, kv_dtype=kv_dtype, mode=mode,
+                       cache=cache, tp=tp, price_usd_per_hour=price_usd_per_hour)  # fmt: skip
+
+
+GRAPH_MODES = ("cuda_graph", "compiled_cuda_graph")
+
+
+def hf_mode_and_cache(mode: str | None, cache: str | None) -> tuple[str, str]:
+    """The mode and cache transformers' generate runs with. A CUDA graph replays fixed shapes at fixed addresses,
+    and HF's dynamic cache grows (a new, longer tensor) every step, so it is never captured: the CUDA-graph modes
+    take the static cache (their default) and refuse an explicit dynamic one."""
+    mode = mode or "eager"
+    if mode in GRAPH_MODES and cache == "dynamic":
+        raise InvalidInputError(
+            f"--mode {mode} cannot run with --cache dynamic: HF's dynamic cache grows every step and a CUDA graph "
+            "replays fixed shapes, so transformers captures graphs only with a static cache; use --cache static "
+            "(the default for this mode), or --mode compiled"
+        )
+    return mode, cache or ("static" if mode in GRAPH_MODES else "dynamic")
 
 
 def choose_engine(engine: str, model_or_config: Any, device: str, mode: str | None, cache: str | None) -> str:
@@ -213,12 +231,15 @@ def _predict_hf(
             ranks,
         ),
         assumptions=_assumptions(fmt, dev, compute, kv_dtype, cache, mode, config, tp, link),
-        warnings=()
-        if peak <= dev.memory_bytes
-        else (
-            f"does not fit: needs {peak / 2**30:.1f} GiB, {dev.name} has {dev.memory_bytes / 2**30:.1f} GiB; "
-            f"at most {max_batch} sequences fit at {prompt_tokens + new_tokens} tokens",
-        ),
+        warnings=(
+            ()
+            if peak <= dev.memory_bytes
+            else (
+                f"does not fit: needs {peak / 2**30:.1f} GiB, {dev.name} has {dev.memory_bytes / 2**30:.1f} GiB; "
+                f"at most {max_batch} sequences fit at {prompt_tokens + new_tokens} tokens",
+            )
+        )
+        + _mode_warnings(mode, cache),
         notes=_notes(decode, steps, dev),
         engine="hf",
         tp=tp,
@@ -346,6 +367,16 @@ def _assumptions(fmt, device, compute, kv_dtype, cache, mode, config, tp=1, link
             f"{moe.expected_experts(e, k, 16):.1f} at 16); hot experts make it fewer"
         )
     return out
+
+
+def _mode_warnings(mode: str, cache: str) -> tuple[str, ...]:
+    if mode == "compiled" and cache == "dynamic":
+        return (
+            "torch.compile with HF's dynamic cache: the cache's length changes every step, so dynamo recompiles "
+            "(then traces dynamic shapes) and none of it is in this time; transformers recommends --cache static "
+            "with torch.compile, which also allows --mode compiled_cuda_graph",
+        )
+    return ()
 
 
 def _notes(decode: tuple, steps: np.ndarray, device: Any) -> tuple[str, ...]:

@@ -220,3 +220,34 @@ def test_the_hf_engine_splits_weights_and_cache_over_tensor_parallel_gpus_and_re
     assert "tensor parallel" in two.assumptions
     with pytest.raises(InvalidInputError, match=r"tp=5 does not split the 12 attention heads .* 1, 2, 3, 4, 6, 12"):
         predict_generation("gpt2", tp=5, **ask)
+
+
+def test_a_cuda_graph_mode_takes_the_static_cache_and_refuses_a_dynamic_one(capsys):
+    """A CUDA graph replays fixed shapes; HF's dynamic cache grows every step, so it is never captured."""
+    from perfpredict.cli import main
+    from perfpredict.llm.generation import hf_mode_and_cache, predict_generation
+
+    assert hf_mode_and_cache("cuda_graph", None) == ("cuda_graph", "static")
+    assert hf_mode_and_cache("compiled_cuda_graph", None) == ("compiled_cuda_graph", "static")
+    assert hf_mode_and_cache(None, None) == ("eager", "dynamic")
+    assert hf_mode_and_cache("compiled", None) == ("compiled", "dynamic")
+    for mode in ("cuda_graph", "compiled_cuda_graph"):
+        with pytest.raises(InvalidInputError, match=f"--mode {mode} cannot run with --cache dynamic.*--cache static"):
+            predict_generation("gpt2", prompt_tokens=16, new_tokens=4, device="H100", mode=mode, cache="dynamic")
+    argv = ["generate", "--hf", "gpt2", "--device", "H100", "--mode", "cuda_graph", "--cache", "dynamic"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "static cache" in err[0]
+
+
+def test_compiled_with_a_dynamic_cache_warns_and_a_graph_mode_reports_its_static_cache():
+    from perfpredict.llm.generation import predict_generation
+
+    ask = dict(prompt_tokens=16, new_tokens=4, device="H100", engine="hf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = predict_generation("gpt2", mode="compiled", **ask)
+        graphed = predict_generation("gpt2", mode="compiled_cuda_graph", **ask)
+    assert compiled.cache == "dynamic" and any("recompiles" in w for w in compiled.warnings)
+    assert graphed.cache == "static" and not graphed.warnings and "static cache" in graphed.assumptions["kv cache"]
+    assert graphed.tpot_mean_ms <= predict_generation("gpt2", mode="compiled", cache="static", **ask).tpot_mean_ms
