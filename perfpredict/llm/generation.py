@@ -323,6 +323,8 @@ def _sweep(
     predictor = get_predictor("two_timeline")
     config_run = RunConfig(weights_built_in=None, mode=mode)
     ev = predictor.evaluate(arrays, device, config_run, batches)
+    steps, _ = predictor.timelines(arrays, device, config_run, batches)
+    host_bound = steps.host_s > steps.device_s  # the launches outlast the kernels: the GPU waits for the host
     comm_s = np.array([tp_ranks.comm_s(shards[0][1], tp, link, scale=b / 2) for b in batches])
     busy = np.maximum(ev.compute_s, ev.memory_s)
     share = np.where(ev.compute_s >= ev.memory_s, busy, 0).sum(axis=0) / np.maximum(busy.sum(axis=0), 1e-30)
@@ -333,8 +335,9 @@ def _sweep(
             float(b / t),
             float(s),
             bool(weights_bytes + device.runtime_overhead_bytes + per_seq * b <= device.memory_bytes),
+            bool(hb),
         )
-        for b, t, s in zip(batches, ev.latency_s + comm_s, share)
+        for b, t, s, hb in zip(batches, ev.latency_s + comm_s, share, host_bound)
     )
 
 

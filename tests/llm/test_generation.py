@@ -251,3 +251,22 @@ def test_compiled_with_a_dynamic_cache_warns_and_a_graph_mode_reports_its_static
     assert compiled.cache == "dynamic" and any("recompiles" in w for w in compiled.warnings)
     assert graphed.cache == "static" and not graphed.warnings and "static cache" in graphed.assumptions["kv cache"]
     assert graphed.tpot_mean_ms <= predict_generation("gpt2", mode="compiled", cache="static", **ask).tpot_mean_ms
+
+
+def test_a_host_bound_decode_step_is_labelled_host_not_memory():
+    """Eager decode of a small model is launch-bound: flat from batch 1 to 16, and the table says "host"."""
+    from perfpredict.llm.generation import predict_generation
+    from perfpredict.llm.render_generation import bound_line, render_generation_html, sweep_rows
+
+    ask = dict(prompt_tokens=16, new_tokens=4, device="H100", engine="hf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager, graphed = (predict_generation("gpt2", mode=m, **ask) for m in ("eager", "cuda_graph"))
+    sweep = {p.batch: p for p in eager.batch_sweep}
+    assert sweep[16].step_ms == pytest.approx(sweep[1].step_ms, rel=0.05)  # flat: the GPU waits for the host
+    assert all(sweep[b].bound == "host" for b in (1, 2, 4, 8, 16))
+    assert [row[3] for row in sweep_rows(eager)][:5] == ["host"] * 5
+    assert "host-bound" in bound_line(eager) and "--mode cuda_graph" in bound_line(eager)
+    assert "host-bound" in render_generation_html(eager)
+    assert not any(p.host_bound for p in graphed.batch_sweep)  # one graph launch per step
+    assert {p.bound for p in graphed.batch_sweep} <= {"memory", "compute"}
