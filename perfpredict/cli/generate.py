@@ -48,7 +48,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         choices=ENGINES,
         default="auto",
         help="vllm: a vLLM-class serving engine; hf: transformers' generate; auto (default): vllm for a decoder "
-        "it covers on a GPU, hf when --mode or --cache is given",
+        "it covers on a GPU, hf when --mode, --cache or --quant-kernel is given",
     )
     p.add_argument("--tp", type=_count("--tp", 1), default=1, help="tensor-parallel GPUs (memory is then per GPU)")
     p.add_argument(
@@ -78,6 +78,13 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     )
     hf.add_argument(
         "--mode", choices=("eager", "cuda_graph", "compiled", "compiled_cuda_graph"), default=None, help="default eager"
+    )
+    hf.add_argument(
+        "--quant-kernel",
+        choices=("fused", "dequantize"),
+        default=None,
+        help="how int8/nf4/int4 weights are widened: fused dequant-GEMM, or dequantize-then-GEMM (default: as the "
+        "common libraries do: bitsandbytes' nf4 fuses at batch 1 only, a prefill dequantizes)",
     )
     _engine_arguments(p)
     p.add_argument("--json", metavar="PATH", help="write the report as JSON to PATH ('-': stdout, nothing else)")
@@ -139,6 +146,7 @@ def run_generate(args: argparse.Namespace) -> int:
         mode=args.mode,
         cache=args.cache,
         engine_config=engine_config(args),
+        quant_kernel=args.quant_kernel,
     )
     if args.json == "-":
         sys.stdout.write(report.to_json() + "\n")

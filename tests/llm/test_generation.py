@@ -78,8 +78,14 @@ def test_weight_formats_change_the_bytes_each_layer_matmul_reads():
     assert graph.param_bytes - nf4.param_bytes == pytest.approx(layer_params * (2 - 0.5 - 4 / 64), abs=8)
     i = linears[0]
     assert nf4.nodes[i].bytes_read == pytest.approx(graph.nodes[i].bytes_read - graph.nodes[i].params * 1.4375, abs=2)
+    # dequantize-then-GEMM: a dequantize op reads the compressed weight and writes a bf16 copy, which the GEMM reads
     prefill = weight_formats.apply(graph, weight_formats.FORMATS["nf4"], h100, many_tokens=True)
-    assert prefill.nodes[i].bytes_read == pytest.approx(nf4.nodes[i].bytes_read + 4 * graph.nodes[i].params, abs=2)
+    assert len(prefill.nodes) == len(graph.nodes) + len(linears) and prefill.param_bytes == nf4.param_bytes
+    dequantize, gemm = prefill.nodes[i], prefill.nodes[i + 1]
+    assert dequantize.target == "dequantize_nf4" and (i, i + 1) in prefill.edges
+    assert dequantize.bytes_read == pytest.approx(graph.nodes[i].params * 0.5625, abs=2)
+    assert dequantize.bytes_written == 2 * graph.nodes[i].params and gemm.bytes_read == graph.nodes[i].bytes_read
+    assert prefill.total_bytes == pytest.approx(nf4.total_bytes + 4 * layer_params, abs=len(linears) * 2)
     fp8 = weight_formats.FORMATS["fp8"]
     assert weight_formats.route(fp8, h100) == "native" and weight_formats.route(fp8, a100) == "weight-only"
     with pytest.raises(InvalidInputError, match="needs a CUDA GPU"):
@@ -270,3 +276,39 @@ def test_a_host_bound_decode_step_is_labelled_host_not_memory():
     assert "host-bound" in render_generation_html(eager)
     assert not any(p.host_bound for p in graphed.batch_sweep)  # one graph launch per step
     assert {p.bound for p in graphed.batch_sweep} <= {"memory", "compute"}
+
+
+def test_nf4_decode_is_fused_at_batch_1_and_dequantizes_whole_weights_for_more_rows():
+    """bitsandbytes runs its 4-bit gemv for a one-row input only; more rows dequantize each weight first."""
+    from perfpredict.llm import weight_formats
+    from perfpredict.llm.generation import predict_generation
+
+    nf4, int4, h100 = weight_formats.FORMATS["nf4"], weight_formats.FORMATS["int4"], get_device("H100")
+    assert weight_formats.kernel_for(nf4, h100, prefill=False, rows=1) == "fused"
+    assert weight_formats.kernel_for(nf4, h100, prefill=False, rows=2) == "dequantize"
+    assert weight_formats.kernel_for(int4, h100, prefill=False, rows=8) == "fused"  # Marlin-style kernels
+    assert weight_formats.kernel_for(int4, h100, prefill=True, rows=8) == "dequantize"
+    assert weight_formats.kernel_for(weight_formats.FORMATS["bf16"], h100, prefill=False, rows=8) is None
+
+    ask = dict(prompt_tokens=16, new_tokens=4, device="H100", engine="hf", weights="nf4", mode="cuda_graph")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = {b: predict_generation("gpt2", batch=b, **ask) for b in (1, 4)}
+        fused = predict_generation("gpt2", batch=4, quant_kernel="fused", **ask)
+        dequantized = predict_generation("gpt2", batch=4, quant_kernel="dequantize", **ask)
+    assert auto[4].tpot_mean_ms == pytest.approx(dequantized.tpot_mean_ms) and fused.tpot_mean_ms < auto[4].tpot_mean_ms
+    kernel = auto[4].assumptions["weight kernel"]
+    assert "decode at batch 4: dequantize-then-GEMM" in kernel and "bitsandbytes" in kernel
+    assert "decode at batch 1: fused dequant-GEMM" in auto[1].assumptions["weight kernel"]
+    # the sweep's batch 1 is the fused gemv, its larger batches dequantize
+    sweep, fused_sweep = ({p.batch: p.step_ms for p in r.batch_sweep} for r in (auto[4], fused))
+    assert sweep[1] == pytest.approx(fused_sweep[1]) and sweep[2] > fused_sweep[2]
+
+
+def test_quant_kernel_is_refused_where_nothing_is_dequantized():
+    from perfpredict.llm.generation import predict_generation
+
+    with pytest.raises(InvalidInputError, match="--quant-kernel fused applies to weight-only formats"):
+        predict_generation("gpt2", prompt_tokens=16, new_tokens=4, device="H100", weights="bf16", quant_kernel="fused")
+    with pytest.raises(InvalidInputError, match="--quant-kernel describe transformers' generate"):
+        predict_generation("llama-2-7b", device="H100", engine="vllm", weights="int4", quant_kernel="dequantize")
