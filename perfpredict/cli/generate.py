@@ -87,6 +87,11 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         "common libraries do: bitsandbytes' nf4 fuses at batch 1 only, a prefill dequantizes)",
     )
     _engine_arguments(p)
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="answer again instead of reading the on-disk answer cache (and refresh it)",
+    )
     p.add_argument("--json", metavar="PATH", help="write the report as JSON to PATH ('-': stdout, nothing else)")
     p.add_argument("--html", metavar="PATH", help="write an HTML page with tokens/s against batch to PATH")
     p.set_defaults(func=run_generate)
@@ -127,13 +132,14 @@ def engine_config(args: argparse.Namespace):
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from perfpredict.llm.generation import predict_generation
+    from perfpredict.llm.answer_cache import cached_generation
     from perfpredict.llm.render_generation import print_generation, render_generation_html
+    from perfpredict.render_text import terminal_console
 
-    report = predict_generation(
+    # a repeated question is read from the on-disk answer cache (llm/answer_cache.py), in well under a second
+    report = cached_generation(
         args.hf or args.config,
+        use_cache=not args.no_cache,
         prompt_tokens=args.prompt_tokens,
         new_tokens=args.new_tokens,
         batch=args.batch,
@@ -151,7 +157,7 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.json == "-":
         sys.stdout.write(report.to_json() + "\n")
     else:
-        print_generation(report, Console(highlight=False, width=None if sys.stdout.isatty() else 120))
+        print_generation(report, terminal_console())
     for path, text in ((args.json, report.to_json() + "\n"), (args.html, None)):
         if path and path != "-":
             try:

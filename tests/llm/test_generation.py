@@ -312,3 +312,35 @@ def test_quant_kernel_is_refused_where_nothing_is_dequantized():
         predict_generation("gpt2", prompt_tokens=16, new_tokens=4, device="H100", weights="bf16", quant_kernel="fused")
     with pytest.raises(InvalidInputError, match="--quant-kernel describe transformers' generate"):
         predict_generation("llama-2-7b", device="H100", engine="vllm", weights="int4", quant_kernel="dequantize")
+
+
+def test_a_repeated_generate_question_is_answered_from_the_cache(tmp_path, monkeypatch, capsys):
+    import time
+
+    from perfpredict.cli import main
+    from perfpredict.llm import answer_cache, generation
+
+    monkeypatch.delenv("PERFPREDICT_NO_GRAPH_CACHE", raising=False)
+    monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
+    calls = []
+    real = generation._predict_hf
+    monkeypatch.setattr(generation, "_predict_hf", lambda *a, **k: calls.append(k) or real(*a, **k))
+    ask = dict(prompt_tokens=16, new_tokens=4, batch=2, device="H100", engine="hf", mode="cuda_graph")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = answer_cache.cached_generation("gpt2", **ask)
+        start = time.perf_counter()
+        again = answer_cache.cached_generation("gpt2", **ask)
+        seconds = time.perf_counter() - start
+        assert again == first and len(calls) == 1 and seconds < 1.0
+        other = answer_cache.cached_generation("gpt2", **{**ask, "batch": 3})  # another question: answered
+        assert len(calls) == 2 and other.batch == 3
+        answer_cache.cached_generation("gpt2", use_cache=False, **ask)  # --no-cache answers again
+        assert len(calls) == 3
+        argv = ["generate", "--hf", "gpt2", "--device", "H100", "--prompt-tokens", "16", "--new-tokens", "4"]
+        argv += ["--batch", "2", "--engine", "hf", "--mode", "cuda_graph", "--json", "-"]
+        assert main(argv) == 0 and len(calls) == 3  # the CLI reads the same entry
+    assert json.loads(capsys.readouterr().out)["tpot_mean_ms"] == pytest.approx(first.tpot_mean_ms)
+    (entry,) = [p for p in (tmp_path / "generate").iterdir() if p.name.startswith(answer_cache.key("gpt2", **ask))]
+    entry.write_bytes(b"damaged")
+    assert answer_cache.cached_generation("gpt2", **ask) == first and len(calls) == 4  # answered and rewritten
