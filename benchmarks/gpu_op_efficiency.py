@@ -14,7 +14,9 @@ per op (MAPE, and the median), per op kind and GPU. Splits:
   its test rows (the out-of-distribution shapes) of the three unseen GPUs (H100, L4, A100-80GB PCIe) and of the five
   seen ones. NeuSight's published per-op errors on out-of-distribution rows (``scripts/asplos/summary/perop.csv``) stand
   beside it;
-- **Vidur leave-one-model-out**: every Vidur row of one model held out (on all three GPUs), its fp16 GEMMs scored.
+- **Vidur leave-one-model-out**: every Vidur row of one model held out (on all three GPUs), its fp16 GEMMs scored;
+- **public rows predicting our own**: trained on NeuSight's and Vidur's rows only, scored on the project's own GPU
+  op rows (the lease script's bf16/fp16 rows under CUDA graphs).
 
 Training rows per (GPU, op, source split) are capped (``--cap``, random, seeded) to keep the splits to minutes on two
 cores; ``--save`` fits on every row.
@@ -44,7 +46,7 @@ KIND_GROUPS = {"matmul": "gemm", "conv": "conv", "elementwise": "elementwise", "
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--splits", default="logo,neusight,vidur", help="comma-separated: logo, neusight, vidur")
+    p.add_argument("--splits", default="own,logo,neusight,vidur", help="comma-separated: own, logo, neusight, vidur")
     p.add_argument("--cap", type=int, default=2000, help="training rows per (GPU, op, split) group in the splits")
     p.add_argument("--trees", type=int, default=400, help="trees in the splits' models (the shipped model: PARAMS)")
     p.add_argument("--save", action="store_true", help="fit on every row and write the shipped artifact")
@@ -198,7 +200,34 @@ def vidur_models(a: tr.Arrays, cols: Columns, args) -> str:
     return table("Vidur fp16 GEMMs, leave one model out", results, note)
 
 
-SPLITS = {"logo": logo, "neusight": neusight_split, "vidur": vidur_models}
+def own_split(a: tr.Arrays, cols: Columns, args) -> str:
+    """Trained on the public rows only, scored on the project's own GPU op rows: other people's measurements
+    predicting ours, per GPU, kind and dtype."""
+    everyone = np.arange(len(a.log_eff))
+    own = cols.source == "perfpredict"
+    if not own.any():
+        return "### Public rows predicting our own\n\nNo own GPU op rows (data/v3/<gpu>/ops) yet."
+    model = fit(a, cols, capped(cols, everyone[~own], args.cap), args.trees)
+    dtypes = np.array([s.dtype for s in a.shapes])
+    results: dict[tuple[str, str], np.ndarray] = {}
+    for name in np.unique(cols.device[own]):
+        rows = everyone[own & (cols.device == name)]
+        errors = ape(predict_s(model, a, rows, name), a.device_s[rows])
+        for kind in np.unique(cols.kind[rows]):
+            for dtype in np.unique(dtypes[rows]):
+                mask = (cols.kind[rows] == kind) & (dtypes[rows] == dtype)
+                if mask.any():
+                    results[(f"{name} {dtype}", kind)] = errors[mask]
+            results[(f"{name} all", kind)] = errors[cols.kind[rows] == kind]
+        print(f"  own {name}: {100 * errors.mean():.1f}%", flush=True)
+    note = (
+        "Trained on NeuSight's and Vidur's rows only (no row of ours); scored on the project's own GPU op rows, "
+        "measured under CUDA graphs by the lease script (`benchmarks/gpu_lease.sh`)."
+    )
+    return table("Public rows predicting our own", results, note)
+
+
+SPLITS = {"logo": logo, "neusight": neusight_split, "vidur": vidur_models, "own": own_split}
 
 
 def save(a: tr.Arrays, cols: Columns) -> str:

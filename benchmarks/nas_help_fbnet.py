@@ -70,7 +70,7 @@ def fit_adapted(data, draws: list[np.ndarray], run: Candidates) -> dict[tuple[st
     for i in shots:
         arrays = capture(data.choices[i], run)
         for device, batch in settings():
-            parts[(i, device, batch)] = adapt.node_parts(arrays, get_device(device), [batch])
+            parts[(i, device, batch)] = adapt.node_parts(arrays, get_device(device), [batch], learned_device=False)
     fitted = {}
     for device, batch in settings():
         models = []
@@ -93,8 +93,11 @@ def predict_all(data, candidates: np.ndarray, fitted: dict, run: Candidates) -> 
         flops = arrays.at(np.array(BATCHES, dtype=float))[0].sum(axis=0)
         for device, _ in GPUS.values():
             # one simulation per GPU: every batch, the zero-shot model and every fitted one as columns
-            models = [adapt.zero_shot(device)] + [m for b in BATCHES for m in fitted[(device, b)]]
-            walls = adapt.walls_ms(adapt.node_parts(arrays, get_device(device), BATCHES), models)
+            # zero-shot on the learned device time, the fitted models on the datasheet basis they were fitted on
+            zero = adapt.walls_ms(adapt.node_parts(arrays, get_device(device), BATCHES), [adapt.zero_shot(device)])
+            models = [m for b in BATCHES for m in fitted[(device, b)]]
+            basis = adapt.node_parts(arrays, get_device(device), BATCHES, learned_device=False)
+            walls = np.hstack([zero, adapt.walls_ms(basis, models)])
             per_batch = len(fitted[(device, BATCHES[0])])
             for j, batch in enumerate(BATCHES):
                 mine = walls[j, 1 + j * per_batch : 1 + (j + 1) * per_batch]
@@ -154,10 +157,11 @@ def score_ours(path: Path, reps: int, seed: int, run: Candidates) -> tuple[dict,
     batches = sorted(int(b) for b in measured["eager_ms"])
     device = get_device(measured["gpu"])
     choices = np.random.default_rng(measured["seed"]).integers(0, len(OPS), (measured["count"], LAYERS))
-    parts, flops, params = [], [], []
+    parts, basis, flops, params = [], [], [], []
     for c in choices:
         arrays = capture(c, run)
         parts.append(adapt.node_parts(arrays, device, batches))
+        basis.append(adapt.node_parts(arrays, device, batches, learned_device=False))
         flops.append(arrays.at(np.array(batches, dtype=float))[0].sum(axis=0))
         params.append(arrays.graph.param_count)
     rng = np.random.default_rng(seed)
@@ -165,8 +169,8 @@ def score_ours(path: Path, reps: int, seed: int, run: Candidates) -> tuple[dict,
     rows = []
     for j, batch in enumerate(batches):
         y, synced = np.array(measured["eager_ms"][str(batch)]), np.array(measured["synced_ms"][str(batch)])
-        at = [p.at(j) for p in parts]
-        zero = adapt.zero_shot(device.name).latency_ms(at)
+        at = [p.at(j) for p in basis]  # what adapt fits on
+        zero = adapt.zero_shot(device.name).latency_ms([p.at(j) for p in parts])
         row = {"batch": batch, "zero": (spearmanr(zero, y).statistic, kendalltau(zero, y).statistic)}
         row |= {"flops": spearmanr(np.array(flops)[:, j], y).statistic, "params": spearmanr(params, y).statistic}
         row |= {"noise": spearmanr(y, synced).statistic, "measured_ms": float(np.median(y))}

@@ -6,6 +6,7 @@ Predictors say how long one call takes and how much memory and energy it needs; 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Mapping
@@ -40,7 +41,7 @@ def build_report(
 ) -> PerfReport:
     """The report for ``graph`` on ``device``. ``assumed``: what the caller chose for the user (where the dtype
     came from, ...), listed first in the report's assumptions."""
-    from perfpredict import carbon, cost, mig
+    from perfpredict import breakdown, carbon, cost, mig
     from perfpredict.assumptions import assumptions, dtype_warnings
 
     predictor, choice_note = resolve_predictor(predictor, device.parent or device.name)
@@ -73,6 +74,8 @@ def build_report(
             min_throughput_per_s=min_throughput_per_s,
         )
     fits = out.peak_memory_bytes.value <= device.memory_bytes
+    per_op, by_kind, blocks, outside_ms = breakdown.of_latency(out.per_op, out.by_kind, out.blocks, lat.value)
+    memory = _memory_of_peak(out)
     return PerfReport(
         model_name=model_name or graph.name,
         device=device.name,
@@ -83,7 +86,7 @@ def build_report(
         latency_ms=lat,
         throughput_per_s=throughput,
         peak_memory_bytes=out.peak_memory_bytes,
-        memory=out.memory,
+        memory=memory,
         fits_in_memory=fits,
         device_memory_bytes=device.memory_bytes,
         energy_j=out.energy_j,
@@ -95,9 +98,11 @@ def build_report(
         price_usd_per_hour=price,
         workload=workload,
         workload_calls=calls,
-        per_op=out.per_op,
-        by_kind=out.by_kind,
-        blocks=out.blocks,
+        per_op=per_op,
+        by_kind=by_kind,
+        blocks=blocks,
+        outside_ops_ms=outside_ms,
+        outside_ops_label=_outside_label(out, outside_ms),
         coverage=graph.coverage,
         graph=GraphSummary(
             len(graph.nodes),
@@ -109,9 +114,7 @@ def build_report(
             graph.source,
         ),
         mig=advice,
-        warnings=(
-            _warnings(graph, device, fits, out.peak_memory_bytes.value) + out.warnings + dtype_warnings(graph, device)
-        ),
+        warnings=(_warnings(graph, device, config, out) + out.warnings + dtype_warnings(graph, device)),
         notes=(
             _notes(graph, device, predictor, price)
             + _load_note(graph, config, out)
@@ -120,6 +123,28 @@ def build_report(
         device_source=device.source,
         timeline=out.timeline,
         assumptions=assumptions(graph, device, config, out, assumed),
+    )
+
+
+def _memory_of_peak(out: PredictorOutput):
+    """The memory terms, with what a whole-model predictor's peak holds beyond them as a term of its own, so they
+    sum to the peak the report states."""
+    rest = round(out.peak_memory_bytes.value) - (out.memory.total_bytes - out.memory.unattributed_bytes)
+    if abs(rest) <= 1:
+        return out.memory
+    return dataclasses.replace(out.memory, unattributed_bytes=int(rest))
+
+
+def _outside_label(out: PredictorOutput, outside_ms: float) -> str:
+    """What the latency holds beyond the op rows: the predictor's word for it, or, where a whole-model predictor's
+    latency differs from the roofline op rows it lists, that."""
+    if out.outside_ops_label:
+        return out.outside_ops_label
+    if abs(outside_ms) <= 1e-3 * out.latency_ms.value:  # the rows are the latency (analytical)
+        return ""
+    return (
+        f"not attributed to ops: {out.latency_ms.predictor} predicts the step as a whole, the op rows are the "
+        "roofline's"
     )
 
 
@@ -141,7 +166,9 @@ def _workload(phase: str, batch: int, workload_calls: int | None) -> tuple[int, 
     return calls, f"{INFERENCE_WORKLOAD_SAMPLES:,} inferences ({calls:,} calls of batch {batch})"
 
 
-def _warnings(graph: OpGraph, device: Device, fits: bool, peak_bytes: float) -> tuple[str, ...]:
+def _warnings(graph: OpGraph, device: Device, config: RunConfig, out_: PredictorOutput) -> tuple[str, ...]:
+    from perfpredict.memory_advice import memory_warning
+
     out = []
     if graph.coverage < COVERAGE_WARNING_BELOW:
         unknown = sorted(graph.unknown_targets.items(), key=lambda kv: -kv[1])
@@ -155,10 +182,23 @@ def _warnings(graph: OpGraph, device: Device, fits: bool, peak_bytes: float) -> 
     elif graph.unknown_targets:
         names = ", ".join(sorted(graph.unknown_targets))
         out.append(f"ops without a cost model (charged memory traffic only): {names}")
-    if not fits:
-        out.append(
-            f"does not fit: needs {peak_bytes / 2**30:.1f} GiB, {device.name} has {device.memory_bytes / 2**30:.1f} GiB"
-        )
+    m = out_.memory
+    tight = memory_warning(
+        out_.peak_memory_bytes.value,
+        device.memory_bytes,
+        config.phase,
+        {
+            "weights": m.params_bytes,
+            "gradients": m.gradients_bytes,
+            "optimizer state": m.optimizer_state_bytes,
+            "optimizer temporaries": m.optimizer_temporaries_bytes,
+            "activations": m.activations_bytes,
+        },
+        optimizer=config.optimizer,
+        where=f"{device.name}: ",
+    )
+    if tight:
+        out.append(tight)
     return tuple(out)
 
 

@@ -4,13 +4,18 @@ The per-op table lists single ops; in a 300-op model the top 20 may cover a fift
 over hundreds of small launch-bound rows. These totals are taken over every op of the graph (not the listed top
 ones). A repeated block is a module path with an integer segment (``model.layers.7.mlp.up_proj``): the blocks
 ``model.layers.*`` are summed over their repeats, and split by the module under them (``mlp``, ``self_attn``).
+
+Every share is of the latency the rows belong to (:func:`of_latency`), so the op-kind rows plus the report's
+``outside_ops_ms`` line (host time the device does not hide, for the two-timeline predictor) add up to the latency.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from perfpredict.report import BlockShare, OpContribution, TimeShare
 
@@ -18,9 +23,9 @@ from perfpredict.report import BlockShare, OpContribution, TimeShare
 _ROOT = re.compile(r"^L\[[^\]]*\](\[\d+\])?\.?")
 
 
-def by_kind(rows: Sequence[OpContribution]) -> tuple[TimeShare, ...]:
-    """Time per canonical op kind, largest first."""
-    total = sum(r.time_ms for r in rows) or 1.0
+def by_kind(rows: Sequence[OpContribution], latency_ms: float | None = None) -> tuple[TimeShare, ...]:
+    """Time per canonical op kind, largest first; shares of ``latency_ms`` (None: of the rows' sum)."""
+    total = latency_ms or sum(r.time_ms for r in rows) or 1.0
     times: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
     for r in rows:
@@ -29,9 +34,12 @@ def by_kind(rows: Sequence[OpContribution]) -> tuple[TimeShare, ...]:
     return tuple(sorted((TimeShare(k, t, t / total, counts[k]) for k, t in times.items()), key=lambda s: -s.time_ms))
 
 
-def repeated_blocks(rows: Sequence[OpContribution], top: int = 5) -> tuple[BlockShare, ...]:
-    """The repeated blocks (at least two repeats) by total time, each split by the module under it."""
-    total = sum(r.time_ms for r in rows) or 1.0
+def repeated_blocks(
+    rows: Sequence[OpContribution], top: int = 5, latency_ms: float | None = None
+) -> tuple[BlockShare, ...]:
+    """The repeated blocks (at least two repeats) by total time, each split by the module under it; a block's share
+    is of ``latency_ms`` (None: of the rows' sum), a part's of its block."""
+    total = latency_ms or sum(r.time_ms for r in rows) or 1.0
     blocks: dict[str, dict] = {}
     for r in rows:
         found = _split(r.module_path)
@@ -67,3 +75,48 @@ def _split(path: str) -> tuple[str, int, str] | None:
             rest = segments[i + 1 :]
             return ".".join(segments[:i]), int(seg), rest[0] if rest else "(the block itself)"
     return None
+
+
+def of_latency(
+    per_op: Sequence[OpContribution],
+    kinds: Sequence[TimeShare],
+    blocks: Sequence[BlockShare],
+    latency_ms: float,
+) -> tuple[tuple[OpContribution, ...], tuple[TimeShare, ...], tuple[BlockShare, ...], float]:
+    """The rows with every share taken of ``latency_ms``, and what the latency holds beyond the summed op time
+    (``latency - sum(kinds)``: host time not hidden under device time, for the two-timeline predictor)."""
+    total = latency_ms or 1.0
+    ops = tuple(dataclasses.replace(o, share=o.time_ms / total) for o in per_op)
+    kinds = tuple(dataclasses.replace(k, share=k.time_ms / total) for k in kinds)
+    blocks = tuple(dataclasses.replace(b, share=b.time_ms / total) for b in blocks)
+    return ops, kinds, blocks, latency_ms - sum(k.time_ms for k in kinds)
+
+
+@dataclass(frozen=True)
+class OpGroup:
+    """Identical ops (same kind, target, time, FLOPs and bytes; module paths equal up to the repeat index)."""
+
+    first: OpContribution
+    count: int
+    module_path: str  # with the repeat index as ``*`` where the group spans repeats
+    time_ms: float  # summed over the group
+    share: float  # summed over the group
+
+
+def group_ops(rows: Sequence[OpContribution]) -> list[OpGroup]:
+    """Identical rows merged into one (``12 x transformer.h.*.mlp.c_fc``), by summed time, largest first."""
+    groups: dict[tuple, list[OpContribution]] = {}
+    for r in rows:
+        path = _INDEX.sub("*", _ROOT.sub("", r.module_path))
+        key = (r.op, r.target, path, f"{r.time_ms:.4g}", r.flops, r.bytes_moved, r.bound)
+        groups.setdefault(key, []).append(r)
+    out = []
+    for key, members in groups.items():
+        path = members[0].module_path if len(members) == 1 else key[2]
+        out.append(
+            OpGroup(members[0], len(members), path, sum(m.time_ms for m in members), sum(m.share for m in members))
+        )
+    return sorted(out, key=lambda g: -g.time_ms)
+
+
+_INDEX = re.compile(r"(?<=\.)\d+(?=\.|$)")

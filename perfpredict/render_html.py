@@ -12,19 +12,19 @@ from typing import TYPE_CHECKING
 
 from perfpredict.errors import InvalidInputError
 from perfpredict.render_text import (
-    OP_COLUMNS,
+    GROUP_COLUMNS,
     block_lines,
     coverage_line,
     estimate_label,
+    group_row,
     header_lines,
     kind_rows,
+    kinds_title,
     mig_columns,
     mig_recommendation,
     mig_rows,
     mig_targets,
-    op_row,
-    ops_in_graph,
-    shown_ops,
+    ops_title,
     sorted_ops,
     summary_rows,
     unknown_op_counts,
@@ -89,31 +89,33 @@ def _summary(report: PerfReport) -> str:
 
 
 def _ops(report: PerfReport, top_ops: int | None) -> str:
+    from perfpredict.breakdown import group_ops
+
     ops = sorted_ops(report, top_ops)
     if not ops:
         return ""
-    head = "".join(f"<th>{escape(c)}</th>" for c in OP_COLUMNS)
+    head = "".join(f"<th>{escape(c)}</th>" for c in GROUP_COLUMNS)
     body = []
-    for op in ops:
-        cells = list(op_row(op))
+    for group in group_ops(ops):  # identical ops (one per repeated layer) as one row with their count
+        cells = group_row(group)
         # The share bar is drawn with CSS width alone, so the page needs no script or image.
-        bar = f'<span class="bar" style="width:{max(0.0, min(op.share, 1.0)) * 6:.2f}rem"></span>'
+        bar = f'<span class="bar" style="width:{max(0.0, min(group.share, 1.0)) * 6:.2f}rem"></span>'
         tds = [
             f"<td>{escape(cells[0])}</td>",
             f"<td><code>{escape(cells[1])}</code></td>",
             f"<td><code>{escape(cells[2])}</code></td>",
-            f'<td class="num">{escape(cells[3])}</td>',
-            f'<td class="num">{bar}{escape(cells[4])}</td>',
-            f"<td>{escape(cells[5])}</td>",
-            f'<td class="num">{escape(cells[6])}</td>',
+            *(f'<td class="num">{escape(c)}</td>' for c in cells[3:6]),
+            f'<td class="num">{bar}{escape(cells[6])}</td>',
+            f"<td>{escape(cells[7])}</td>",
+            f'<td class="num">{escape(cells[8])}</td>',
         ]
         body.append(f"<tr>{''.join(tds)}</tr>")
     kinds = _table(("op kind", "ops", "time", "share"), kind_rows(report), numeric={"ops", "time", "share"})
     blocks = "".join(f"<li>{escape(line)}</li>" for line in block_lines(report))
     return (
-        f"<h2>Time by op kind (all {ops_in_graph(report):,} ops)</h2>{kinds}"
+        f"<h2>{escape(kinds_title(report))}</h2>{kinds}"
         + (f"<h2>Repeated blocks</h2><ul>{blocks}</ul>" if blocks else "")
-        + f"<h2>Per-op contributors ({escape(shown_ops(report, len(ops)))}, by predicted time)</h2>"
+        + f"<h2>{escape(ops_title(report, len(ops)))}; identical ops grouped</h2>"
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
     )
 

@@ -135,22 +135,18 @@ def header_lines(report: PerfReport) -> list[tuple[str, str]]:
 
 
 def memory_terms(report: PerfReport) -> str:
-    m = report.memory
-    terms = [
-        ("params", m.params_bytes),
-        ("grads", m.gradients_bytes),
-        ("optimizer", m.optimizer_state_bytes),
-        ("activations", m.activations_peak_bytes),
-        ("runtime", m.runtime_overhead_bytes),
-        ("weights load", m.load_transient_bytes),
-        ("autocast copies", m.weight_copies_bytes),
-    ]
-    return " + ".join(f"{name} {fmt_bytes(v)}" for name, v in terms if v) or "0 B"
+    """The peak's terms, each named as it is (``MemoryBreakdown.rows``); they sum to the peak."""
+    return " + ".join(f"{name} {fmt_bytes(v)}" for name, v in report.memory.rows() if v) or "0 B"
 
 
 def fits_text(report: PerfReport) -> str:
+    from perfpredict.memory_advice import TIGHT_SHARE
+
     verdict = "fits in" if report.fits_in_memory else "DOES NOT FIT in"
-    return f"{verdict} {fmt_bytes(report.device_memory_bytes)} of device memory"
+    tight = report.fits_in_memory and report.memory_share > TIGHT_SHARE
+    return f"{verdict} {fmt_bytes(report.device_memory_bytes)} of device memory" + (
+        f" ({fmt_share(report.memory_share)} of it: tight, see the warning)" if tight else ""
+    )
 
 
 def summary_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
@@ -204,6 +200,25 @@ def op_row(op: OpContribution) -> tuple[str, ...]:
 
 
 OP_COLUMNS = ("op", "target", "module path", "time", "share", "bound", "FLOP/byte")
+GROUP_COLUMNS = ("op", "target", "module path", "count", "time each", "time", "share", "bound", "FLOP/byte")
+
+
+def group_row(group) -> tuple[str, ...]:
+    """A row of identical ops (``perfpredict.breakdown.group_ops``): count, time of one, time and share of all."""
+    op = group.first
+    return (
+        op.op,
+        op.target,
+        group.module_path or "-",
+        f"{group.count}",
+        fmt_time_ms(op.time_ms),
+        fmt_time_ms(group.time_ms),
+        fmt_share(group.share),
+        op.bound,
+        fmt_sig(op.arithmetic_intensity_flop_per_byte),
+    )
+
+
 MIG_COLUMNS = ("profile", "memory", "fits", "latency", "throughput", "instances/GPU", "meets targets", "reason")
 
 
@@ -364,9 +379,7 @@ def _ops_table(report: PerfReport, top_ops: int | None):
     from rich.table import Table
 
     ops = sorted_ops(report, top_ops)
-    table = Table(
-        title=_plain(f"Per-op contributors ({shown_ops(report, len(ops))}, by predicted time)"), title_justify="left"
-    )
+    table = Table(title=_plain(ops_title(report, len(ops))), title_justify="left")
     for name in OP_COLUMNS:
         right = name in ("time", "share", "FLOP/byte")
         table.add_column(
@@ -380,7 +393,7 @@ def _ops_table(report: PerfReport, top_ops: int | None):
 def _kinds_table(report: PerfReport):
     from rich.table import Table
 
-    table = Table(title=f"Time by op kind (all {ops_in_graph(report):,} ops)", title_justify="left")
+    table = Table(title=_plain(kinds_title(report)), title_justify="left")
     for name, right in (("op kind", False), ("ops", True), ("time", True), ("share", True)):
         table.add_column(name, justify="right" if right else "left")
     for row in kind_rows(report):
@@ -450,16 +463,46 @@ def shown_ops(report: PerfReport, listed: int) -> str:
 
 
 def kind_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
-    """(op kind, ops, time, share) per op kind, over every op."""
-    return [(k.name, f"{k.ops:,}", fmt_time_ms(k.time_ms), fmt_share(k.share)) for k in report.by_kind]
+    """(op kind, ops, time, share) per op kind, over every op; then the time outside the ops (host time not hidden
+    under device time) where there is any, and the total, which is the latency."""
+    rows = [(k.name, f"{k.ops:,}", fmt_time_ms(k.time_ms), fmt_share(k.share)) for k in report.by_kind]
+    latency = report.latency_ms.value
+    if report.outside_ops_label:
+        rows.append(
+            (
+                report.outside_ops_label,
+                "",
+                fmt_time_ms(report.outside_ops_ms),
+                fmt_share(report.outside_ops_ms / latency if latency else 0.0),
+            )
+        )
+    rows.append(("total = latency", f"{ops_in_graph(report):,}", fmt_time_ms(latency), fmt_share(1.0)))
+    return rows
+
+
+def kinds_title(report: PerfReport) -> str:
+    """The op-kind table's title: what it covers and the latency it adds up to."""
+    latency = fmt_time_ms(report.latency_ms.value)
+    return f"Time by op kind (all {ops_in_graph(report):,} ops; total = the {latency} latency)"
+
+
+def ops_title(report: PerfReport, listed: int) -> str:
+    """The per-op table's title: how many ops it lists, their time, and the latency it is a share of."""
+    shown = sum(o.time_ms for o in sorted_ops(report, listed))
+    return (
+        f"Per-op contributors ({shown_ops(report, listed)}, by predicted time: {fmt_time_ms(shown)}, "
+        f"{fmt_share(shown / report.latency_ms.value if report.latency_ms.value else 0.0)} of the "
+        f"{fmt_time_ms(report.latency_ms.value)} latency)"
+    )
 
 
 def block_lines(report: PerfReport) -> list[str]:
-    """One line per repeated block: "12 x encoder.layer.*: 91% of the op time (attention 40%, output 30%)"."""
+    """One line per repeated block: "12 x encoder.layer.*: 3.1 ms, 41% of the latency (attention 40%, output
+    30% of the block)"."""
     return [
-        f"{b.repeats} x {b.path}: {fmt_share(b.share)} of the op time ("
+        f"{b.repeats} x {b.path}: {fmt_time_ms(b.time_ms)}, {fmt_share(b.share)} of the latency ("
         + ", ".join(f"{p.name} {fmt_share(p.share)}" for p in b.parts[:5])
-        + ")"
+        + " of the block)"
         for b in report.blocks
     ]
 
@@ -479,7 +522,7 @@ def explain_renderables(report: PerfReport, top_ops: int | None = None) -> list[
     if report.blocks:
         parts.append(
             Text(
-                "Repeated blocks (time summed over the repeats, then split by the module under them):\n"
+                "Repeated blocks (device time summed over the repeats, then split by the module under them):\n"
                 + "\n".join(f"  {line}" for line in block_lines(report))
             )
         )

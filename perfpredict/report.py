@@ -57,6 +57,11 @@ class MemoryBreakdown:
     ``activations_peak_bytes`` is what the step's peak adds to the other terms. On a GPU training step the
     gradients are born during the backward and the optimizer's scratch joins them at the end
     (memory_model.backward_born_peak), so there it can be less than the activations alive at the peak.
+    Two parts of it are not activations, and are named apart: ``workspace_bytes`` (a kernel's scratch at the peak)
+    and ``optimizer_temporaries_bytes`` (the optimizer step's scratch, AdamW's temporary copy, where the peak is at
+    that step); :attr:`activations_bytes` is the rest. ``peak_at`` says where in the step the peak falls
+    ("forward", "backward", "optimizer step"): at the optimizer step, the activations are only the outputs kept
+    to the end (the loss, an LM's logits). :meth:`rows` names every term as a report shows it.
     """
 
     params_bytes: int
@@ -66,6 +71,40 @@ class MemoryBreakdown:
     runtime_overhead_bytes: int
     load_transient_bytes: int = 0
     weight_copies_bytes: int = 0  # autocast's half-precision copies of the weights (AMP training)
+    workspace_bytes: int = 0  # part of activations_peak_bytes
+    optimizer_temporaries_bytes: int = 0  # part of activations_peak_bytes
+    peak_at: str = ""
+    # a whole-model predictor's peak less the terms above (signed): the terms are the structural model's
+    unattributed_bytes: int = 0
+
+    @property
+    def activations_bytes(self) -> int:
+        """The activation term less its workspace and optimizer temporaries: the tensors themselves."""
+        return max(0, self.activations_peak_bytes - self.workspace_bytes - self.optimizer_temporaries_bytes)
+
+    @property
+    def activations_label(self) -> str:
+        """What the activation row holds, said as it is."""
+        if self.peak_at == "optimizer step":
+            return "outputs kept to the optimizer step (loss, logits)"
+        if self.peak_at == "backward" or (self.gradients_bytes and not self.peak_at):
+            return "activations saved for backward"
+        return "activations"
+
+    def rows(self) -> list[tuple[str, int]]:
+        """(name, bytes) for every term, in the order a report lists them; they sum to :attr:`total_bytes`."""
+        return [
+            ("weights", self.params_bytes),
+            ("gradients", self.gradients_bytes),
+            ("optimizer state", self.optimizer_state_bytes),
+            ("optimizer temporaries", self.optimizer_temporaries_bytes),
+            (self.activations_label, self.activations_bytes),
+            ("workspace", self.workspace_bytes),
+            ("autocast copies", self.weight_copies_bytes),
+            ("weights load (cast)", self.load_transient_bytes),
+            ("runtime (CUDA context, allocator)", self.runtime_overhead_bytes),
+            ("rest of the learned peak", self.unattributed_bytes),
+        ]
 
     @property
     def total_bytes(self) -> int:
@@ -77,6 +116,7 @@ class MemoryBreakdown:
             + self.runtime_overhead_bytes
             + self.load_transient_bytes
             + self.weight_copies_bytes
+            + self.unattributed_bytes
         )
 
 
@@ -146,7 +186,7 @@ class TimelineSummary:
 
 @dataclass(frozen=True)
 class TimeShare:
-    """A share of the summed per-op time: of the whole step (per op kind), or of one block (per part)."""
+    """Time summed over ops: per op kind (``share`` of the latency), or per part of a block (of the block)."""
 
     name: str
     time_ms: float
@@ -156,7 +196,8 @@ class TimeShare:
 
 @dataclass(frozen=True)
 class BlockShare:
-    """A repeated block (``model.layers.*``): its repeats, its time summed over them, and its parts."""
+    """A repeated block (``model.layers.*``): its repeats, its time summed over them (``share`` of the latency),
+    and its parts."""
 
     path: str
     repeats: int
@@ -214,9 +255,13 @@ class PerfReport:
     device_source: str = "datasheet"
     measured: MeasuredVsPredicted | None = None
     timeline: TimelineSummary | None = None
-    # the per-op time totalled over every op: per op kind, and per repeated block (perfpredict.breakdown)
+    # the per-op time totalled over every op: per op kind, and per repeated block (perfpredict.breakdown); every
+    # share is of latency_ms, and sum(by_kind) + outside_ops_ms == latency_ms
     by_kind: tuple[TimeShare, ...] = ()
     blocks: tuple[BlockShare, ...] = ()
+    # the latency beyond the summed per-op time, and what it is (host time not hidden under device time, ...)
+    outside_ops_ms: float = 0.0
+    outside_ops_label: str = ""
     # what the answer assumes that the user did not say (dtype, weights' load, precision, optimizer, TF32, ...)
     assumptions: dict[str, str] = field(default_factory=dict)
     schema_version: int = field(default=REPORT_SCHEMA_VERSION)
@@ -224,6 +269,16 @@ class PerfReport:
     @property
     def predictor(self) -> str:
         return self.latency_ms.predictor
+
+    @property
+    def memory_share(self) -> float:
+        """The peak's share of the device's memory (above ``memory_advice.TIGHT_SHARE``: tight, with a warning)."""
+        return self.peak_memory_bytes.value / self.device_memory_bytes if self.device_memory_bytes else 0.0
+
+    @property
+    def op_time_ms(self) -> float:
+        """The per-op time summed over every op (the op-kind rows' total)."""
+        return sum(k.time_ms for k in self.by_kind)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -65,7 +65,7 @@ def predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[Any
     return report, graph
 
 
-def _roofline_section(graph: Any, device_name: str) -> dict[str, str]:
+def _roofline_section(graph: Any, device_name: str, report: Any = None) -> dict[str, str]:
     """The model's ops on the device's roofline, as inline SVG for the HTML report (a line saying why, if the plot
     cannot be drawn: never a section that silently disappears)."""
     from perfpredict.devices import get_device
@@ -73,7 +73,7 @@ def _roofline_section(graph: Any, device_name: str) -> dict[str, str]:
     from perfpredict.kernels.plot import roofline_svg
 
     try:
-        return {"Roofline": roofline_svg(graph, get_device(device_name))}
+        return {"Roofline": roofline_svg(graph, get_device(device_name), report=report)}
     except (ImportError, MissingDependencyError) as err:
         return {"Roofline": f"<p>The roofline plot could not be drawn: {err}</p>"}
 
@@ -93,7 +93,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.json and args.json != "-":
         write_text(args.json, report.to_json() + "\n")
     if args.html:
-        write_text(args.html, render_html(report, extra_sections=_roofline_section(graph, report.device)))
+        write_text(args.html, render_html(report, extra_sections=_roofline_section(graph, report.device, report)))
     written = [p for p in (args.json, args.html) if p and p != "-"]
     if written:
         print(f"{PROG}: wrote {', '.join(written)}", file=sys.stderr)

@@ -4,9 +4,11 @@ x: arithmetic intensity (FLOP per byte moved, from the OpGraph's ``flops`` and `
 y: FLOP/s. Compute ceilings are horizontal lines (FP32, FP16, BF16/FP16/TF32/FP8 tensor cores, ...), bandwidth
 ceilings are diagonals (the device memory named by its type, HBM3 or GDDR6, or DRAM, and L2 / L1 / L3 when a
 DeviceCeilings file has them). Each op sits at its attainable performance ``min(peak for its dtype, AI x
-bandwidth)`` as a small dot, and each op kind as one marker whose area is its share of the roofline time (``kind_points``); measured per-op times (profiler data), when given,
-add a second marker at ``flops / time``. Ceilings are labelled "measured"
-where the device carries measured values.
+bandwidth)`` as a small dot, and each op kind as one marker whose area is its share of the latency: the report's
+op-kind shares when a report is given (the same numbers as its tables), else of the roofline time
+(``kind_points``); measured per-op times (profiler data), when given, add a second marker at ``flops / time``.
+Ceilings are labelled "measured" where the device carries measured values. Every label sits in the legend, outside
+the axes, so none overlaps another or a marker.
 
 Renders with matplotlib's object API (no pyplot global state; the Agg/SVG backends only), imported lazily.
 """
@@ -75,9 +77,12 @@ def roofline_points(graph: Any, device: Any, *, tf32: bool = False) -> list[dict
     return rows
 
 
-def kind_points(points: list[dict[str, Any]], device: Any) -> list[dict[str, Any]]:
+def kind_points(
+    points: list[dict[str, Any]], device: Any, shares: Mapping[str, float] | None = None
+) -> list[dict[str, Any]]:
     """The ops aggregated per op kind: total FLOPs over total bytes (intensity), total FLOPs over the kind's roofline
-    time (achieved FLOP/s), and the kind's share of that time (what a marker's size shows)."""
+    time (achieved FLOP/s), and the kind's share of the time (what a marker's size shows): ``shares[kind]`` where
+    given (a report's op-kind shares of its latency), else of the summed roofline time."""
     bw = device.memory_bandwidth_bytes_per_s
     kinds: dict[str, dict[str, float]] = {}
     for p in points:
@@ -95,7 +100,7 @@ def kind_points(points: list[dict[str, Any]], device: Any) -> list[dict[str, Any
                 "ops": int(k["ops"]),
                 "intensity_flop_per_byte": k["flops"] / k["bytes"],
                 "achieved_flops_per_s": k["flops"] / k["time_s"],
-                "time_share": k["time_s"] / total,
+                "time_share": shares.get(op, 0.0) if shares is not None else k["time_s"] / total,
             }
             for op, k in kinds.items()
             if k["time_s"] > 0
@@ -132,6 +137,8 @@ def _figure(
     measured: Mapping[str, float] | None,
     title: str | None,
     tf32: bool,
+    shares: Mapping[str, float] | None = None,
+    rest: tuple[str, float] | None = None,
 ):
     try:
         from matplotlib.figure import Figure
@@ -146,7 +153,7 @@ def _figure(
     xs = [p["intensity_flop_per_byte"] for p in points] or [1.0]
     x_lo = min(0.01, min(xs) / 2)
     x_hi = max(1e4, max(xs) * 2, 4 * peak / min(b for _, b, _ in bandwidth))
-    fig = Figure(figsize=(9, 6), dpi=110)
+    fig = Figure(figsize=(11, 6), dpi=110)
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -170,8 +177,8 @@ def _figure(
             lw=1.0,
             ls="-" if tag == "measured" else "--",
             alpha=0.8,
+            label=f"{label} {value / 1e12:,.1f} TF ({tag})",
         )
-        ax.text(x_hi, value, f" {label} {value / 1e12:,.1f} TF ({tag})", va="bottom", ha="right", fontsize=7)
     if points:
         for bound, marker in _MARKERS.items():
             sel = [p for p in points if p["bound"] == bound]
@@ -185,8 +192,10 @@ def _figure(
                     color="0.4",
                     label=f"single ops, {bound}-bound",
                 )
-        # one marker per op kind, its area the kind's share of the roofline time: where the time goes, at a glance
-        for k in kind_points(points, device):
+        # one marker per op kind, its area the kind's share of the time: where the time goes, at a glance; named in
+        # the legend (labels beside the markers overlap wherever two kinds sit close)
+        of = "of the latency" if shares is not None else "of the roofline time"
+        for k in kind_points(points, device, shares):
             ax.scatter(
                 [k["intensity_flop_per_byte"]],
                 [k["achieved_flops_per_s"]],
@@ -194,14 +203,10 @@ def _figure(
                 alpha=0.7,
                 edgecolors="k",
                 linewidths=0.6,
+                label=f"{k['op']}: {k['time_share']:.1%} {of}",
             )
-            ax.annotate(
-                f"{k['op']} {k['time_share']:.0%}",
-                (k["intensity_flop_per_byte"], k["achieved_flops_per_s"]),
-                fontsize=7,
-                xytext=(4, 4),
-                textcoords="offset points",
-            )
+        if rest is not None and rest[1] > 0:  # the latency's part outside the ops: a legend line, no marker
+            ax.plot([], [], " ", label=f"{rest[0]}: {rest[1]:.1%} of the latency")
         if measured:
             mx = [
                 (p["intensity_flop_per_byte"], p["flops"] / measured[p["name"]])
@@ -220,7 +225,7 @@ def _figure(
         title or f"Roofline: {device.name}" + (f", {name}" if name else "") + f" ({device.source})", fontsize=10
     )
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, markerscale=0.5)
     fig.tight_layout()
     return fig
 
@@ -234,11 +239,13 @@ def plot_roofline(
     measured: Mapping[str, float] | None = None,
     title: str | None = None,
     tf32: bool = False,
+    report: Any = None,
 ) -> list[Path]:
     """Draw the roofline of ``device`` with ``graph``'s ops (``graph`` may be None) and save it.
 
     ``path`` ending in .png or .svg writes that file; without a suffix both ``path.png`` and ``path.svg``.
     ``ceilings`` (a DeviceCeilings dict or file) adds L1/L2/L3 diagonals; ``measured`` maps op names to seconds.
+    ``report`` (a PerfReport of ``graph`` on ``device``): the op kinds' shares are its own (``by_kind``).
     Returns the written paths.
     """
     from perfpredict.devices import get_device
@@ -248,7 +255,7 @@ def plot_roofline(
         from perfpredict.kernels.ceilings import read_ceilings
 
         ceilings = read_ceilings(ceilings)
-    fig = _figure(graph, device, ceilings, measured, title, tf32)
+    fig = _figure(graph, device, ceilings, measured, title, tf32, report_shares(report), report_rest(report))
     path = Path(path or "roofline")
     targets = (
         [path] if path.suffix.lower() in (".png", ".svg") else [path.with_suffix(".png"), path.with_suffix(".svg")]
@@ -268,13 +275,29 @@ def roofline_svg(
     ceilings: Mapping[str, Any] | None = None,
     measured: Mapping[str, float] | None = None,
     tf32: bool = False,
+    report: Any = None,
 ) -> str:
-    """The roofline as inline SVG text (no XML prolog), for embedding in the HTML report."""
+    """The roofline as inline SVG text (no XML prolog), for embedding in the HTML report. With ``report``, the op
+    kinds' shares are the report's (the numbers of its op-kind table)."""
     from perfpredict.devices import get_device
 
-    fig = _figure(graph, get_device(device), ceilings, measured, None, tf32)
+    fig = _figure(graph, get_device(device), ceilings, measured, None, tf32, report_shares(report), report_rest(report))
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
     text = buf.getvalue()
     start = text.find("<svg")
     return text[start:] if start >= 0 else text
+
+
+def report_shares(report: Any) -> dict[str, float] | None:
+    """op kind -> share of the latency, from a report's op-kind rows (None without a report or rows)."""
+    kinds = getattr(report, "by_kind", ()) if report is not None else ()
+    return {k.name: k.share for k in kinds} or None
+
+
+def report_rest(report: Any) -> tuple[str, float] | None:
+    """(what the latency holds beyond the ops, its share of the latency) from a report, or None."""
+    label = getattr(report, "outside_ops_label", "") if report is not None else ""
+    if not label or not report.latency_ms.value:
+        return None
+    return label, report.outside_ops_ms / report.latency_ms.value

@@ -251,20 +251,32 @@ def _predict_hf(
             **_assumptions(fmt, dev, compute, kv_dtype, cache, mode, config, tp, link),
             "weight kernel": weight_formats.describe_kernels(fmt, dev, batch, quant_kernel),
         },
-        warnings=(
-            ()
-            if peak <= dev.memory_bytes
-            else (
-                f"does not fit: needs {peak / 2**30:.1f} GiB, {dev.name} has {dev.memory_bytes / 2**30:.1f} GiB; "
-                f"at most {max_batch} sequences fit at {prompt_tokens + new_tokens} tokens",
-            )
-        )
-        + _mode_warnings(mode, cache),
+        warnings=_memory_warnings(peak, dev, max_batch, prompt_tokens + new_tokens) + _mode_warnings(mode, cache),
         notes=_notes(decode, steps, dev),
         engine="hf",
         tp=tp,
         ttft_max_ms=ttft_ms,
         tp_communication_ms=decode[0].step_ms - points[0][1].latency_ms.value,
+    )
+
+
+def _memory_warnings(peak: float, dev: Any, max_batch: int, tokens: int) -> tuple[str, ...]:
+    """Does not fit, or fits above ``memory_advice.TIGHT_SHARE`` of the device: say so, and what brings it under."""
+    from perfpredict.memory_advice import TIGHT_SHARE
+
+    if peak <= dev.memory_bytes * TIGHT_SHARE:
+        return ()
+    gib, share = 2**30, peak / dev.memory_bytes
+    if peak > dev.memory_bytes:
+        head = f"does not fit: needs {peak / gib:.1f} GiB, {dev.name} has {dev.memory_bytes / gib:.1f} GiB"
+    else:
+        head = (
+            f"peak memory {peak / gib:.2f} GiB of {dev.memory_bytes / gib:.2f} GiB ({share:.0%}): fits, but above "
+            f"{TIGHT_SHARE:.0%}; allocator fragmentation or a longer context may not fit"
+        )
+    return (
+        f"{head}; at most {max_batch} sequences fit at {tokens} tokens; a smaller batch, a shorter context, an 8- or "
+        "4-bit weight format or more GPUs (--tp) bring it under",
     )
 
 

@@ -12,7 +12,13 @@ ranking most, and a few measured candidates pin them down:
   to the step instead of hiding behind the host work of the blocks after it;
 
 plus ``offset_ms``, a fixed cost per step (the timing harness, a final copy). Convolution and matmul compute
-efficiency stays the zero-shot model's. The fit is a grid search over the four, then a least-squares refinement
+efficiency stays the zero-shot model's.
+
+``adapt`` fits on the **datasheet basis** (``learned_device=False``: device time is the roofline at fixed
+achieved fractions, not the efficiency learned from GPU op rows). The learned efficiency ranks better zero-shot,
+but on a GPU it has no rows for its per-shape variation is not one that four scales can correct: on HELP's
+RTX 2080 Ti at batch 64, 10 shots on the learned basis ranked the rest at Spearman 0.71 (zero-shot 0.82), on
+the datasheet basis at 0.99 (``tests/nas/test_nas_adapt.py``). The fit is a grid search over the four, then a least-squares refinement
 of the continuous ones, on log latency (so a 10% miss weighs the same on every candidate). Where every parameter
 is at its zero-shot value the adapted model gives exactly the zero-shot eager latency.
 """
@@ -50,6 +56,7 @@ class NodeParts:
     launch_s: np.ndarray
     group: np.ndarray
     view: np.ndarray
+    learned_device: bool = True  # device_s from the learned efficiency (zero-shot) or the datasheet basis
 
     def at(self, batch_index: int) -> NodeParts:
         """The parts at one of the batches (a fit reads each candidate at one batch)."""
@@ -71,6 +78,7 @@ class AdaptedLatency:
     offset_ms: float = 0.0
     shots: int = 0
     log_rmse: float = 0.0  # on the shots, after the fit
+    learned_device: bool = True  # the zero-shot device time (learned efficiency) or the datasheet basis (adapt)
 
     def latency_ms(self, parts: Sequence[NodeParts]) -> np.ndarray:
         """The adapted latency of each candidate at the first batch of its parts."""
@@ -87,17 +95,19 @@ def zero_shot(device: str) -> AdaptedLatency:
     return AdaptedLatency(device=device, queue_depth=QUEUE_DEPTH)
 
 
-def node_parts(arrays: Any, device: Any, batches: Any, config: Any = None) -> NodeParts:
-    """A candidate's CostArrays as NodeParts at ``batches`` (one or several) on ``device`` (eager inference)."""
+def node_parts(arrays: Any, device: Any, batches: Any, config: Any = None, learned_device: bool = True) -> NodeParts:
+    """A candidate's CostArrays as NodeParts at ``batches`` (one or several) on ``device`` (eager inference), with
+    the zero-shot device time (``learned_device``) or the datasheet basis an adapted model is fitted on."""
     from perfpredict.predictors import host_model
     from perfpredict.predictors.analytical import AnalyticalPredictor
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.registry import get_predictor
+    from perfpredict.predictors.two_timeline import TwoTimelinePredictor
 
     config = config or RunConfig()
     if config.phase != "inference" or config.mode != "eager" or device.kind != "gpu":
         raise InvalidInputError("adaptation models an eager inference step on a GPU; predict the rest zero-shot")
-    predictor = get_predictor("two_timeline")
+    predictor = get_predictor("two_timeline") if learned_device else TwoTimelinePredictor(learned=False)
     batches = np.atleast_1d(np.asarray(batches, dtype=float))
     ev = AnalyticalPredictor().evaluate(arrays, device, config, batches)
     device_s = predictor.device_node_s(arrays, device, config, batches, ev)
@@ -113,6 +123,7 @@ def node_parts(arrays: Any, device: Any, batches: Any, config: Any = None) -> No
         launch_s=launch,
         group=np.array([_group(n) for n in arrays.graph.nodes], dtype=np.int64),
         view=np.array([n.is_view for n in arrays.graph.nodes], dtype=bool),
+        learned_device=learned_device,
     )
 
 
@@ -193,6 +204,8 @@ def fit(parts: Sequence[NodeParts], measured_ms: Iterable[float], device: str) -
     y = np.asarray(list(measured_ms), dtype=float)
     if len(y) != len(parts) or len(y) < 3:
         raise InvalidInputError(f"adapt needs at least 3 measured candidates, one latency each (got {len(y)})")
+    if len({p.learned_device for p in parts}) > 1:
+        raise InvalidInputError("the parts mix device bases; build them all with the same node_parts(learned_device=)")
     if not np.isfinite(y).all() or (y <= 0).any():
         raise InvalidInputError("measured latencies must be positive milliseconds")
     best = _grid_search(parts, y, device)
@@ -214,7 +227,8 @@ def fit(parts: Sequence[NodeParts], measured_ms: Iterable[float], device: str) -
         best, depthwise_scale=float(np.exp(v[0])), memory_scale=float(np.exp(v[1])), host_scale=float(np.exp(v[2]))
     )
     model = replace(model, offset_ms=float(v[3]), shots=len(y))
-    return replace(model, log_rmse=float(np.sqrt(np.mean(residuals(v) ** 2))))
+    rmse = float(np.sqrt(np.mean(residuals(v) ** 2)))
+    return replace(model, log_rmse=rmse, learned_device=parts[0].learned_device)
 
 
 def _grid_search(parts: Sequence[NodeParts], y: np.ndarray, device: str) -> AdaptedLatency:
@@ -253,5 +267,5 @@ def adapt(
     parts = []
     for model in models:
         arrays = candidates.arrays(model, example_inputs(model) if callable(example_inputs) else example_inputs)
-        parts.append(node_parts(arrays, target, candidates.batches_for(arrays)))
+        parts.append(node_parts(arrays, target, candidates.batches_for(arrays), learned_device=False))
     return fit(parts, measured_ms, target.name)

@@ -136,7 +136,7 @@ def _adapted_rows(out: Any, rows: slice, model: Any, arrays: Any, device: Any, b
     """The latency (and what follows from it) of the adapted model in place of the zero-shot one."""
     from perfpredict.nas.adapt import node_parts, walls_ms
 
-    latency = walls_ms(node_parts(arrays, device, batches), [model])[:, 0]
+    latency = walls_ms(node_parts(arrays, device, batches, learned_device=model.learned_device), [model])[:, 0]
     out["latency_ms"][rows] = latency
     out["throughput_per_s"][rows] = batches / (latency * 1e-3)
     out["energy_j"][rows] = out["avg_power_w"][rows] * latency * 1e-3

@@ -59,7 +59,20 @@ def parallel_report(
     whole = runs[0].time.report if len(runs) == 1 and runs[0].stage.graph is graph else None
     single_s, single_fits = _single_gpu(graph, dev, options, plan, whole)
     return _report(
-        graph, plan, dev, ic, runs, slowest, stages, links, step, single_s, single_fits, model_name, precision
+        graph,
+        plan,
+        dev,
+        ic,
+        runs,
+        slowest,
+        stages,
+        links,
+        step,
+        single_s,
+        single_fits,
+        model_name,
+        precision,
+        optimizer,
     )
 
 
@@ -75,7 +88,7 @@ def _single_gpu(graph, device, options: RunOptions, plan: ParallelPlan, single=N
 
 
 def _report(
-    graph, plan, dev, ic, runs, slowest, stages, links, step, single_s, single_fits, model_name, precision
+    graph, plan, dev, ic, runs, slowest, stages, links, step, single_s, single_fits, model_name, precision, optimizer=""
 ) -> ParallelReport:
     m = plan.microbatches
     compute = m * (slowest.time.forward_s + slowest.time.backward_s) + slowest.time.optimizer_s
@@ -83,7 +96,7 @@ def _report(
     comm = m * (slowest.tp_forward_s + slowest.tp_backward_s + slowest.p2p_s) + slowest.dp.comm_s_per_step
     global_batch = graph.batch_size * m * plan.dp
     peak = max(s.memory.total_bytes for s in stages)
-    warn = _warnings(plan, stages, dev, links)
+    warn = _warnings(plan, stages, dev, links, graph.phase, optimizer)
     for text in warn:
         warnings.warn(text, stacklevel=3)
     return ParallelReport(
@@ -131,7 +144,7 @@ def _bubble_s(runs, microbatches: int) -> float:
     return sum(times) - max(times)
 
 
-def _warnings(plan: ParallelPlan, stages, dev, links) -> list[str]:
+def _warnings(plan: ParallelPlan, stages, dev, links, phase: str = "training", optimizer: str = "") -> list[str]:
     out = []
     if links.tp.nodes > 1:
         out.append(
@@ -143,10 +156,25 @@ def _warnings(plan: ParallelPlan, stages, dev, links) -> list[str]:
             f"microbatches={plan.microbatches} < pp={plan.pp}: the pipeline is idle "
             f"{pipeline_bubble(plan):.0%} of the step; use at least {plan.pp} microbatches (4x is common)"
         )
+    from perfpredict.memory_advice import memory_warning
+
     for s in stages:
-        if not s.fits_in_memory:
-            out.append(
-                f"stage {s.stage} needs {s.memory.total_bytes / 2**30:.1f} GiB per GPU, more than the "
-                f"{dev.memory_bytes / 2**30:.0f} GiB of a {dev.name}"
-            )
+        m = s.memory
+        text = memory_warning(
+            m.total_bytes,
+            dev.memory_bytes,
+            phase,
+            {
+                "weights": m.weights_bytes,
+                "gradients": m.gradients_bytes,
+                "optimizer state": m.optimizer_state_bytes,
+                "optimizer temporaries": m.optimizer_temporaries_bytes,
+                "activations": m.activations_bytes,
+            },
+            optimizer=optimizer,
+            where=f"stage {s.stage} on each {dev.name}: " if len(stages) > 1 else f"each {dev.name}: ",
+            sharded=plan.dp > 1 and plan.shard_stage >= 3,
+        )
+        if text:
+            out.append(text)
     return out

@@ -26,12 +26,22 @@ def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, de
     graph = run.stage.graph
     training = each is not None
     pp, m = plan.pp, plan.microbatches
-    flight = pipeline.in_flight(run.stage.index, pp, m) if training and pp > 1 else 1
-    activations = run.time.report.memory.activations_peak_bytes + (flight - 1) * mem.saved_activation_bytes(
-        graph, run.start
-    )
+    own = run.time.report.memory
+    if training and (pp > 1 or m > 1):  # gradients accumulate over the microbatches: resident in their backwards
+        parts = mem.pipeline_stage_activations(  # the activation received is kept for the backward too
+            mem.saved_activation_bytes(graph, run.start) + run.recv_bytes,
+            pipeline.in_flight(run.stage.index, pp, m) if pp > 1 else 1,
+            own.activations_bytes,
+            own.workspace_bytes,
+            own.optimizer_temporaries_bytes,
+        )
+    else:
+        parts = mem.StageActivations(
+            own.activations_bytes, own.workspace_bytes, own.optimizer_temporaries_bytes, own.peak_at
+        )
+    activations, extra = parts.activations, (parts.workspace, parts.optimizer_temporaries, parts.peak_at)
     if not training:
-        return RankMemory(graph.param_bytes, 0, 0, activations, 0, 0, 0, device.runtime_overhead_bytes)
+        return RankMemory(graph.param_bytes, 0, 0, activations, 0, 0, 0, device.runtime_overhead_bytes, *extra)
     stage = plan.shard_stage if plan.dp > 1 else 0
     state = mem.sharded_state(graph.trainable_param_count, each, stage, plan.dp)
     # frozen weights have no gradients or optimizer state, but ZeRO-3 and FSDP shard them like the others
@@ -54,6 +64,7 @@ def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, de
         buckets,
         copies,
         device.runtime_overhead_bytes,
+        *extra,
     )
 
 

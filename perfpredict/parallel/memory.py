@@ -8,7 +8,8 @@ count: half-precision weights and gradients, with the float32 master weights ins
 optimizer state by N, stage 2 the gradients too, stage 3 (and FSDP) the weights too (Rajbhandari et al., SC'20).
 
 Activations: the rank graph's own peak (its shapes are already the tensor-parallel shard's), plus, under 1F1B,
-the saved activations of the other microbatches a stage holds. FSDP adds the gathered weights of the layer
+the saved activations of the other microbatches a stage holds (``pipeline_stage_activations``: stage s holds
+min(p - s, m) microbatches' saved activations). FSDP adds the gathered weights of the layer
 computing and of the one prefetched, and one layer's unsharded gradients before their reduce-scatter. DDP adds
 its gradient buckets.
 """
@@ -97,9 +98,43 @@ def zero_bytes_per_param(stage: int, ranks: int, each: PerParam) -> float:
 
 
 def saved_activation_bytes(graph: OpGraph, start: int) -> int:
-    """Bytes the forward saves for the backward: tensors made in the forward that a backward op reads."""
+    """Bytes the forward saves for the backward: tensors made in the forward that a backward op reads.
+
+    A view with no producer in the graph (``weight.t()``, a view of the input) allocates nothing: its storage is a
+    parameter's, counted with the weights, or the input's. Counted as saved, the weights' transposes made a 7B
+    model's pipeline stage hold 6.3 GiB of "activations" per microbatch whatever its sequence length."""
     from perfpredict.predictors.memory_model import storage_roots
 
     root = storage_roots(graph)
+    produced = {b for _, b in graph.edges}
     saved = {root[a] for a, b in graph.edges if a < start <= b}
-    return sum(graph.nodes[a].output_bytes for a in saved if a < start)
+    return sum(
+        graph.nodes[a].output_bytes for a in saved if a < start and not (graph.nodes[a].is_view and a not in produced)
+    )
+
+
+@dataclass(frozen=True)
+class StageActivations:
+    """One pipeline stage's activation terms at its peak (bytes), which sum to what it adds to the training state."""
+
+    activations: int  # saved for backward, over the in-flight microbatches, and one microbatch's working set
+    workspace: int
+    optimizer_temporaries: int
+    peak_at: str  # "backward" or "optimizer step"
+
+
+def pipeline_stage_activations(
+    saved_bytes: int, in_flight: int, own_activations: int, own_workspace: int, own_temporaries: int
+) -> StageActivations:
+    """A 1F1B stage's activation terms: at its backward peak it holds the saved activations of ``in_flight``
+    microbatches (``saved_bytes`` each), plus what one microbatch's own step holds beyond its saved ones
+    (``own_activations - saved_bytes``) and the workspace; at the optimizer step, after every microbatch, it holds
+    none of them but the optimizer's temporaries. The larger of the two is the peak.
+
+    The gradients of every microbatch accumulate in one buffer that lives from the first backward to the optimizer
+    step, so they are resident at the backward peak (the gradient term), unlike one step's gradients born in its
+    backward (``memory_model.backward_born_peak``)."""
+    backward = in_flight * saved_bytes + max(0, own_activations - saved_bytes)
+    if own_temporaries > backward + own_workspace:
+        return StageActivations(0, 0, own_temporaries, "optimizer step")
+    return StageActivations(backward, own_workspace, 0, "backward")

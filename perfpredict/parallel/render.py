@@ -33,22 +33,37 @@ def _step(r: ParallelReport) -> list[str]:
         f"({r.exposed_share:.0%} of the step)",
         f"pipeline bubble      {r.bubble_fraction:10.1%}",
         f"one GPU, same batch  {r.single_gpu_step_ms:10.2f} ms   scaling efficiency {r.scaling_efficiency:.0%}",
-        f"peak memory per GPU  {r.peak_memory_bytes / GIB:10.2f} GiB  of {r.device_memory_bytes / GIB:.0f} GiB: {fits}",
+        f"peak memory per GPU  {r.peak_memory_bytes / GIB:10.2f} GiB  of {r.device_memory_bytes / GIB:.2f} GiB: {fits}"
+        + (f" ({r.peak_memory_bytes / r.device_memory_bytes:.0%} of it: tight, see the warning)" if _tight(r) else ""),
     ]
 
 
 def _stages(r: ParallelReport) -> list[str]:
-    out = ["stage  layers    fwd ms   bwd ms  tp ms  p2p ms  dp ms (exposed)   weights  grads  optim  activ  total GiB"]
+    out = ["stage  layers    fwd ms   bwd ms  tp ms  p2p ms  dp ms (exposed)"]
     for s in r.stages:
-        m = s.memory
         layers = f"{s.layers[0]}-{s.layers[-1]}" if s.layers else "-"
         out.append(
             f"{s.stage:5d}  {layers:8s} {s.forward_ms:7.2f}  {s.backward_ms:7.2f} {s.tp_comm_ms:6.2f} "
-            f"{s.p2p_comm_ms:6.2f}  {s.dp_comm_ms:6.2f} ({s.dp_exposed_ms:6.2f})  "
-            f"{m.weights_bytes / GIB:7.2f} {m.gradients_bytes / GIB:6.2f} {m.optimizer_state_bytes / GIB:6.2f} "
-            f"{m.activations_bytes / GIB:6.2f}  {m.total_bytes / GIB:8.2f}" + ("" if s.fits_in_memory else " !")
+            f"{s.p2p_comm_ms:6.2f}  {s.dp_comm_ms:6.2f} ({s.dp_exposed_ms:6.2f})"
         )
     out.append("(fwd, bwd, tp, p2p per microbatch; dp per step)")
+    return out + [""] + memory_lines(r)
+
+
+def memory_lines(r: ParallelReport) -> list[str]:
+    """Memory per GPU of each stage, every term that any stage holds as a column; each row sums to its total."""
+    names = [name for name, _ in r.stages[0].memory.rows()] if r.stages else []
+    used = [i for i in range(len(names)) if any(s.memory.rows()[i][1] for s in r.stages)]
+    out = ["memory per GPU (GiB), term by term; each row sums to its total:"]
+    for s in r.stages:
+        rows = s.memory.rows()
+        terms = " + ".join(f"{rows[i][0]} {rows[i][1] / GIB:.2f}" for i in used)
+        n = s.in_flight_microbatches
+        flight = f", {n} microbatch{'es' if n > 1 else ''} in flight" if r.plan.get("pp", 1) > 1 else ""
+        out.append(
+            f"  stage {s.stage}{flight}: {terms} = {s.memory.total_bytes / GIB:.2f} GiB"
+            + ("" if s.fits_in_memory else " (DOES NOT FIT)")
+        )
     return out
 
 
@@ -61,3 +76,9 @@ def _collectives(r: ParallelReport) -> list[str]:
             f"{c.bus_bandwidth_gb_per_s:6.1f} GB/s  ({c.link})"
         )
     return out
+
+
+def _tight(r: ParallelReport) -> bool:
+    from perfpredict.memory_advice import TIGHT_SHARE
+
+    return r.fits_in_memory and r.peak_memory_bytes > TIGHT_SHARE * r.device_memory_bytes

@@ -26,19 +26,35 @@ class RankMemory:
     comm_buffers_bytes: int  # DDP's gradient buckets
     weight_copies_bytes: int  # autocast's half-precision weight copies
     runtime_overhead_bytes: int
+    workspace_bytes: int = 0  # a kernel's scratch at the peak
+    optimizer_temporaries_bytes: int = 0  # the optimizer step's scratch, where the peak is at that step
+    peak_at: str = ""  # "forward", "backward" or "optimizer step"
+
+    def rows(self) -> list[tuple[str, int]]:
+        """(name, bytes) for every term, named as it is; they sum to :attr:`total_bytes`."""
+        activations = (
+            "outputs kept to the optimizer step"
+            if self.peak_at == "optimizer step"
+            else "activations saved for backward"
+            if self.gradients_bytes
+            else "activations"
+        )
+        return [
+            ("weights", self.weights_bytes),
+            ("gradients", self.gradients_bytes),
+            ("optimizer state", self.optimizer_state_bytes),
+            ("optimizer temporaries", self.optimizer_temporaries_bytes),
+            (activations, self.activations_bytes),
+            ("workspace", self.workspace_bytes),
+            ("FSDP gathered weights", self.gathered_weights_bytes),
+            ("communication buffers", self.comm_buffers_bytes),
+            ("autocast copies", self.weight_copies_bytes),
+            ("runtime (CUDA context, allocator)", self.runtime_overhead_bytes),
+        ]
 
     @property
     def total_bytes(self) -> int:
-        return (
-            self.weights_bytes
-            + self.gradients_bytes
-            + self.optimizer_state_bytes
-            + self.activations_bytes
-            + self.gathered_weights_bytes
-            + self.comm_buffers_bytes
-            + self.weight_copies_bytes
-            + self.runtime_overhead_bytes
-        )
+        return sum(value for _, value in self.rows())
 
 
 @dataclass(frozen=True)

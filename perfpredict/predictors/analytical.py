@@ -18,8 +18,8 @@ from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.intervals import bracket
 from perfpredict.predictors.memory_model import (
-    activation_peak,
-    backward_born_peak,
+    activation_peak_parts,
+    backward_born_parts,
     cpu_math_attention_bytes,
     element_bytes,
     free_steps,
@@ -100,6 +100,10 @@ class Evaluation:
     ideal_latency_s: np.ndarray
     activations_bytes: np.ndarray
     power_w: np.ndarray
+    # parts of activations_bytes that are not activations, and whether the peak is the optimizer step's
+    workspace_bytes: np.ndarray | None = None
+    optimizer_temporaries_bytes: np.ndarray | None = None
+    peak_at_optimizer_step: np.ndarray | None = None
 
 
 class AnalyticalPredictor:
@@ -142,17 +146,34 @@ class AnalyticalPredictor:
         walk = element_bytes(graph, out_bytes, picked, gradients_walk=born)
         if born:
             trainable = float(training_bytes(graph, config).gradients)
-            peak = backward_born_peak(
+            parts = backward_born_parts(
                 graph, walk, frees, workspace, set(picked), trainable, trainable * config.optimizer_scratch
             )
+            peak, scratch, temporaries, at_step = (
+                parts.total,
+                parts.workspace,
+                parts.optimizer_temporaries,
+                parts.at_optimizer_step,
+            )
         else:
-            peak = activation_peak(walk, frees, workspace)
+            peak, scratch = activation_peak_parts(walk, frees, workspace)
+            temporaries, at_step = np.zeros_like(peak), np.zeros(len(peak), dtype=bool)
         activations = peak + input_bytes
         busy = np.maximum(compute, MEMORY_POWER_WEIGHT * memory).sum(axis=0) + MEMORY_POWER_WEIGHT * optimizer_s
         utilisation = np.clip(busy / np.maximum(latency, 1e-30), 0.0, 1.0)
         power = device.idle_power_w + (device.tdp_w - device.idle_power_w) * utilisation
         return Evaluation(
-            node_s, compute, memory, optimizer_s, latency, np.minimum(ideal_s, latency), activations, power
+            node_s,
+            compute,
+            memory,
+            optimizer_s,
+            latency,
+            np.minimum(ideal_s, latency),
+            activations,
+            power,
+            scratch,
+            temporaries,
+            at_step,
         )
 
     def latency_s(self, graph: OpGraph, device: Device, config: RunConfig) -> float:
@@ -166,7 +187,7 @@ class AnalyticalPredictor:
     def output(self, graph: OpGraph, device: Device, config: RunConfig, ev: Evaluation) -> PredictorOutput:
         """The prediction from an evaluation at the graph's own batch (the two-timeline predictor reuses it)."""
         latency_s, power_w = float(ev.latency_s[0]), float(ev.power_w[0])
-        memory = memory_terms(graph, device, config, float(ev.activations_bytes[0]))
+        memory = memory_terms(graph, device, config, float(ev.activations_bytes[0]), *_peak_parts(ev, config))
         energy_j = power_w * latency_s
         rows = _contributions(graph, ev, latency_s, config)
         # a launch-bound step's pure roofline is its point: the low end then mirrors the high one (intervals.py)
@@ -192,6 +213,15 @@ class AnalyticalPredictor:
             by_kind=breakdown.by_kind(rows),
             blocks=breakdown.repeated_blocks(rows),
         )
+
+
+def _peak_parts(ev: Evaluation, config: RunConfig) -> tuple[float, float, str]:
+    """(workspace, optimizer temporaries, where the peak falls) at the graph's own batch, for ``memory_terms``."""
+    if ev.workspace_bytes is None:
+        return 0.0, 0.0, ""
+    at_step = bool(ev.peak_at_optimizer_step[0])
+    where = "forward" if config.phase == "inference" else ("optimizer step" if at_step else "backward")
+    return float(ev.workspace_bytes[0]), float(ev.optimizer_temporaries_bytes[0]), where
 
 
 def _optimizer_step_s(graph: OpGraph, device: Device, config: RunConfig) -> float:

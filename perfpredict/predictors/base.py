@@ -109,6 +109,8 @@ class PredictorOutput:
     timeline: TimelineSummary | None = None  # device, host and wall time (the two-timeline predictor)
     by_kind: tuple[TimeShare, ...] = ()  # totals over every op, not only the listed ones (perfpredict.breakdown)
     blocks: tuple[BlockShare, ...] = ()
+    # what the latency holds beyond the summed per-op time ("" where the per-op rows are the latency's own terms)
+    outside_ops_label: str = ""
 
 
 class Predictor(Protocol):

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from perfpredict import ops
+
 from perfpredict.predictors import gpu_efficiency as ge
 from perfpredict.predictors import gpu_op_features as gf
 from perfpredict.predictors.base import RunConfig
@@ -117,7 +119,7 @@ def own_rows() -> Any:
                     "kind": shape.kind,
                     "dtype": shape.dtype,
                     "flops": shape.flops,
-                    "in_bytes": r.get("in_bytes") or 0,
+                    "in_bytes": _in_bytes(r, shape),
                     "out_bytes": r.get("out_bytes") or 0,
                     "out_shape": json.dumps(list(shape.out_shape)),
                     "in_shapes": json.dumps([list(s) for s in shape.in_shapes]),
@@ -127,6 +129,15 @@ def own_rows() -> Any:
                 }
             )
     return pd.DataFrame(found)
+
+
+def _in_bytes(row: dict, shape: Any) -> int:
+    """Bytes read, by the frontends' rule (``fx_frontend.node_bytes``): the collector records an embedding's whole
+    table as read, but a lookup reads only the rows it gathers (the output's size) and its int64 indices."""
+    if shape.kind != ops.EMBEDDING:
+        return int(row.get("in_bytes") or 0)
+    indices = int(np.prod(shape.in_shapes[1])) if len(shape.in_shapes) > 1 else 0
+    return int(row.get("out_bytes") or 0) + 8 * indices
 
 
 def shapes_of(frame: Any) -> list[OpShape]:

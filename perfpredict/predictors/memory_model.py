@@ -11,6 +11,7 @@ allocator sees without fragmentation; the runtime-overhead term (CUDA context, a
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -136,15 +137,37 @@ def activation_peak(output_bytes: np.ndarray, frees: np.ndarray, transient: np.n
     """Peak live bytes per config. ``output_bytes`` is [nodes, configs]; a node's storage is live from its own
     step through ``frees[node]``. ``transient`` (same shape) is scratch a node holds only while it runs, on top of
     what is live at its step (:func:`gpu_conv_workspace_bytes`)."""
+    return activation_peak_parts(output_bytes, frees, transient)[0]
+
+
+def activation_peak_parts(
+    output_bytes: np.ndarray, frees: np.ndarray, transient: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(peak live bytes, the part of it that is ``transient`` workspace at the peak's step), per config."""
     n = output_bytes.shape[0]
     if n == 0:
-        return np.zeros(output_bytes.shape[1])
+        return np.zeros(output_bytes.shape[1]), np.zeros(output_bytes.shape[1])
     freed = np.zeros((n + 1, output_bytes.shape[1]))
     np.add.at(freed, frees, output_bytes)
     allocated = np.cumsum(output_bytes, axis=0)
     released_before = np.vstack([np.zeros((1, output_bytes.shape[1])), np.cumsum(freed[:n], axis=0)[:-1]])
     live = allocated - released_before
-    return (live if transient is None else live + transient).max(axis=0)
+    total = live if transient is None else live + transient
+    at = total.argmax(axis=0)
+    columns = np.arange(output_bytes.shape[1])
+    scratch = np.zeros(output_bytes.shape[1]) if transient is None else transient[at, columns]
+    return total[at, columns], scratch
+
+
+@dataclass(frozen=True)
+class PeakParts:
+    """A step's activation term (what its peak adds to the weights, gradients and optimizer state), and the parts
+    of it that are not activations: per config."""
+
+    total: np.ndarray
+    workspace: np.ndarray  # a kernel's scratch at the peak (cuDNN's layout workspace)
+    optimizer_temporaries: np.ndarray  # the optimizer step's scratch, where the peak is at that step
+    at_optimizer_step: np.ndarray  # bool: the peak is the optimizer step's (then the rest is the loss, logits)
 
 
 def backward_born_peak(
@@ -169,12 +192,30 @@ def backward_born_peak(
     a multi-tensor AdamW's sqrt of its second moment). ``picked``: the graph's picked elements, each its own
     storage. ``studies/eager_peak.py`` checks the walk against an eager step on a CPU.
     """
-    peak = activation_peak(walk_bytes, frees, transient)
+    return backward_born_parts(graph, walk_bytes, frees, transient, picked, trainable_bytes, scratch_bytes).total
+
+
+def backward_born_parts(
+    graph: OpGraph,
+    walk_bytes: np.ndarray,
+    frees: np.ndarray,
+    transient: np.ndarray | None,
+    picked: Collection[int],
+    trainable_bytes: float,
+    scratch_bytes: float,
+) -> PeakParts:
+    """:func:`backward_born_peak`, with what its peak is made of: where the optimizer step sets it, its scratch
+    (AdamW's temporary copy) and the outputs kept to the end (the loss, or an LM's logits); where the backward
+    does, the activations saved for it and the kernel's workspace at that step."""
+    peak, workspace = activation_peak_parts(walk_bytes, frees, transient)
     root = storage_roots(graph, own=picked)
     carried = sum((walk_bytes[r] for r in {root[i] for i in graph.grad_outputs}), np.zeros(walk_bytes.shape[1]))
     at_end = walk_bytes[frees >= len(graph.nodes)].sum(axis=0)
     step_end = at_end + np.maximum(trainable_bytes - carried, 0.0) + scratch_bytes
-    return np.maximum(peak, step_end) - trainable_bytes
+    total = np.maximum(peak, step_end) - trainable_bytes
+    end = step_end > peak
+    scratch = np.where(end, np.minimum(scratch_bytes, total), 0.0)
+    return PeakParts(total, np.where(end, 0.0, np.minimum(workspace, total)), scratch, end)
 
 
 def gpu_conv_workspace_bytes(graph: OpGraph, moved: np.ndarray, out_bytes: np.ndarray) -> np.ndarray:
@@ -255,10 +296,23 @@ def peak_tensor_bytes(graph: OpGraph, config: RunConfig, activations_bytes: np.n
     return np.maximum(step, float(load_peak_bytes(graph, config)))
 
 
-def memory_terms(graph: OpGraph, device: Device, config: RunConfig, activations_bytes: float) -> MemoryBreakdown:
+def memory_terms(
+    graph: OpGraph,
+    device: Device,
+    config: RunConfig,
+    activations_bytes: float,
+    workspace_bytes: float = 0.0,
+    optimizer_temporaries_bytes: float = 0.0,
+    peak_at: str = "",
+) -> MemoryBreakdown:
+    """The breakdown of the peak; ``activations_bytes`` is the whole activation term, of which
+    ``workspace_bytes`` and ``optimizer_temporaries_bytes`` are parts; ``peak_at``: the step's phase at its peak."""
     held = training_bytes(graph, config)
     step = held.fixed + int(activations_bytes)
     return MemoryBreakdown(
+        workspace_bytes=int(min(workspace_bytes, activations_bytes)),
+        optimizer_temporaries_bytes=int(min(optimizer_temporaries_bytes, activations_bytes)),
+        peak_at=peak_at or ("forward" if config.phase == "inference" else "backward"),
         params_bytes=held.params,
         gradients_bytes=held.gradients,
         optimizer_state_bytes=held.optimizer_state,

@@ -10,9 +10,12 @@
   reduction, norm and softmax ops into one kernel and launches kernels from generated code (no ATen dispatch, no
   module Python); ``compiled_cuda_graph`` is both (``torch.compile(mode="reduce-overhead")``).
 
-Memory, power and the per-op table come from the analytical model (the same ops, the same ceilings); only the
-latency changes. Energy is power x wall time. The device time per op is the roofline bound over an efficiency learned
-from op rows (``op_efficiency``) where a model exists for the device's kind, else the analytical fixed fractions.
+Memory and power come from the analytical model (the same ops, the same ceilings). The per-op table is each op's
+device time in the mode asked for (a fused kernel's time split over its ops by their own device time), so the op
+rows sum to the device timeline, and the wall time beyond it is the report's "host time not hidden under device
+time" line (``outside_ops_ms``). Energy is power x wall time. The device time per op is the roofline bound over an
+efficiency learned from op rows (``op_efficiency``) where a model exists for the device's kind, else the analytical
+fixed fractions.
 """
 
 from __future__ import annotations
@@ -24,14 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from perfpredict import ops
+from perfpredict import breakdown, ops
 from perfpredict.predictors import gpu_device_time, host_model, op_efficiency, timeline
 from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor, attainable_bandwidth
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.gpu_efficiency import GpuEfficiencyModel
 from perfpredict.predictors.registry import register_predictor
-from perfpredict.report import Prediction, TimelineSummary
+from perfpredict.report import OpContribution, Prediction, TimelineSummary
 
 NAME = "two_timeline"
 VERSION = "1"
@@ -349,8 +352,10 @@ class TwoTimelinePredictor:
         ev = analytical.evaluate(arrays, device, config, batches)
         node_s = self.device_node_s(arrays, device, config, batches, ev)  # once, for every mode below
         tl, _ = self.timelines(arrays, device, config, batches, ev, node_s)
-        base = analytical.output(graph, device, config, ev)  # memory and the per-op table: the same ops
+        base = analytical.output(graph, device, config, ev)  # memory: the same ops
         wall_s = float(tl.wall_s[0])
+        op_s, optimizer_s = self.op_device_s(arrays, device, config, batches, ev, node_s)
+        rows = device_contributions(graph, device, config, ev, op_s, optimizer_s, wall_s)
         power_w = float(busy_power_w(ev.power_w, tl, device)[0])
         energy_j = power_w * wall_s
         factor = interval_factor(device)
@@ -362,11 +367,27 @@ class TwoTimelinePredictor:
             avg_power_w=Prediction(
                 power_w, "W", power_w * 0.7, max(power_w, min(device.tdp_w, power_w * 1.3)), NAME, VERSION
             ),
-            per_op=base.per_op,
-            by_kind=base.by_kind,
-            blocks=base.blocks,
+            per_op=rows[: config.top_ops],
+            by_kind=breakdown.by_kind(rows, wall_s * 1e3),
+            blocks=breakdown.repeated_blocks(rows, latency_ms=wall_s * 1e3),
             timeline=self.summary(arrays, device, config, batches, tl, ev, node_s),
+            outside_ops_label=outside_label(device, config.mode),
         )
+
+    def op_device_s(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev, node_s):
+        """(device seconds per graph node, the optimizer step's device seconds) at the first config, in
+        ``config.mode``: what the device timeline sums. A fused kernel's time (``compiled`` modes on a GPU) is split
+        over its ops in proportion to their own device time."""
+        opt_d, _ = self._optimizer(ev, device, device.kind == "gpu", node_s.shape[1])
+        per_node = node_s[:, 0].copy()
+        if config.mode in ("compiled", "compiled_cuda_graph") and device.kind == "gpu":
+            fused, _ = self._fuse(arrays.graph, ev, arrays, batches, device, node_s)
+            per_node[:] = 0.0
+            for g, members in enumerate(fused_groups(arrays.graph)):
+                own = node_s[members, 0]
+                weights = own / own.sum() if own.sum() > 0 else np.full(len(members), 1 / len(members))
+                per_node[members] = fused[g, 0] * weights
+        return per_node, float(opt_d[0, 0])
 
     def summary(self, arrays, device, config, batches, tl, ev, node_s) -> TimelineSummary:
         """The report's view: this mode's device, host and wall time, and what the other modes would give."""
@@ -401,6 +422,64 @@ class TwoTimelinePredictor:
         return "datasheet x fixed achieved fractions (analytical.ACHIEVED_FRACTION)" + (
             f" x a calibrated scale of {scale:.2f}" if scale != 1.0 else ""
         )
+
+
+def outside_label(device, mode: str) -> str:
+    """What a step's wall time holds beyond its ops' device time, in ``mode``."""
+    if device.kind != "gpu":
+        return "host dispatch (serial on a CPU)"
+    if mode in ("cuda_graph", "compiled_cuda_graph"):
+        return "graph launch + kernel gaps"
+    return "host, not hidden by the GPU"
+
+
+def device_contributions(
+    graph, device, config: RunConfig, ev, op_s: np.ndarray, optimizer_s: float, wall_s: float
+) -> tuple[OpContribution, ...]:
+    """Every op with device time (``op_s``, seconds per node) as a per-op row, the optimizer step last, largest
+    first; shares of the wall time. An op at the shortest kernel time is launch-bound ("overhead")."""
+    gpu = device.kind == "gpu"
+    rows = []
+    for i, node in enumerate(graph.nodes):
+        t = float(op_s[i])
+        if t <= 0:
+            continue
+        compute_s, memory_s = float(ev.compute_s[i, 0]), float(ev.memory_s[i, 0])
+        moved = node.bytes_read + node.bytes_written
+        floored = gpu and t <= MIN_KERNEL_S * (1 + 1e-9) and max(compute_s, memory_s) < MIN_KERNEL_S
+        rows.append(
+            OpContribution(
+                name=node.name,
+                op=node.op,
+                target=node.target,
+                module_path=node.module_path,
+                time_ms=t * 1e3,
+                share=t / wall_s if wall_s else 0.0,
+                bound="overhead" if floored else ("compute" if compute_s >= memory_s else "memory"),
+                flops=node.flops,
+                bytes_moved=moved,
+                arithmetic_intensity_flop_per_byte=node.flops / moved if moved else 0.0,
+            )
+        )
+    if optimizer_s > 0:
+        from perfpredict.predictors.analytical import _optimizer_bytes
+
+        rows.append(
+            OpContribution(
+                name="optimizer_step",
+                op=ops.OPTIMIZER,
+                target=config.optimizer,
+                module_path="",
+                time_ms=optimizer_s * 1e3,
+                share=optimizer_s / wall_s if wall_s else 0.0,
+                bound="memory",
+                flops=10 * graph.trainable_param_count,
+                bytes_moved=_optimizer_bytes(graph, config),
+                arithmetic_intensity_flop_per_byte=0.0,
+            )
+        )
+    rows.sort(key=lambda r: r.time_ms, reverse=True)
+    return tuple(rows)
 
 
 def _cpu_efficiency(model, device):

@@ -197,7 +197,7 @@ def _roofline(result: Answer) -> str:
     from perfpredict.kernels.plot import roofline_svg
 
     return f"<h3>Roofline on {escape(result.reports[0].device)}</h3>" + roofline_svg(
-        result.graph, get_device(result.reports[0].device)
+        result.graph, get_device(result.reports[0].device), report=result.reports[0]
     )
 
 
@@ -205,11 +205,11 @@ def _kinds(result: Answer) -> str:
     first = result.reports[0] if result.reports else None
     if first is None or not getattr(first, "by_kind", ()):
         return ""
-    from perfpredict.render_text import kind_rows
+    from perfpredict.render_text import kind_rows, kinds_title
 
     rows = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in kind_rows(first))
     return (
-        f"<h3>Time by op kind on {escape(first.device)}</h3><table><thead><tr><th>op kind</th><th>ops</th>"
+        f"<h3>{escape(kinds_title(first))} on {escape(first.device)}</h3><table><thead><tr><th>op kind</th><th>ops</th>"
         f"<th>time</th><th>share</th></tr></thead><tbody>{rows}</tbody></table>"
     )
 

@@ -166,4 +166,4 @@ def test_op_kinds_are_one_marker_each_sized_by_their_share_of_the_time():
     relu = next(k for k in kinds if k["op"] == "relu")
     assert relu["achieved_flops_per_s"] == pytest.approx(0.25 * h100.memory_bandwidth_bytes_per_s)
     svg = roofline_svg(_tiny_graph(), h100)
-    assert all(f"{k['op']} {k['time_share']:.0%}" in svg for k in kinds)
+    assert all(f"{k['op']}: {k['time_share']:.1%} of the roofline time" in svg for k in kinds)

@@ -90,6 +90,7 @@ def test_ten_measured_help_candidates_rank_the_rest():
         measured[shots],
         device="RTX-2080-Ti",
     )
+    assert not model.learned_device  # fitted on the datasheet basis (the module's docstring says why)
     cols = perfpredict.predict_models(
         (fbnet.build(data.choices[i].tolist(), device="meta") for i in rest),
         (fbnet.example_input(64),),

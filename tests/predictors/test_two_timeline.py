@@ -192,7 +192,7 @@ def test_the_shipped_cpu_efficiency_model_loads_and_respects_its_bounds():
     cpu, h100 = get_device("cpu"), get_device("H100-SXM")
     model = oe.load_model(cpu)
     assert model is not None and "op rows" in model.source
-    assert oe.load_model(h100) is None  # no GPU op rows yet: GPUs keep the analytical fractions
+    assert oe.load_model(h100) is None  # a GPU's per-op efficiency is gpu_efficiency's (its own artifact), not this one
     shapes = [
         oe.OpShape(ops.MATMUL, "float32", 2 * 256**3, 3 * 256 * 256 * 4, (256, 256), ((256, 256), (256, 256))),
         oe.OpShape(ops.ELEMENTWISE, "float32", 1e6, 8e6, (1000, 1000), ((1000, 1000),)),

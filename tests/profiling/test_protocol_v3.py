@@ -77,15 +77,19 @@ def test_interleave_stops_when_told():
 
 
 # -- timers ----------------------------------------------------------------------------------------------------
-def test_blocked_timing_divides_a_block_by_its_steps():
+def test_blocked_timing_divides_a_block_by_its_steps(monkeypatch):
     calls = []
     samples, steps = timing.blocked_ms(lambda: calls.append(1), lambda: None, min_window_s=0.0, blocks=3)
     assert steps == 1 and len(samples) == 3 and len(calls) == 1 + 3  # one sizing step, then the blocks
-    import time
+    # a clock that a step advances by exactly 2 ms (a real sleep stretches on a loaded CI host)
+    now = [0]
+    monkeypatch.setattr(timing.time, "perf_counter_ns", lambda: now[0])
 
-    samples, steps = timing.blocked_ms(lambda: time.sleep(0.002), lambda: None, min_window_s=0.02, blocks=2)
-    assert 5 <= steps <= 10  # about 20 ms / 2 ms
-    assert all(1.9 <= s <= 4.0 for s in samples)
+    def step() -> None:
+        now[0] += 2_000_000
+
+    samples, steps = timing.blocked_ms(step, lambda: None, min_window_s=0.02, blocks=2)
+    assert steps == 10 and samples == [2.0, 2.0]  # 20 ms / 2 ms, each block's mean step
 
 
 def test_host_enqueue_syncs_before_each_call_not_inside_it():

@@ -1,0 +1,132 @@
+"""Memory you can act on (issue 40, section 2): the peak's terms are named as they are and sum to the peak, and a
+peak above 90% of the device's memory warns with what each remedy would save."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from perfpredict.memory_advice import memory_warning  # noqa: E402
+
+GIB = 2**30
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256))
+        self.head = torch.nn.Linear(256, 4096)
+
+    def forward(self, x):
+        return self.head(self.body(x)).float().logsumexp(-1).mean()
+
+
+def _train(optimizer: str):
+    import perfpredict
+
+    return perfpredict.predict(
+        Net(), (torch.randn(16, 256),), device="H100-SXM", phase="training", optimizer=optimizer, top_ops=0
+    )
+
+
+def test_adamw_temporary_copy_is_named_not_called_activations():
+    report = _train("adamw")
+    m = report.memory
+    trainable = sum(p.numel() for p in Net().parameters()) * 4  # float32 gradients, one per weight
+    assert m.gradients_bytes == trainable
+    # this small batch peaks at the optimizer step, where AdamW's multi-tensor step holds sqrt(exp_avg_sq): one more
+    # trainable-sized buffer (OPTIMIZER_SCRATCH = 1); it is the optimizer's, not activations
+    assert m.peak_at == "optimizer step"
+    assert m.optimizer_temporaries_bytes == trainable
+    assert m.activations_bytes < trainable / 10
+    names = dict(m.rows())
+    assert names["optimizer temporaries"] == trainable
+    assert "outputs kept to the optimizer step (loss, logits)" in names
+    assert sum(v for _, v in m.rows()) == m.total_bytes == pytest.approx(report.peak_memory_bytes.value)
+
+
+def test_eight_bit_adamw_has_no_temporary_and_its_activations_are_the_backwards():
+    report = _train("adamw-8bit")
+    m = report.memory
+    assert m.optimizer_temporaries_bytes == 0
+    assert sum(v for _, v in m.rows()) == m.total_bytes
+
+
+def test_every_output_lists_the_terms_that_sum_to_the_peak():
+    from perfpredict.render_html import render_html
+    from perfpredict.render_text import fmt_bytes, render_text
+
+    report = _train("adamw")
+    for page in (render_text(report, top_ops=0, width=400), render_html(report)):
+        for name, value in report.memory.rows():
+            if value:
+                assert f"{name} {fmt_bytes(value)}" in page
+    again = type(report).from_dict(report.to_dict())
+    assert again.memory == report.memory
+    old = report.to_dict()
+    for key in ("workspace_bytes", "optimizer_temporaries_bytes", "peak_at"):
+        old["memory"].pop(key)
+    assert type(report).from_dict(old).memory.total_bytes == report.memory.total_bytes  # older JSON still reads
+
+
+def test_inference_peak_splits_the_conv_workspace_out():
+    import perfpredict
+
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3))
+    report = perfpredict.predict(conv, (torch.randn(8, 3, 64, 64),), device="H100-SXM", top_ops=0)
+    m = report.memory
+    assert m.workspace_bytes > 0 and m.peak_at == "forward"
+    assert dict(m.rows())["activations"] == m.activations_bytes
+    assert sum(v for _, v in m.rows()) == m.total_bytes
+
+
+def test_a_peak_above_ninety_percent_warns_with_remedies():
+    terms = {
+        "weights": 13.5 * GIB,
+        "gradients": 13.5 * GIB,
+        "optimizer state": 27 * GIB,
+        "optimizer temporaries": 0,
+        "activations": 20 * GIB,
+    }
+    assert memory_warning(70 * GIB, 80 * GIB, "training", terms, optimizer="adamw") is None  # 87.5%
+    text = memory_warning(77 * GIB, 80 * GIB, "training", terms, optimizer="adamw")
+    assert "77.00 GiB of 80.00 GiB (96%): fits, but above 90%" in text
+    assert "halve the batch" in text and "saves about 10.00 GiB" in text  # 20 / 2
+    assert "activation checkpointing" in text
+    assert "8-bit optimizer" in text and "saves about 20.25 GiB" in text  # 3/4 of 27
+    assert "FSDP" in text and "saves about 47.25 GiB at N=8" in text  # (13.5 + 13.5 + 27) x 7/8
+    over = memory_warning(90 * GIB, 80 * GIB, "inference", {"weights": 60 * GIB, "activations": 28 * GIB})
+    assert "does not fit" in over and "lower precision" in over and "FSDP" not in over
+
+
+def test_the_report_carries_the_warning_and_says_tight():
+    from perfpredict.assemble import build_report
+    from perfpredict.compiler_hooks.capture import capture_graph
+    from perfpredict.devices import get_device
+    from perfpredict.predictors.base import RunConfig
+    from perfpredict.render_text import fits_text
+
+    graph = capture_graph(Net(), (torch.randn(16, 256),), {}, phase="training", dtype=None, name="net")
+    h100 = get_device("H100-SXM")
+    peak = build_report(graph, h100, RunConfig(phase="training"), "analytical").peak_memory_bytes.value
+    small = dataclasses.replace(h100, memory_bytes=int(peak / 0.95), mig_profiles=())  # the peak is 95% of it
+    report = build_report(graph, small, RunConfig(phase="training"), "analytical")
+    assert report.fits_in_memory and report.memory_share == pytest.approx(0.95, rel=1e-3)
+    assert any("fits, but above 90%" in w and "8-bit optimizer" in w for w in report.warnings)
+    assert "95.0% of it: tight" in fits_text(report)
+
+
+def test_generation_warns_when_tight_too():
+    from types import SimpleNamespace
+
+    from perfpredict.llm.generation import _memory_warnings
+
+    l4 = SimpleNamespace(name="L4", memory_bytes=22 * GIB)
+    assert _memory_warnings(19 * GIB, l4, 8, 2048) == ()  # 86%
+    (tight,) = _memory_warnings(21 * GIB, l4, 8, 2048)  # 95%
+    assert "fits, but above 90%" in tight and "at most 8 sequences fit at 2048 tokens" in tight
+    (over,) = _memory_warnings(30 * GIB, l4, 4, 2048)
+    assert over.startswith("does not fit: needs 30.0 GiB, L4 has 22.0 GiB")
