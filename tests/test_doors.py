@@ -106,6 +106,9 @@ def test_every_door_defaults_to_the_same_predictor_and_mode():
     assert params["predictor"].default == DEFAULT_PREDICTOR and params["mode"].default == DEFAULT_MODE
     args = parse_predict(["--hf", "gpt2"])
     assert (args.predictor, args.mode) == (DEFAULT_PREDICTOR, DEFAULT_MODE)
+    # a compiled module (Relax, ONNX) and a config (the CLI) load their weights in their own dtype: no float32 copy
+    assert inspect.signature(relax_pass.predict_module).parameters["weights_built_in"].default is None
+    assert args.weights_built_in == "none"
 
 
 @pytest.mark.tvm
@@ -121,6 +124,7 @@ def test_a_small_cnn_gets_one_answer_through_torch_onnx_and_relax(tmp_path, caps
     for r in reports.values():
         if not isinstance(r, dict):
             _brackets(r)
+    assert reports["relax"].assumptions["weights"] == reports["onnx (CLI)"]["assumptions"]["weights"]
 
 
 @pytest.mark.parametrize("predictor", ["analytical", "two_timeline", "xgboost"])

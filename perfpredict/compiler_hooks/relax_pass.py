@@ -51,9 +51,12 @@ def predict_module(
     shape_hints: Mapping[str, int] | None = None,
     func_name: str | None = None,
     model_name: str | None = None,
+    weights_built_in: str | None = None,
     **report_kwargs: Any,
 ) -> Any:
-    """A PerfReport for a Relax IRModule (no pass machinery): the function the pass calls."""
+    """A PerfReport for a Relax IRModule (no pass machinery): the function the pass calls. A compiled module holds
+    its parameters in their own dtype, so by default no float32 copy exists at load (``weights_built_in=None``, as
+    for an ONNX file and the CLI)."""
     from perfpredict.compiler_hooks.relax_frontend import graph_from_relax
     from perfpredict.pipeline import report_for_graph
 
@@ -72,7 +75,14 @@ def predict_module(
             f"{unknown} (counted as launch overhead only)"
         )
     return report_for_graph(
-        graph, device=device, phase=phase, predictor=predictor, mode=mode, model_name=model_name, **report_kwargs
+        graph,
+        device=device,
+        phase=phase,
+        predictor=predictor,
+        mode=mode,
+        model_name=model_name,
+        weights_built_in=weights_built_in,
+        **report_kwargs,
     )
 
 
