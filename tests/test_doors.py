@@ -98,7 +98,7 @@ def test_every_door_defaults_to_the_same_predictor_and_mode():
     from perfpredict.compiler_hooks.torch_backend import BackendOptions
     from perfpredict.pipeline import report_for_graph
 
-    assert BackendOptions().predictor == DEFAULT_PREDICTOR
+    assert (BackendOptions().predictor, BackendOptions().mode) == (DEFAULT_PREDICTOR, DEFAULT_MODE)
     for fn in (perfpredict.predict, perfpredict.predict_many, report_for_graph, relax_pass.predict_module):
         params = inspect.signature(fn).parameters
         assert params["predictor"].default == DEFAULT_PREDICTOR and params["mode"].default == DEFAULT_MODE, fn
