@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +77,30 @@ def key(source: Any, device: str, **question: Any) -> str | None:
         "code": package_digest(),
         "config": fields,
         "name": name,
-        "device": repr(get_device(device)),
-        "host": repr(host_model.load_profile()),
+        "device": get_device(device),
+        "host": host_model.load_profile(),
         "question": question,
     }
-    text = json.dumps(parts, sort_keys=True, default=repr)
+    text = json.dumps(canonical(parts), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def canonical(value: Any) -> Any:
+    """``value`` as JSON that is the same in every process: dataclasses and mappings as dicts, sets sorted (a
+    frozenset's order follows the string hash seed, which changes per process), anything else by its repr."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): canonical(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted((canonical(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return repr(value)
 
 
 def load(cache_key: str | None) -> GenerationReport | None:

@@ -344,3 +344,23 @@ def test_a_repeated_generate_question_is_answered_from_the_cache(tmp_path, monke
     (entry,) = [p for p in (tmp_path / "generate").iterdir() if p.name.startswith(answer_cache.key("gpt2", **ask))]
     entry.write_bytes(b"damaged")
     assert answer_cache.cached_generation("gpt2", **ask) == first and len(calls) == 4  # answered and rewritten
+
+
+def test_the_answer_cache_key_is_the_same_in_every_process(shipped_ceilings):
+    """A measured device carries a frozenset of measured keys, whose order follows the per-process hash seed."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from perfpredict.llm.answer_cache import key; print(key('llama-2-7b', device='H100-SXM', batch=4))"
+    keys = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for seed in ("1", "2", "3")
+    }
+    assert len(keys) == 1 and len(keys.pop()) == 32
