@@ -16,7 +16,7 @@ class DecodePoint:
     step_ms: float
     device_ms: float
     host_ms: float
-    weight_streaming_ms: float  # the weights' bytes over the HBM bandwidth: no step can be faster
+    weight_streaming_ms: float  # the weights' bytes over the device memory's bandwidth: no step can be faster
 
 
 @dataclass(frozen=True)
