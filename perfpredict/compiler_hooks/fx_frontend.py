@@ -266,7 +266,15 @@ def node_bytes(
         return written + sum(m.nbytes for m in indices[:1]), written
     if kind == ops.CREATION:
         return 0, written
+    if name in _INDEX_COPIES and len(inputs) >= 2:
+        # ``dest.index_copy_(dim, index, source)`` moves the source's rows into place (a static KV cache's update):
+        # the index and the source are read, the source's size written; the rest of the destination is untouched
+        source = max(inputs[1:], key=lambda t: t.nbytes)
+        return sum(t.nbytes for t in inputs[1:]), source.nbytes
     return sum(t.nbytes for t in inputs), written
+
+
+_INDEX_COPIES = {"index_copy", "index_copy_"}
 
 
 def _attrs(kind: str, name: str, node: Any) -> dict[str, Any]:

@@ -93,7 +93,9 @@ GRAPH_MODES = ("cuda_graph", "compiled_cuda_graph")
 def hf_mode_and_cache(mode: str | None, cache: str | None) -> tuple[str, str]:
     """The mode and cache transformers' generate runs with. A CUDA graph replays fixed shapes at fixed addresses,
     and HF's dynamic cache grows (a new, longer tensor) every step, so it is never captured: the CUDA-graph modes
-    take the static cache (their default) and refuse an explicit dynamic one."""
+    take the static cache (their default) and refuse an explicit dynamic one. ``compiled`` defaults to the static
+    cache too, as transformers recommends with torch.compile (a growing cache recompiles); eager to the dynamic one,
+    generate's own default."""
     mode = mode or "eager"
     if mode in GRAPH_MODES and cache == "dynamic":
         raise InvalidInputError(
@@ -101,7 +103,7 @@ def hf_mode_and_cache(mode: str | None, cache: str | None) -> tuple[str, str]:
             "replays fixed shapes, so transformers captures graphs only with a static cache; use --cache static "
             "(the default for this mode), or --mode compiled"
         )
-    return mode, cache or ("static" if mode in GRAPH_MODES else "dynamic")
+    return mode, cache or ("dynamic" if mode == "eager" else "static")
 
 
 def choose_engine(engine: str, model_or_config: Any, device: str, mode: str | None, cache: str | None) -> str:
@@ -455,8 +457,8 @@ def _mode_warnings(mode: str, cache: str) -> tuple[str, ...]:
     if mode == "compiled" and cache == "dynamic":
         return (
             "torch.compile with HF's dynamic cache: the cache's length changes every step, so dynamo recompiles "
-            "(then traces dynamic shapes) and none of it is in this time; transformers recommends --cache static "
-            "with torch.compile, which also allows --mode compiled_cuda_graph",
+            "(then traces dynamic shapes) and none of it is in this time; transformers recommends the static cache "
+            "with torch.compile (the default), which also allows --mode compiled_cuda_graph",
         )
     return ()
 

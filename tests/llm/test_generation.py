@@ -236,7 +236,8 @@ def test_a_cuda_graph_mode_takes_the_static_cache_and_refuses_a_dynamic_one(caps
     assert hf_mode_and_cache("cuda_graph", None) == ("cuda_graph", "static")
     assert hf_mode_and_cache("compiled_cuda_graph", None) == ("compiled_cuda_graph", "static")
     assert hf_mode_and_cache(None, None) == ("eager", "dynamic")
-    assert hf_mode_and_cache("compiled", None) == ("compiled", "dynamic")
+    assert hf_mode_and_cache("compiled", None) == ("compiled", "static")  # as transformers recommends
+    assert hf_mode_and_cache("compiled", "dynamic") == ("compiled", "dynamic")  # allowed, with a warning
     for mode in ("cuda_graph", "compiled_cuda_graph"):
         with pytest.raises(InvalidInputError, match=f"--mode {mode} cannot run with --cache dynamic.*--cache static"):
             predict_generation("gpt2", prompt_tokens=16, new_tokens=4, device="H100", mode=mode, cache="dynamic")
@@ -252,11 +253,13 @@ def test_compiled_with_a_dynamic_cache_warns_and_a_graph_mode_reports_its_static
     ask = dict(prompt_tokens=16, new_tokens=4, device="H100", engine="hf")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        dynamic = predict_generation("gpt2", mode="compiled", cache="dynamic", **ask)
         compiled = predict_generation("gpt2", mode="compiled", **ask)
         graphed = predict_generation("gpt2", mode="compiled_cuda_graph", **ask)
-    assert compiled.cache == "dynamic" and any("recompiles" in w for w in compiled.warnings)
-    assert graphed.cache == "static" and not graphed.warnings and "static cache" in graphed.assumptions["kv cache"]
-    assert graphed.tpot_mean_ms <= predict_generation("gpt2", mode="compiled", cache="static", **ask).tpot_mean_ms
+    assert dynamic.cache == "dynamic" and any("recompiles" in w for w in dynamic.warnings)
+    assert compiled.cache == graphed.cache == "static" and not compiled.warnings and not graphed.warnings
+    assert "static cache" in graphed.assumptions["kv cache"]
+    assert graphed.tpot_mean_ms <= compiled.tpot_mean_ms  # a CUDA graph never makes the step slower
 
 
 def test_a_host_bound_decode_step_is_labelled_host_not_memory():
@@ -364,3 +367,22 @@ def test_the_answer_cache_key_is_the_same_in_every_process(shipped_ceilings):
         for seed in ("1", "2", "3")
     }
     assert len(keys) == 1 and len(keys.pop()) == 32
+
+
+def test_a_static_cache_step_costs_its_update_not_the_whole_cache():
+    """generate() allocates the static cache once; a step writes one token's K and V into it (index_copy_), it
+    neither re-creates nor copies the whole cache, so it moves less than the dynamic cache's torch.cat."""
+    config = _layers("llama-2-7b", 2)
+    graphs = {
+        c: decode_graph(config, batch=4, context=200, dtype="bfloat16", cache=c, max_cache_len=256, replicate=False)
+        for c in ("static", "dynamic")
+    }
+    static = graphs["static"]
+    assert not [
+        n for n in static.nodes if n.op == "creation" and n.outputs and n.outputs[0].numel >= 4 * 32 * 256 * 128
+    ]
+    updates = [n for n in static.nodes if n.target.startswith("index_copy")]
+    assert updates and all(n.op == "copy" for n in updates)
+    one_token = 4 * 32 * 1 * 128 * 2  # batch x kv heads x 1 token x head_dim x bf16
+    assert all(n.bytes_written == one_token for n in updates)
+    assert static.total_bytes < graphs["dynamic"].total_bytes and static.coverage == 1.0
