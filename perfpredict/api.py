@@ -17,7 +17,7 @@ from typing import Any
 from perfpredict.errors import FrontendError, InvalidInputError
 from perfpredict.graph import OpGraph
 from perfpredict.pipeline import DEFAULT_DEVICE, report_for_graph
-from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
+from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR, MEASURED_BUILD_DTYPE
 
 _DTYPES = ("float32", "float16", "bfloat16", "float64")
 _CACHE: OrderedDict[tuple, tuple[Any, OpGraph]] = OrderedDict()
@@ -31,7 +31,7 @@ def predict(
     device: str = DEFAULT_DEVICE,
     phase: str = "inference",
     dtype: str | None = None,
-    predictor: str = "auto",
+    predictor: str = DEFAULT_PREDICTOR,
     optimizer: str = "adamw",
     tf32: bool = False,
     model_name: str | None = None,
@@ -42,7 +42,7 @@ def predict(
     top_ops: int = 25,
     example_kwargs: Mapping[str, Any] | None = None,
     weights_built_in: str | None = MEASURED_BUILD_DTYPE,
-    mode: str = "eager",
+    mode: str = DEFAULT_MODE,
     precision: str | None = None,
     parallel: Mapping[str, Any] | None = None,
     capture: str = "meta",
@@ -186,11 +186,11 @@ def predict_many(
     dtype: str | None = None,
     optimizer: str = "adamw",
     tf32: bool = False,
-    predictor: str = "auto",
+    predictor: str = DEFAULT_PREDICTOR,
     weights_built_in: str | None = MEASURED_BUILD_DTYPE,
     frame: bool = False,
     capture: str = "meta",
-    mode: str = "eager",
+    mode: str = DEFAULT_MODE,
     host: str | None = None,
 ) -> Any:
     """Predict many (device, batch_size) configurations of one architecture in one call (``host``: as

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from perfpredict.errors import InvalidInputError
 from perfpredict.render_text import (
     GROUP_COLUMNS,
-    MIG_COLUMNS,
     block_lines,
     coverage_line,
     estimate_label,
@@ -21,6 +20,7 @@ from perfpredict.render_text import (
     header_lines,
     kind_rows,
     kinds_title,
+    mig_columns,
     mig_recommendation,
     mig_rows,
     mig_targets,
@@ -137,7 +137,7 @@ def _mig(report: PerfReport) -> str:
     if report.mig is None:
         return ""
     table = _table(
-        MIG_COLUMNS,
+        mig_columns(report),
         mig_rows(report),
         numeric={"memory", "latency", "throughput", "instances/GPU"},
         row_class=lambda r: "" if r[2] == "yes" else "dim",

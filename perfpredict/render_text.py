@@ -222,10 +222,21 @@ def group_row(group) -> tuple[str, ...]:
 MIG_COLUMNS = ("profile", "memory", "fits", "latency", "throughput", "instances/GPU", "meets targets", "reason")
 
 
+def _has_targets(report: PerfReport) -> bool:
+    mig = report.mig
+    return mig is not None and (mig.max_latency_ms is not None or mig.min_throughput_per_s is not None)
+
+
+def mig_columns(report: PerfReport) -> tuple[str, ...]:
+    """The MIG table's columns; "meets targets" only when a latency or throughput target was given."""
+    return MIG_COLUMNS if _has_targets(report) else tuple(c for c in MIG_COLUMNS if c != "meets targets")
+
+
 def mig_rows(report: PerfReport) -> list[tuple[str, ...]]:
     if report.mig is None:
         return []
     rate = throughput_unit(report)
+    targets = _has_targets(report)
     return [
         (
             o.profile,
@@ -234,7 +245,7 @@ def mig_rows(report: PerfReport) -> list[tuple[str, ...]]:
             fmt_time_ms(o.latency_ms),
             fmt_rate(o.throughput_per_s, rate),
             str(o.instances_per_gpu),
-            "yes" if o.meets_targets else "no",
+            *(("yes" if o.meets_targets else "no",) if targets else ()),
             o.reason,
         )
         for o in report.mig.options
@@ -416,7 +427,7 @@ def _mig_table(report: PerfReport):
 
     table = Table(title=_plain(f"MIG profiles on {report.mig.device} ({mig_targets(report)})"), title_justify="left")
     widest_profile = max((len(o.profile) for o in report.mig.options), default=7)
-    for name in MIG_COLUMNS:
+    for name in mig_columns(report):
         table.add_column(
             name, overflow="fold", no_wrap=name != "reason", min_width=widest_profile if name == "profile" else None
         )
@@ -440,12 +451,24 @@ def render_text(report: PerfReport, top_ops: int | None = 10, width: int = 110) 
     return console.export_text()
 
 
-def print_report(report: PerfReport, console: Any = None, top_ops: int | None = 10) -> None:
-    """Print the report, with colour where the terminal has it, on ``console`` (default: a new rich Console)."""
-    if console is None:
-        from rich.console import Console
+#: the width of a report written to a pipe or a file (a terminal uses its own width)
+PIPED_WIDTH = 120
 
-        console = Console()
+
+def terminal_console() -> Any:
+    """A rich Console for stdout: the terminal's width, or :data:`PIPED_WIDTH` when piped (rich would fall back to
+    80 columns and fold or cut the tables)."""
+    import sys
+
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH)
+
+
+def print_report(report: PerfReport, console: Any = None, top_ops: int | None = 10) -> None:
+    """Print the report, with colour where the terminal has it, on ``console`` (default: :func:`terminal_console`)."""
+    if console is None:
+        console = terminal_console()
     for part in renderables(report, top_ops):
         console.print(part)
 

@@ -270,6 +270,8 @@ _COPY = {
     "select_backward",
     "slice_backward",
     "index_put_",
+    "index_copy",
+    "index_copy_",
     "masked_fill_",
     "zero",
     "fill",

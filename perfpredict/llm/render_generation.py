@@ -79,7 +79,7 @@ def sweep_rows(r: GenerationReport) -> list[tuple[str, str, str, str, str]]:
             f"{p.batch:,}",
             fmt_time_ms(p.step_ms),
             fmt_rate(p.tokens_per_s, "tokens/s"),
-            "compute" if p.compute_share >= 0.5 else "memory",
+            p.bound,
             "yes" if p.fits else "no",
         )
         for p in r.batch_sweep
@@ -88,6 +88,14 @@ def sweep_rows(r: GenerationReport) -> list[tuple[str, str, str, str, str]]:
 
 def bound_line(r: GenerationReport) -> str:
     turn = r.memory_bound_below_batch
+    host = r.host_bound_up_to_batch
+    if host is not None:
+        hint = "" if r.mode in ("cuda_graph", "compiled_cuda_graph") else "; --mode cuda_graph or compiled cuts it"
+        span = "over the whole sweep" if host == r.batch_sweep[-1].batch else f"up to batch {host:,}"
+        return (
+            f"decode is host-bound {span}: launching the step's kernels takes longer than running them, so the "
+            f"step time barely moves with the batch{hint}"
+        )
     return (
         "decode turns compute-bound at batch " + f"{turn:,}"
         if turn

@@ -36,6 +36,10 @@ OPTIMIZER_SCRATCH = {
 MEASURED_BUILD_DTYPE = "float32"
 #: how the step runs: eager PyTorch, a CUDA-graph replay, torch.compile (inductor), or both ("reduce-overhead")
 RUN_MODES = ("eager", "cuda_graph", "compiled", "compiled_cuda_graph")
+#: the one default every door uses (Python API, torch.compile backend, TVM Relax pass, ONNX, CLI, web page), so that
+#: the same model gets the same answer whichever way it came in: the two-timeline model, in eager mode
+DEFAULT_PREDICTOR = "auto"
+DEFAULT_MODE = "eager"
 
 
 @dataclass(frozen=True)

@@ -359,3 +359,22 @@ def test_the_fast_latency_the_mig_advice_uses_is_the_reports_latency(bert_bf16):
             assert p.latency_s(bert_bf16, device, config) * 1e3 == pytest.approx(
                 p.predict(bert_bf16, device, config).latency_ms.value, rel=1e-12
             )
+
+
+@pytest.mark.parametrize("flops", [0, 10**9, 10**11])  # launch-bound to device-bound
+def test_a_cuda_graph_never_makes_a_step_slower(flops):
+    """A graph takes the host's launches away and adds nothing: cuda_graph <= eager, compiled_cuda_graph <=
+    compiled, whether the host or the device is the bottleneck (a device-bound step's graph-node gaps used to make
+    compiled_cuda_graph slower than compiled)."""
+    graph = _graph(
+        [_node(f"m{i}", ops.MATMUL, flops=flops, moved=2**20) for i in range(40)]
+        + [_node(f"e{i}", ops.ELEMENTWISE, moved=2**20) for i in range(40)]
+    )
+    p = TwoTimelinePredictor(host_model.HostProfile.from_file(host_model.REFERENCE))
+    device = get_device("H100-SXM")
+    wall = {
+        m: p.predict(graph, device, RunConfig(mode=m)).latency_ms.value
+        for m in ("eager", "cuda_graph", "compiled", "compiled_cuda_graph")
+    }
+    assert wall["cuda_graph"] <= wall["eager"] * (1 + 1e-9)
+    assert wall["compiled_cuda_graph"] <= wall["compiled"] * (1 + 1e-9)
