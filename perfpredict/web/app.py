@@ -1,7 +1,8 @@
 """``perfpredict serve``: a Gradio page to compare GPUs for one model, built on ``compare``.
 
 The page renders what ``compare`` answers: a comparison table across the chosen devices, the roofline of the
-model's ops on the first device, the time per op kind, and the JSON and HTML reports to download. Bad input shows
+model's ops on the first device (for generation: tokens/s against batch on every device), the time per op kind,
+and the JSON and HTML reports to download. Bad input shows
 one line in the page and the server keeps serving. It binds to 127.0.0.1 unless told otherwise; uploads are
 size-limited and parsed as JSON or ONNX only (no pickle, no remote code).
 """
