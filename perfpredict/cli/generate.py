@@ -69,6 +69,14 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         default=None,
         help="KV cache dtype (default: the compute dtype)",
     )
+    p.add_argument(
+        "--host",
+        default=None,
+        metavar="NAME",
+        help="the host CPU that drives the GPU (its dispatch and kernel launches time each step): h100-server (a "
+        "16-vCPU Xeon GPU server, the default), dev-vm, or calibrated (`perfpredict calibrate-host`'s; used by "
+        "default once it exists)",
+    )
     hf = p.add_argument_group("transformers' generate (--engine hf)")
     hf.add_argument(
         "--cache",
@@ -153,6 +161,7 @@ def run_generate(args: argparse.Namespace) -> int:
         cache=args.cache,
         engine_config=engine_config(args),
         quant_kernel=args.quant_kernel,
+        host=args.host,
     )
     if args.json == "-":
         sys.stdout.write(report.to_json() + "\n")

@@ -8,7 +8,8 @@ everything that decides it:
 
 - the question: the config's fields (read without transformers), every option asked;
 - the device as the catalog (and any user device file or measured ceilings) has it now;
-- the host profile in use now (a new ``calibrate-host`` misses the cache);
+- the host asked for (``host=``, ``--host``) and its profile's contents; without one, the profile in use now (a new
+  ``calibrate-host`` misses the cache);
 - a digest of perfpredict's own files (code, shipped data, trained artifacts) and the torch and transformers
   versions: an edited predictor never reads a stale answer.
 
@@ -73,12 +74,13 @@ def key(source: Any, device: str, **question: Any) -> str | None:
     bound.apply_defaults()
     question = {k: v for k, v in bound.arguments.items() if k not in ("model_or_config", "device")}
     fields, name = raw_config(source)
+    dev = get_device(device)
     parts = {
         "code": package_digest(),
         "config": fields,
         "name": name,
-        "device": get_device(device),
-        "host": host_model.load_profile(),
+        "device": dev,
+        "host": host_model.load_profile(host=question["host"], kind=dev.kind),  # the one asked, else the default now
         "question": question,
     }
     text = json.dumps(canonical(parts), sort_keys=True)

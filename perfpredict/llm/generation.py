@@ -50,6 +50,7 @@ def predict_generation(
     engine_config: Any = None,
     price_usd_per_hour: float | None = None,
     quant_kernel: str | None = None,
+    host: str | None = None,
 ) -> GenerationReport:
     """Predict generating ``new_tokens`` after a ``prompt_tokens`` prompt for ``batch`` sequences on ``device``.
 
@@ -62,8 +63,13 @@ def predict_generation(
     or int4-g32 (``weight_formats``; default: the compute dtype). ``kv_dtype``: the cache's dtype (default: the
     compute dtype). ``quant_kernel`` (``--engine hf``): how a weight-only format's matmuls widen the weights,
     "fused" dequant-GEMM or "dequantize"-then-GEMM; default "auto", as the common libraries do
-    (``weight_formats.kernel_for``).
+    (``weight_formats.kernel_for``). ``host``: the host CPU that drives the GPU, a shipped profile name or
+    ``"calibrated"`` (``predictors.host_model``; default: this machine's calibrated profile, else a GPU server); it
+    times each step's dispatch and kernel launches (a vLLM-class engine's scheduler time is the engine's own).
     """
+    from perfpredict.predictors import host_model
+
+    host_model.profile_file(host)  # an unknown host (or "calibrated" before calibrate-host) fails here, in one line
     if batch < 1 or prompt_tokens < 1 or new_tokens < 1:
         raise InvalidInputError("--prompt-tokens, --new-tokens and --batch must be at least 1")
     chosen = choose_engine(engine, model_or_config, device, mode, cache if quant_kernel is None else "given")
@@ -75,16 +81,34 @@ def predict_generation(
             )
         from perfpredict.llm.vllm_engine import predict_vllm
 
-        return predict_vllm(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
-                            device=device, tp=tp, dtype=dtype, weights=weights, kv_dtype=kv_dtype,
-                            engine=engine_config, price_usd_per_hour=price_usd_per_hour)  # fmt: skip
+        report = predict_vllm(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
+                              device=device, tp=tp, dtype=dtype, weights=weights, kv_dtype=kv_dtype,
+                              engine=engine_config, price_usd_per_hour=price_usd_per_hour, host=host)  # fmt: skip
+        return _with_host(report, host)
     if engine_config is not None:
         raise InvalidInputError("engine settings (block size, memory utilization, ...) apply to --engine vllm only")
     mode, cache = hf_mode_and_cache(mode, cache)
-    return _predict_hf(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
-                       device=device, dtype=dtype, weights=weights, kv_dtype=kv_dtype, mode=mode,
-                       cache=cache, tp=tp, price_usd_per_hour=price_usd_per_hour,
-                       quant_kernel=quant_kernel or "auto")  # fmt: skip
+    report = _predict_hf(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
+                         device=device, dtype=dtype, weights=weights, kv_dtype=kv_dtype, mode=mode,
+                         cache=cache, tp=tp, price_usd_per_hour=price_usd_per_hour,
+                         quant_kernel=quant_kernel or "auto", host=host)  # fmt: skip
+    return _with_host(report, host)
+
+
+def _with_host(report: GenerationReport, host: str | None) -> GenerationReport:
+    """``report`` with the host profile its steps were timed on among its assumptions."""
+    import dataclasses
+
+    from perfpredict.devices import get_device
+    from perfpredict.predictors import host_model
+
+    profile = host_model.load_profile(host=host, kind=get_device(report.device).kind)
+    line = (
+        f"{host} (its dispatch and launch costs time each step)"
+        if host
+        else f"{profile.name}, the default (--host names another; calibrate-host measures this machine's)"
+    )
+    return dataclasses.replace(report, assumptions={**report.assumptions, "host": line})
 
 
 GRAPH_MODES = ("cuda_graph", "compiled_cuda_graph")
@@ -143,6 +167,7 @@ def _predict_hf(
     tp: int,
     price_usd_per_hour: float | None,
     quant_kernel: str = "auto",
+    host: str | None = None,
 ) -> GenerationReport:
     """transformers' generate on ``tp`` GPUs (see the module docstring)."""
     from perfpredict import cost
@@ -177,12 +202,15 @@ def _predict_hf(
         "dequantize"
     ):
         prefill = weight_formats.with_dequantize(prefill, fmt, dev)  # each rank widens its own shard
-    pre = _predict(prefill, dev, mode)
+    from perfpredict.predictors.base import RunConfig
+
+    run = RunConfig(weights_built_in=None, mode=mode, host=host)  # the two timelines of every step, on this host
+    pre = _predict(prefill, dev, run)
     ttft_ms = pre.latency_ms.value + tp_ranks.comm_s(prefill_comm, tp, link) * 1e3
     contexts = _contexts(prompt_tokens, new_tokens)
     ranks = (tp, link)
     points = [
-        _decode_point(config, dev, fmt, mode, cache, batch, c, compute, prompt_tokens + new_tokens, ranks, quant_kernel)
+        _decode_point(config, dev, fmt, run, cache, batch, c, compute, prompt_tokens + new_tokens, ranks, quant_kernel)
         for c in contexts
     ]
     steps = _interpolated_steps(points, prompt_tokens, new_tokens)
@@ -238,7 +266,7 @@ def _predict_hf(
             config,
             dev,
             fmt,
-            mode,
+            run,
             cache,
             compute,
             contexts[len(contexts) // 2],
@@ -294,11 +322,11 @@ def _check_lengths(prompt: int, new: int, batch: int, geometry: Any) -> None:
         )
 
 
-def _predict(graph: Any, device: Any, mode: str):
-    from perfpredict.predictors.base import RunConfig
+def _predict(graph: Any, device: Any, run: Any):
+    """The two-timeline prediction of ``graph`` under ``run`` (a RunConfig: the mode and the host)."""
     from perfpredict.predictors.registry import get_predictor
 
-    return get_predictor("two_timeline").predict(graph, device, RunConfig(weights_built_in=None, mode=mode))
+    return get_predictor("two_timeline").predict(graph, device, run)
 
 
 def _contexts(prompt: int, new: int) -> list[int]:
@@ -330,14 +358,14 @@ def _rank_step(config, device, fmt, cache, batch, context, dtype, max_len, tp, q
 
 
 def _decode_point(
-    config, device, fmt, mode, cache, batch, context, dtype, max_len, ranks=(1, None), quant_kernel="auto"
+    config, device, fmt, run, cache, batch, context, dtype, max_len, ranks=(1, None), quant_kernel="auto"
 ):
     """One decode step on one rank: its two timelines, plus the tensor-parallel collectives on the critical path."""
     from perfpredict.llm import tp_ranks
 
     tp, link = ranks
     graph, collectives = _rank_step(config, device, fmt, cache, batch, context, dtype, max_len, tp, quant_kernel)
-    out = _predict(graph, device, mode)
+    out = _predict(graph, device, run)
     t = out.timeline
     comm_ms = tp_ranks.comm_s(collectives, tp, link) * 1e3
     streaming = graph.param_bytes / device.memory_bandwidth_bytes_per_s * 1e3
@@ -358,7 +386,7 @@ def _sweep(
     config,
     device,
     fmt,
-    mode,
+    run,
     cache,
     dtype,
     context,
@@ -376,11 +404,11 @@ def _sweep(
     batches = np.unique(np.concatenate([2 ** np.arange(int(np.log2(top)) + 1), [max(max_batch, 1)]])).astype(float)
     # the steps of more than one row, fitted at batch 2 and 3; batch 1 on its own where its weight kernel differs
     # (bitsandbytes' nf4: a fused gemv for one row, dequantize-then-GEMM for more)
-    step_ms, share, host_bound = _swept(config, device, fmt, mode, cache, dtype, context, max_len, ranks,
+    step_ms, share, host_bound = _swept(config, device, fmt, run, cache, dtype, context, max_len, ranks,
                                               quant_kernel, batches, rows=2)  # fmt: skip
     kernel = functools.partial(weight_formats.kernel_for, fmt, device, prefill=False, choice=quant_kernel)
     if kernel(rows=1) != kernel(rows=2):
-        one = _swept(config, device, fmt, mode, cache, dtype, context, max_len, ranks, quant_kernel,
+        one = _swept(config, device, fmt, run, cache, dtype, context, max_len, ranks, quant_kernel,
                      np.array([1.0]), rows=1)  # fmt: skip
         for full, single in zip((step_ms, share, host_bound), one):
             full[batches == 1] = single[0]
@@ -397,11 +425,10 @@ def _sweep(
     )
 
 
-def _swept(config, device, fmt, mode, cache, dtype, context, max_len, ranks, quant_kernel, batches, rows):
+def _swept(config, device, fmt, run, cache, dtype, context, max_len, ranks, quant_kernel, batches, rows):
     """(step ms, compute share, host-bound) at ``batches`` of the decode step fitted at batch 2 and 3, its
     weight-only matmuls run with the kernel for ``rows`` input rows."""
     from perfpredict.llm import tp_ranks
-    from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays
     from perfpredict.predictors.registry import get_predictor
 
@@ -412,7 +439,7 @@ def _swept(config, device, fmt, mode, cache, dtype, context, max_len, ranks, qua
     ]
     arrays = CostArrays.fit(shards[0][0], shards[1][0])
     predictor = get_predictor("two_timeline")
-    config_run = RunConfig(weights_built_in=None, mode=mode)
+    config_run = run
     ev = predictor.evaluate(arrays, device, config_run, batches)
     steps, _ = predictor.timelines(arrays, device, config_run, batches)
     host_bound = steps.host_s > steps.device_s  # the launches outlast the kernels: the GPU waits for the host

@@ -34,7 +34,10 @@ class Question:
     new_tokens: int = 128
     parallel: dict | None = None  # {"dp", "tp", "pp", "fsdp"}: one step over several GPUs (perfpredict.parallel)
     engine: str = "auto"  # generation: "vllm" (a vLLM-class engine), "hf" (transformers' generate) or "auto"
-    mode: str = "eager"  # how a step runs: eager, cuda_graph, compiled, compiled_cuda_graph (inference, training)
+    # how a step runs: eager, cuda_graph, compiled, compiled_cuda_graph; None: eager for a step, and for generation
+    # the engine's own (as `perfpredict generate` without --mode: a mode given picks transformers' generate)
+    mode: str | None = None
+    weights: str | None = None  # generation: the layers' weight format (llm.weight_formats.FORMATS); None: the dtype
     host: str | None = None  # the host profile (predictors.host_model.HOSTS or "calibrated"); None: the default
 
 
@@ -97,7 +100,7 @@ def _parallel(q: Question, devices: list) -> Answer:
                 device=device,
                 precision=run.precision,
                 model_name=graph.name,
-                mode=q.mode,
+                mode=q.mode or "eager",
                 host=q.host,
             )
         )
@@ -157,7 +160,7 @@ def _step(q: Question, devices: list) -> Answer:
                 weights_built_in=None,
                 model_name=graph.name,
                 assumed={"dtype": run.source},
-                mode=q.mode,
+                mode=q.mode or "eager",
                 host=q.host,
             )
         )
@@ -227,7 +230,9 @@ def _generation_tp(plan: dict | None) -> int:
 
 
 def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
-    from perfpredict.llm.generation import predict_generation
+    """``perfpredict generate``'s answer on each device, through the same on-disk answer cache (a config uploaded
+    as fields is answered afresh)."""
+    from perfpredict.llm.answer_cache import cached_generation
     from perfpredict.render_text import fmt_bytes, fmt_rate, fmt_time_ms, fmt_usd
 
     if isinstance(q.model, dict):
@@ -238,22 +243,28 @@ def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
         source = q.model
     else:
         raise InvalidInputError("generation needs a HuggingFace LLM: a shipped id or an uploaded config.json")
+    if q.new_tokens < 1:
+        raise InvalidInputError("new tokens must be at least 1; generate at least one token")
     reports = [
-        predict_generation(
+        cached_generation(
             source,
             prompt_tokens=q.seq or 512,
             new_tokens=q.new_tokens,
             batch=q.batch,
             device=d.name,
             dtype=q.dtype,
+            weights=q.weights,
             engine=q.engine,
             tp=tp,
+            mode=q.mode,
+            host=q.host,
         )  # fmt: skip
         for d in devices
     ]
     columns = (
         "device",
         "engine",
+        "weights",
         "time to first token",
         "per output token",
         "tokens/s",
@@ -265,7 +276,8 @@ def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
     rows = tuple(
         (
             f"{r.tp} x {r.device}" if r.tp > 1 else r.device,
-            "vLLM-class" if r.engine == "vllm" else "transformers",
+            "vLLM-class" if r.engine == "vllm" else f"transformers ({r.mode})",
+            r.weights,
             fmt_time_ms(r.ttft_ms),
             fmt_time_ms(r.tpot_mean_ms),
             fmt_rate(r.tokens_per_s, "tokens/s"),
@@ -276,4 +288,6 @@ def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
         )
         for r in reports
     )
-    return Answer(columns, rows, tuple(reports))
+    notes = (f"prompt {reports[0].prompt_tokens} tokens, {reports[0].new_tokens} new, batch {reports[0].batch}; "
+             f"host: {reports[0].assumptions.get('host', '-')}",)  # fmt: skip
+    return Answer(columns, rows, tuple(reports), None, notes)

@@ -386,3 +386,29 @@ def test_a_static_cache_step_costs_its_update_not_the_whole_cache():
     one_token = 4 * 32 * 1 * 128 * 2  # batch x kv heads x 1 token x head_dim x bf16
     assert all(n.bytes_written == one_token for n in updates)
     assert static.total_bytes < graphs["dynamic"].total_bytes and static.coverage == 1.0
+
+
+def test_generate_host_times_the_steps_keys_the_cache_and_refuses_an_unknown_host(tmp_path, monkeypatch, capsys):
+    """--host names the host CPU, as predict's does: a slower host's eager HF decode step takes longer (its
+    dispatch and launches), the answer says which host, each host has its own cache entry, and a typo is one line."""
+    from perfpredict.llm import answer_cache
+
+    monkeypatch.delenv("PERFPREDICT_NO_GRAPH_CACHE", raising=False)
+    monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
+    argv = ["generate", "--hf", "gpt2", "--device", "H100", "--prompt-tokens", "16", "--new-tokens", "4"]
+    argv += ["--engine", "hf", "--json", "-"]
+    answers = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for host in ("h100-server", "dev-vm"):
+            assert main([*argv, "--host", host]) == 0
+            answers[host] = json.loads(capsys.readouterr().out)
+    # the dev VM's 2 vCPUs dispatch each op slower than the GPU server's Xeon: an eager gpt2 step is host-bound
+    assert answers["dev-vm"]["tpot_mean_ms"] > 1.2 * answers["h100-server"]["tpot_mean_ms"]
+    assert answers["dev-vm"]["assumptions"]["host"].startswith("dev-vm")
+    ask = dict(prompt_tokens=16, new_tokens=4, device="H100", engine="hf")
+    keys = {h: answer_cache.key("gpt2", host=h, **ask) for h in ("h100-server", "dev-vm")}
+    assert keys["h100-server"] != keys["dev-vm"] and len(list((tmp_path / "generate").iterdir())) == 2
+    assert main([*argv, "--host", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown host 'nope'" in err and "h100-server, dev-vm, calibrated" in err
