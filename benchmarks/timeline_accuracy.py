@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         f"`python benchmarks/timeline_accuracy.py {' '.join(argv if argv is not None else sys.argv[1:])}`, "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {int(ok.sum())} of {len(rows)} rows scored "
         f"(protocol {'v3' if v3 else 'v2'}, label `{label_key}`), ceilings of `{device.name}`; "
-        f"host profile `{TwoTimelinePredictor().host_profile.name}`.",
+        f"host profile `{TwoTimelinePredictor().profile_for(device).name}`.",
         "",
         "| model | MAPE | median APE | within 10% | Kendall tau |",
         "|---|---:|---:|---:|---:|",

@@ -17,7 +17,7 @@ from typing import Any
 from perfpredict.errors import FrontendError, InvalidInputError
 from perfpredict.graph import OpGraph
 from perfpredict.pipeline import DEFAULT_DEVICE, report_for_graph
-from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
+from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR, MEASURED_BUILD_DTYPE
 
 _DTYPES = ("float32", "float16", "bfloat16", "float64")
 _CACHE: OrderedDict[tuple, tuple[Any, OpGraph]] = OrderedDict()
@@ -31,7 +31,7 @@ def predict(
     device: str = DEFAULT_DEVICE,
     phase: str = "inference",
     dtype: str | None = None,
-    predictor: str = "auto",
+    predictor: str = DEFAULT_PREDICTOR,
     optimizer: str = "adamw",
     tf32: bool = False,
     model_name: str | None = None,
@@ -42,10 +42,11 @@ def predict(
     top_ops: int = 25,
     example_kwargs: Mapping[str, Any] | None = None,
     weights_built_in: str | None = MEASURED_BUILD_DTYPE,
-    mode: str = "eager",
+    mode: str = DEFAULT_MODE,
     precision: str | None = None,
     parallel: Mapping[str, Any] | None = None,
     capture: str = "meta",
+    host: str | None = None,
 ) -> Any:
     """Predict ``model`` called as ``model(*example_inputs, **example_kwargs)`` on ``device``.
 
@@ -59,7 +60,10 @@ def predict(
     ``mode`` is how the step runs: "eager", "cuda_graph", "compiled" or "compiled_cuda_graph" (the two-timeline
     predictor, ``predictor="two_timeline"``, reads it). ``precision`` is a training recipe of
     :mod:`perfpredict.precision` ("fp32", "bf16", "amp-bf16", "amp-fp16"): the weights, gradients and optimizer
-    state it holds per parameter; ``None`` keeps the model's dtype for all of them.
+    state it holds per parameter; ``None`` keeps the model's dtype for all of them. ``host`` is the CPU host that
+    drives the GPU (its dispatch and launch cost set an eager step's host timeline): a shipped profile's name
+    ("h100-server", "dev-vm") or "calibrated" (``perfpredict calibrate-host``); None: this machine's calibrated
+    profile where there is one, else "h100-server". The report's assumptions name it.
 
     ``parallel`` spreads one step over several GPUs (``{"dp": 8, "tp": 2, "pp": 2, "fsdp": True, "sp": True,
     "microbatches": 8}``; see :mod:`perfpredict.parallel`) and returns a ``ParallelReport`` instead: per-rank time
@@ -91,6 +95,7 @@ def predict(
             mode=mode,
             tf32=tf32,
             model_name=model_name or graph.name,
+            host=host,
         )
     return report_for_graph(
         graph,
@@ -108,6 +113,7 @@ def predict(
         weights_built_in=weights_built_in,
         mode=mode,
         precision=precision,
+        host=host,
     )
 
 
@@ -180,13 +186,15 @@ def predict_many(
     dtype: str | None = None,
     optimizer: str = "adamw",
     tf32: bool = False,
-    predictor: str = "auto",
+    predictor: str = DEFAULT_PREDICTOR,
     weights_built_in: str | None = MEASURED_BUILD_DTYPE,
     frame: bool = False,
     capture: str = "meta",
-    mode: str = "eager",
+    mode: str = DEFAULT_MODE,
+    host: str | None = None,
 ) -> Any:
-    """Predict many (device, batch_size) configurations of one architecture in one call.
+    """Predict many (device, batch_size) configurations of one architecture in one call (``host``: as
+    :func:`predict`'s).
 
     The model is captured twice (at its example batch b and at b+1); every per-op FLOP and byte count is
     affine in the batch, so those two captures give exact figures for any batch size. Configurations are then
@@ -200,7 +208,9 @@ def predict_many(
 
     arrays = _batch_affine_arrays(model, example_inputs, phase, dtype, capture)
     model_predictor = vector_predictor(predictor)
-    config = RunConfig(phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in, mode=mode)
+    config = RunConfig(
+        phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in, mode=mode, host=host
+    )
     out = many_columns(len(configs))
     by_device: dict[str, list[int]] = {}
     for i, cfg in enumerate(configs):

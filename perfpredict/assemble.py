@@ -46,7 +46,7 @@ def build_report(
 
     predictor, choice_note = resolve_predictor(predictor, device.parent or device.name)
     model = get_predictor(predictor)
-    out = model.predict(graph, device, config)
+    out = _bracketed(model.predict(graph, device, config))
     batch = max(1, graph.batch_size)
     calls, workload = _workload(config.phase, batch, workload_calls)
     grid = carbon.grid_intensity_g_per_kwh(grid_g_per_kwh)
@@ -210,6 +210,23 @@ def _load_note(graph: OpGraph, config: RunConfig, out: PredictorOutput) -> tuple
         f"peak memory includes {extra / 2**30:.2f} GiB for building the weights in {config.weights_built_in} "
         f"and casting them to {graph.dtype}; loaded straight in {graph.dtype} (weights_built_in=None) the peak "
         f"is {(out.peak_memory_bytes.value - extra) / 2**30:.2f} GiB",
+    )
+
+
+def _bracketed(out: PredictorOutput) -> PredictorOutput:
+    """Every interval brackets its point, whichever predictor made it (predictors/intervals.py). The average power
+    is the exception at the board's TDP: it cannot go higher, so its high end may be its point."""
+    from dataclasses import replace
+
+    from perfpredict.predictors.intervals import bracketed
+
+    power = out.avg_power_w
+    return replace(
+        out,
+        latency_ms=bracketed(out.latency_ms),
+        peak_memory_bytes=bracketed(out.peak_memory_bytes),
+        energy_j=bracketed(out.energy_j),
+        avg_power_w=power if power.low < power.value else replace(power, low=bracketed(power).low),
     )
 
 

@@ -59,7 +59,11 @@ def assumptions(
         )
     if out.timeline is not None:
         found["mode"] = f"{config.mode} (what --mode / mode= changes)"
-        found["host"] = f"host profile {out.timeline.host_profile!r} (perfpredict calibrate-host measures yours)"
+        source = f": {out.timeline.host_source}" if out.timeline.host_source else ""
+        found["host"] = (
+            f"host profile {out.timeline.host_profile!r}{source} (--host / host= picks another: "
+            f"{', '.join(_host_names())}; `perfpredict calibrate-host` measures yours)"
+        )
         if device.kind == "cpu":
             found["host"] = _cpu_calibration(device, out.timeline)
         elif out.timeline.device_model:
@@ -67,6 +71,12 @@ def assumptions(
     if device.runtime_overhead_bytes:
         found["runtime"] = f"{device.runtime_overhead_bytes / 2**30:.2f} GiB of framework and context memory"
     return found
+
+
+def _host_names() -> tuple[str, ...]:
+    from perfpredict.predictors.host_model import host_names
+
+    return host_names()
 
 
 def _cpu_calibration(device: Device, timeline) -> str:

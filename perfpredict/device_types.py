@@ -76,6 +76,12 @@ class Device:
     parent: str | None = None  # for a MIG slice, the full device's name
     sources: str = ""  # where the datasheet numbers come from
     price_source: str = ""  # where price_usd_per_hour comes from
+    memory_type: str = ""  # "HBM3", "GDDR6", ... as the datasheet names it; "" when unknown
+
+    @property
+    def memory_label(self) -> str:
+        """What to call the device memory in a report: its technology (an L4's is GDDR6, not HBM)."""
+        return self.memory_type or ("DRAM" if self.kind == "cpu" else "device memory")
 
     def peak_flops(self, dtype: str, tensor_core: bool) -> tuple[float, str]:
         """Peak FLOP/s for ``dtype`` and the key it came from; tensor-core rates only when ``tensor_core``.

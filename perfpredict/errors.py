@@ -48,12 +48,18 @@ class MissingDependencyError(PerfPredictError, ImportError):
     """An optional dependency is not installed."""
 
 
-def close_matches(value: str, choices: Iterable[str], n: int = 5) -> str:
-    """Render the closest choices to ``value`` for an error message ("" when none are close)."""
+def close_matches(value: str, choices: Iterable[str], n: int = 5, cutoff: float = 0.4, substrings: bool = True) -> str:
+    """Render the closest choices to ``value`` for an error message ("" when none are close).
+
+    ``cutoff`` is difflib's similarity floor; ``substrings`` also offers choices that contain ``value``. Over a
+    long list of unrelated names (transformers' model types) use a high cutoff and no substrings, so that a typo
+    gets its neighbours and a name that is not a typo gets no suggestion at all.
+    """
     choices = list(choices)
     lowered = {c.lower(): c for c in choices}
-    hits = difflib.get_close_matches(value.lower(), list(lowered), n=n, cutoff=0.4)
-    hits += [c for c in lowered if value.lower() in c and c not in hits]
+    hits = difflib.get_close_matches(value.lower(), list(lowered), n=n, cutoff=cutoff)
+    if substrings:
+        hits += [c for c in lowered if value.lower() in c and c not in hits]
     return ", ".join(lowered[h] for h in hits[:n])
 
 

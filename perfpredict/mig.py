@@ -49,7 +49,12 @@ def advise_mig(
         candidates, key=lambda o: (by_name[o.profile].memory_slices, by_name[o.profile].compute_slices), default=None
     )
     reason = (
-        _recommend_reason(best, by_name[best.profile], peak_memory_bytes)
+        _recommend_reason(
+            best,
+            by_name[best.profile],
+            peak_memory_bytes,
+            max_latency_ms is not None or min_throughput_per_s is not None,
+        )
         if best
         else _no_fit_reason(device, options, profiles, peak_memory_bytes, max_latency_ms, min_throughput_per_s)
     )
@@ -116,11 +121,11 @@ def _option(
     )
 
 
-def _recommend_reason(best: MigOption, p: MigProfile, peak_memory_bytes: int) -> str:
+def _recommend_reason(best: MigOption, p: MigProfile, peak_memory_bytes: int, targets: bool = True) -> str:
     per_gpu = (best.throughput_per_s or 0.0) * p.max_instances
     return (
-        f"{p.name} is the smallest slice that fits ({_gib(peak_memory_bytes)} of {_gib(p.memory_bytes)}) and "
-        f"meets the targets: {best.latency_ms:.3g} ms per call; up to {p.max_instances} per GPU "
+        f"{p.name} is the smallest slice that fits ({_gib(peak_memory_bytes)} of {_gib(p.memory_bytes)})"
+        f"{' and meets the targets' if targets else ''}: {best.latency_ms:.3g} ms per call; up to {p.max_instances} per GPU "
         f"({per_gpu:.4g}/s per GPU)"
     )
 

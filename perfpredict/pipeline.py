@@ -11,7 +11,7 @@ from typing import Any
 
 from perfpredict.errors import FrontendError
 from perfpredict.graph import OpGraph
-from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
+from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR, MEASURED_BUILD_DTYPE
 from perfpredict.report import PerfReport
 
 DEFAULT_DEVICE = "H100-SXM"
@@ -22,7 +22,7 @@ def report_for_graph(
     *,
     device: Any = DEFAULT_DEVICE,
     phase: str | None = None,
-    predictor: str = "auto",
+    predictor: str = DEFAULT_PREDICTOR,
     optimizer: str = "adamw",
     tf32: bool = False,
     max_latency_ms: float | None = None,
@@ -32,12 +32,15 @@ def report_for_graph(
     top_ops: int = 25,
     model_name: str | None = None,
     weights_built_in: str | None = MEASURED_BUILD_DTYPE,
-    mode: str = "eager",
+    mode: str = DEFAULT_MODE,
     precision: str | None = None,
     assumed: Mapping[str, str] | None = None,
+    host: str | None = None,
 ) -> PerfReport:
     """A PerfReport for an OpGraph any frontend produced (FX, AOT, Relax, ONNX). ``assumed``: choices made for the
-    user that the report should state (see perfpredict.assumptions)."""
+    user that the report should state (see perfpredict.assumptions). ``host``: the host that drives the device, by
+    name (``perfpredict.predictors.host_model.HOSTS``) or ``"calibrated"``; None: the calibrated one, else the
+    default for the device's kind (a GPU server)."""
     from perfpredict.assemble import build_report
     from perfpredict.delivery import forget, record
     from perfpredict.devices import Device, get_device
@@ -58,6 +61,7 @@ def report_for_graph(
         weights_built_in=weights_built_in,
         mode=mode,
         precision=precision,
+        host=host,
     )
     report = build_report(
         graph,

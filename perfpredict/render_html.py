@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from perfpredict.errors import InvalidInputError
 from perfpredict.render_text import (
     GROUP_COLUMNS,
-    MIG_COLUMNS,
     block_lines,
     coverage_line,
     estimate_label,
@@ -21,12 +20,14 @@ from perfpredict.render_text import (
     header_lines,
     kind_rows,
     kinds_title,
+    mig_columns,
     mig_recommendation,
     mig_rows,
     mig_targets,
     ops_title,
     sorted_ops,
     summary_rows,
+    timeline_lines,
     unknown_op_counts,
 )
 
@@ -88,6 +89,18 @@ def _summary(report: PerfReport) -> str:
     )
 
 
+def _timeline(report: PerfReport) -> str:
+    """The device, host and wall time, the bound, and (host-bound) what the other modes would take."""
+    lines = timeline_lines(report)
+    if not lines:
+        return ""
+    t = report.timeline
+    rows = [(t.mode, f"{t.device_ms:.3g} ms", f"{t.host_ms:.3g} ms", f"{t.wall_ms:.3g} ms", t.bound or "-")]
+    table = _table(("mode", "device", "host", "wall", "bound"), rows, numeric={"device", "host", "wall"})
+    advice = "".join(f'<p class="rec" id="host-bound">{escape(line)}</p>' for line in lines[1:])
+    return f'<h2>What limits the run</h2><section id="timeline">{table}<p>{escape(lines[0])}</p>{advice}</section>'
+
+
 def _ops(report: PerfReport, top_ops: int | None) -> str:
     from perfpredict.breakdown import group_ops
 
@@ -124,7 +137,7 @@ def _mig(report: PerfReport) -> str:
     if report.mig is None:
         return ""
     table = _table(
-        MIG_COLUMNS,
+        mig_columns(report),
         mig_rows(report),
         numeric={"memory", "latency", "throughput", "instances/GPU"},
         row_class=lambda r: "" if r[2] == "yes" else "dim",
@@ -171,6 +184,7 @@ def render_html(report: PerfReport, extra_sections: dict[str, str] | None = None
     body = (
         _header(report)
         + _summary(report)
+        + _timeline(report)
         + _ops(report, top_ops)
         + _mig(report)
         + extra

@@ -222,10 +222,21 @@ def group_row(group) -> tuple[str, ...]:
 MIG_COLUMNS = ("profile", "memory", "fits", "latency", "throughput", "instances/GPU", "meets targets", "reason")
 
 
+def _has_targets(report: PerfReport) -> bool:
+    mig = report.mig
+    return mig is not None and (mig.max_latency_ms is not None or mig.min_throughput_per_s is not None)
+
+
+def mig_columns(report: PerfReport) -> tuple[str, ...]:
+    """The MIG table's columns; "meets targets" only when a latency or throughput target was given."""
+    return MIG_COLUMNS if _has_targets(report) else tuple(c for c in MIG_COLUMNS if c != "meets targets")
+
+
 def mig_rows(report: PerfReport) -> list[tuple[str, ...]]:
     if report.mig is None:
         return []
     rate = throughput_unit(report)
+    targets = _has_targets(report)
     return [
         (
             o.profile,
@@ -234,7 +245,7 @@ def mig_rows(report: PerfReport) -> list[tuple[str, ...]]:
             fmt_time_ms(o.latency_ms),
             fmt_rate(o.throughput_per_s, rate),
             str(o.instances_per_gpu),
-            "yes" if o.meets_targets else "no",
+            *(("yes" if o.meets_targets else "no",) if targets else ()),
             o.reason,
         )
         for o in report.mig.options
@@ -324,20 +335,41 @@ def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
     return parts
 
 
-def timeline_line(report: PerfReport) -> str:
-    """Device, host and wall time of the step, and, when the device idles, what CUDA graphs or torch.compile give."""
+BOUND_LABELS = {"host": "host (dispatch and launches)", "compute": "compute", "memory": "memory bandwidth"}
+
+
+def timeline_lines(report: PerfReport) -> list[str]:
+    """Device, host and wall time of the step and what bounds it; when the host sets the pace, what CUDA graphs
+    and torch.compile would take it to (every door shows these lines: terminal, HTML, web page)."""
     t = report.timeline
-    text = (
+    if t is None:
+        return []
+    bound = f"; bound: {BOUND_LABELS.get(t.bound, t.bound)}" if t.bound else ""
+    lines = [
         f"timelines ({t.mode}): device {fmt_time_ms(t.device_ms)}, host {fmt_time_ms(t.host_ms)}, "
-        f"wall {fmt_time_ms(t.wall_ms)}; host profile: {t.host_profile}"
+        f"wall {fmt_time_ms(t.wall_ms)}{bound}; host profile: {t.host_profile}"
+    ]
+    advice = host_bound_advice(t)
+    if advice:
+        lines.append(advice)
+    return lines
+
+
+def host_bound_advice(t) -> str:
+    """One line for a host-bound step: the device's idle share and the wall time of every other mode."""
+    if not (t.launch_bound and t.other_modes_ms):
+        return ""
+    others = ", ".join(f"{mode} {fmt_time_ms(ms)}" for mode, ms in t.other_modes_ms.items())
+    best = min(t.other_modes_ms, key=t.other_modes_ms.get)
+    return (
+        f"host-bound: the GPU idles {t.device_idle_share:.0%} of the {t.mode} step ({fmt_time_ms(t.wall_ms)}); "
+        f"the other modes would take: {others} (best: {best}, --mode {best})"
     )
-    if t.launch_bound and t.other_modes_ms:
-        best = min(t.other_modes_ms, key=t.other_modes_ms.get)
-        text += (
-            f"\nlaunch-bound: the GPU idles {t.device_idle_share:.0%} of the step; {best.replace('_', ' ')} "
-            f"would take it from {fmt_time_ms(t.wall_ms)} to {fmt_time_ms(t.other_modes_ms[best])}"
-        )
-    return text
+
+
+def timeline_line(report: PerfReport) -> str:
+    """:func:`timeline_lines` as one text block."""
+    return "\n".join(timeline_lines(report))
 
 
 def _plain(text: str):
@@ -395,7 +427,7 @@ def _mig_table(report: PerfReport):
 
     table = Table(title=_plain(f"MIG profiles on {report.mig.device} ({mig_targets(report)})"), title_justify="left")
     widest_profile = max((len(o.profile) for o in report.mig.options), default=7)
-    for name in MIG_COLUMNS:
+    for name in mig_columns(report):
         table.add_column(
             name, overflow="fold", no_wrap=name != "reason", min_width=widest_profile if name == "profile" else None
         )
@@ -419,12 +451,24 @@ def render_text(report: PerfReport, top_ops: int | None = 10, width: int = 110) 
     return console.export_text()
 
 
-def print_report(report: PerfReport, console: Any = None, top_ops: int | None = 10) -> None:
-    """Print the report, with colour where the terminal has it, on ``console`` (default: a new rich Console)."""
-    if console is None:
-        from rich.console import Console
+#: the width of a report written to a pipe or a file (a terminal uses its own width)
+PIPED_WIDTH = 120
 
-        console = Console()
+
+def terminal_console() -> Any:
+    """A rich Console for stdout: the terminal's width, or :data:`PIPED_WIDTH` when piped (rich would fall back to
+    80 columns and fold or cut the tables)."""
+    import sys
+
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH)
+
+
+def print_report(report: PerfReport, console: Any = None, top_ops: int | None = 10) -> None:
+    """Print the report, with colour where the terminal has it, on ``console`` (default: :func:`terminal_console`)."""
+    if console is None:
+        console = terminal_console()
     for part in renderables(report, top_ops):
         console.print(part)
 
@@ -494,6 +538,8 @@ def explain_renderables(report: PerfReport, top_ops: int | None = None) -> list[
         Text("  ".join(f"{k}={pairs[k]}" for k in ("phase", "batch", "seq", "dtype", "predictor"))),
         Text(f"{estimate_label(report)}; latency {fmt_time_ms(report.latency_ms.value)} per call", style="italic"),
     ]
+    if report.timeline is not None:
+        parts.append(Text(timeline_line(report)))
     if report.by_kind:
         parts.append(_kinds_table(report))
     if report.blocks:

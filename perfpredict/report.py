@@ -163,6 +163,10 @@ class MeasuredVsPredicted:
     note: str = ""
 
 
+#: a step is host-bound (launch-bound) when its device idles more than this share of the wall time
+HOST_BOUND_IDLE_SHARE = 1 / 3
+
+
 @dataclass(frozen=True)
 class TimelineSummary:
     """The two timelines of one step (``predictors/two_timeline.py``): the device's busy time, the host's dispatch
@@ -177,11 +181,15 @@ class TimelineSummary:
     other_modes_ms: dict[str, float] = field(default_factory=dict)
     host_profile: str = ""
     device_model: str = ""  # where the per-op device time comes from (which GPUs' rows, which dtypes)
+    # what limits the step: "host" (dispatch and launches: the device idles, see ``launch_bound``), else "compute"
+    # or "memory" (the bound of the ops holding most of the device time); multi-GPU adds "communication"
+    bound: str = ""
+    host_source: str = ""  # where the host profile's figures come from (its file's ``source``)
 
     @property
     def launch_bound(self) -> bool:
         """The device idles more than a third of the step: the host, not the GPU, sets the pace."""
-        return self.device_idle_share > 1 / 3
+        return self.device_idle_share > HOST_BOUND_IDLE_SHARE
 
 
 @dataclass(frozen=True)

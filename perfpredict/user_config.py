@@ -26,7 +26,7 @@ def default_profile_path() -> Path:
 
 def calibrated_profile_path() -> Path | None:
     """The calibrated profile predictions use: $PERFPREDICT_HOST_PROFILE, else this machine's default one if it
-    exists, else None (then the shipped reference profile is used)."""
+    exists, else None (then a shipped profile is used: ``predictors.host_model.DEFAULT_HOST``)."""
     named = os.environ.get(ENV_HOST_PROFILE) or None
     if named is not None:
         return Path(named)

@@ -340,3 +340,14 @@ def test_shipped_h100_ceilings_are_applied_by_default(shipped_ceilings):
     assert 0.7 * 3.35e12 < h100.memory_bandwidth_bytes_per_s < 3.35e12
     assert 0.7 * 989.4e12 < h100.peak_flops_per_s["bf16_tensor"] < 989.4e12
     assert get_device("A100-80GB").source == "datasheet"
+
+
+def test_memory_is_named_by_its_type_gddr_cards_are_not_called_hbm():
+    from perfpredict.kernels.plot import _ceilings_from
+
+    assert get_device("L4").memory_label == get_device("T4").memory_label == "GDDR6"
+    assert get_device("H100-SXM").memory_label == "HBM3" and get_device("A100-80GB").memory_label == "HBM2e"
+    assert get_device("A100-40GB/1g.5gb").memory_label == "HBM2"  # a MIG slice keeps its parent's memory
+    assert all(d.memory_type for d in list_devices() if d.kind == "gpu")
+    _, bandwidth = _ceilings_from(get_device("L4"), None)
+    assert bandwidth[0][0] == "GDDR6"

@@ -18,6 +18,7 @@ from perfpredict.render_text import (
     fmt_energy_j,
     fmt_time_ms,
     fmt_usd,
+    mig_rows,
     print_report,
     render_text,
 )
@@ -299,3 +300,38 @@ def test_explain_totals_time_by_op_kind_and_by_repeated_block(tmp_path):
     assert "4 x blocks.*" in text
     again = perfpredict.PerfReport.from_dict(json.loads(report.to_json()))
     assert again.blocks == report.blocks and again.by_kind == report.by_kind
+
+
+def test_mig_meets_targets_is_shown_only_when_a_target_was_given() -> None:
+    import dataclasses
+
+    with_target = synthetic_report()
+    no_target = dataclasses.replace(
+        with_target, mig=dataclasses.replace(with_target.mig, max_latency_ms=None, min_throughput_per_s=None)
+    )
+    assert "meets targets" in render_text(with_target, width=200) and "meets targets" in render_html(with_target)
+    text, page = render_text(no_target, width=200), render_html(no_target)
+    assert "meets targets" not in text and "meets targets" not in page
+    assert "no latency or throughput target given" in text
+    assert all(len(row) == 7 and row[-1] for row in mig_rows(no_target))  # the reason stays the last cell
+
+
+def test_mig_recommendation_claims_targets_only_when_given() -> None:
+    from perfpredict.mig import advise_mig
+
+    plain = advise_mig("A100-80GB", 5 * 2**30, lambda d: 2.0, batch_size=1)
+    aimed = advise_mig("A100-80GB", 5 * 2**30, lambda d: 2.0, batch_size=1, max_latency_ms=10.0)
+    assert "targets" not in plain.reason and "meets the targets" in aimed.reason
+
+
+def test_show_into_a_pipe_is_not_squeezed_into_80_columns(capsys) -> None:
+    import perfpredict
+    from perfpredict.render_text import PIPED_WIDTH
+
+    perfpredict.show(synthetic_report())  # capsys's stdout is not a terminal, as a pipe is not
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) > 80 and all(len(line) <= PIPED_WIDTH for line in lines)
+    header = next(line for line in lines if "module path" in line)
+    assert "FLOP/byte" in header  # every per-op column's name is whole
+    latency = next(line for line in lines if line.startswith("│ Latency"))
+    assert "per call" in latency and "…" not in "".join(lines)

@@ -56,10 +56,10 @@ def positive_float(text: str) -> float:
 
 
 def console():
-    from rich.console import Console
+    from perfpredict.render_text import terminal_console
 
     # Piped output gets a fixed width, so tables do not squeeze into 80 columns.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    return terminal_console()
 
 
 def write_text(path: str, text: str) -> None:

@@ -51,9 +51,10 @@ def _demo_summary(reports: Sequence[Any]):
         "wall time, host included)",
         title_justify="left",
     )
+    # names are never cut ("bert-base-un…"): the name columns keep their width, the numbers wrap if they must
+    table.add_column("model", no_wrap=True, min_width=max((len(r.model_name) for r in reports), default=5))
+    table.add_column("device", no_wrap=True, min_width=max((len(r.device) for r in reports), default=6))
     for name in (
-        "model",
-        "device",
         "batch",
         "predictor",
         "latency",

@@ -48,7 +48,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         choices=ENGINES,
         default="auto",
         help="vllm: a vLLM-class serving engine; hf: transformers' generate; auto (default): vllm for a decoder "
-        "it covers on a GPU, hf when --mode or --cache is given",
+        "it covers on a GPU, hf when --mode, --cache or --quant-kernel is given",
     )
     p.add_argument("--tp", type=_count("--tp", 1), default=1, help="tensor-parallel GPUs (memory is then per GPU)")
     p.add_argument(
@@ -69,12 +69,37 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         default=None,
         help="KV cache dtype (default: the compute dtype)",
     )
+    p.add_argument(
+        "--host",
+        default=None,
+        metavar="NAME",
+        help="the host CPU that drives the GPU (its dispatch and kernel launches time each step): h100-server (a "
+        "16-vCPU Xeon GPU server, the default), dev-vm, or calibrated (`perfpredict calibrate-host`'s; used by "
+        "default once it exists)",
+    )
     hf = p.add_argument_group("transformers' generate (--engine hf)")
-    hf.add_argument("--cache", choices=CACHES, default=None, help="HF cache object: dynamic (default) or static")
+    hf.add_argument(
+        "--cache",
+        choices=CACHES,
+        default=None,
+        help="HF cache object: dynamic (default) or static (the default, and the only one, with a CUDA-graph mode)",
+    )
     hf.add_argument(
         "--mode", choices=("eager", "cuda_graph", "compiled", "compiled_cuda_graph"), default=None, help="default eager"
     )
+    hf.add_argument(
+        "--quant-kernel",
+        choices=("fused", "dequantize"),
+        default=None,
+        help="how int8/nf4/int4 weights are widened: fused dequant-GEMM, or dequantize-then-GEMM (default: as the "
+        "common libraries do: bitsandbytes' nf4 fuses at batch 1 only, a prefill dequantizes)",
+    )
     _engine_arguments(p)
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="answer again instead of reading the on-disk answer cache (and refresh it)",
+    )
     p.add_argument("--json", metavar="PATH", help="write the report as JSON to PATH ('-': stdout, nothing else)")
     p.add_argument("--html", metavar="PATH", help="write an HTML page with tokens/s against batch to PATH")
     p.set_defaults(func=run_generate)
@@ -115,13 +140,14 @@ def engine_config(args: argparse.Namespace):
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from perfpredict.llm.generation import predict_generation
+    from perfpredict.llm.answer_cache import cached_generation
     from perfpredict.llm.render_generation import print_generation, render_generation_html
+    from perfpredict.render_text import terminal_console
 
-    report = predict_generation(
+    # a repeated question is read from the on-disk answer cache (llm/answer_cache.py), in well under a second
+    report = cached_generation(
         args.hf or args.config,
+        use_cache=not args.no_cache,
         prompt_tokens=args.prompt_tokens,
         new_tokens=args.new_tokens,
         batch=args.batch,
@@ -134,11 +160,13 @@ def run_generate(args: argparse.Namespace) -> int:
         mode=args.mode,
         cache=args.cache,
         engine_config=engine_config(args),
+        quant_kernel=args.quant_kernel,
+        host=args.host,
     )
     if args.json == "-":
         sys.stdout.write(report.to_json() + "\n")
     else:
-        print_generation(report, Console(highlight=False, width=None if sys.stdout.isatty() else 120))
+        print_generation(report, terminal_console())
     for path, text in ((args.json, report.to_json() + "\n"), (args.html, None)):
         if path and path != "-":
             try:

@@ -8,6 +8,7 @@ from typing import Any
 
 from perfpredict.cli.args import DTYPE_CHOICES, non_negative_int, positive_float, positive_int
 from perfpredict.precision import OPTIMIZERS, PRECISIONS
+from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR, RUN_MODES
 
 
 def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
@@ -65,16 +66,24 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
     )
     p.add_argument(
         "--predictor",
-        default="auto",
+        default=DEFAULT_PREDICTOR,
         help="auto (default: two_timeline, the same model for every device), analytical, two_timeline, "
         "or a learned whole-model predictor where trained: xgboost, graphsage, gae_gnn",
     )
     p.add_argument(
         "--mode",
-        choices=("eager", "cuda_graph", "compiled", "compiled_cuda_graph"),
-        default="eager",
+        choices=RUN_MODES,
+        default=DEFAULT_MODE,
         help="how the step runs, for the two-timeline predictor: eager (default), cuda_graph, compiled "
         "(torch.compile), compiled_cuda_graph (torch.compile mode='reduce-overhead')",
+    )
+    p.add_argument(
+        "--host",
+        default=None,
+        metavar="NAME",
+        help="the host CPU that drives the GPU (its dispatch and launches time an eager step): h100-server (a "
+        "16-vCPU Xeon GPU server, the default), dev-vm, or calibrated (`perfpredict calibrate-host`'s; used by "
+        "default once it exists)",
     )
     p.add_argument("--max-latency-ms", type=positive_float, default=None, help="latency target for MIG advice")
     p.add_argument(

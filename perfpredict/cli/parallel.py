@@ -58,6 +58,7 @@ def run_parallel(args: argparse.Namespace, plan: dict[str, Any]) -> int:
         mode=args.mode,
         tf32=args.tf32,
         model_name=name,
+        host=args.host,
     )
     if args.json == "-":
         sys.stdout.write(report.to_json() + "\n")

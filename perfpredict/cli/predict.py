@@ -56,6 +56,7 @@ def predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[Any
         min_throughput_per_s=args.min_throughput,
         top_ops=keep_ops,
         mode=args.mode,
+        host=args.host,
         optimizer=args.optimizer,
         tf32=args.tf32,
         precision=args.run.precision if not args.onnx or args.precision else None,

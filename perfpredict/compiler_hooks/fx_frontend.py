@@ -7,6 +7,7 @@ parameter when its example input is an ``nn.Parameter`` or dynamo named it ``...
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -265,7 +266,15 @@ def node_bytes(
         return written + sum(m.nbytes for m in indices[:1]), written
     if kind == ops.CREATION:
         return 0, written
+    if name in _INDEX_COPIES and len(inputs) >= 2:
+        # ``dest.index_copy_(dim, index, source)`` moves the source's rows into place (a static KV cache's update):
+        # the index and the source are read, the source's size written; the rest of the destination is untouched
+        source = max(inputs[1:], key=lambda t: t.nbytes)
+        return sum(t.nbytes for t in inputs[1:]), source.nbytes
     return sum(t.nbytes for t in inputs), written
+
+
+_INDEX_COPIES = {"index_copy", "index_copy_"}
 
 
 def _attrs(kind: str, name: str, node: Any) -> dict[str, Any]:
@@ -382,11 +391,18 @@ def _module_path(node: Any) -> str:
     stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
     if not stack:
         return ""
-    path = str(list(stack.values())[-1][0])
-    for prefix in ("L['self'].", "L['self']", "L['mod'].", "self."):
-        if path.startswith(prefix):
-            return path[len(prefix) :]
-    return path
+    return clean_module_path(str(list(stack.values())[-1][0]))
+
+
+# dynamo's root for the traced module or an argument: L['self'].encoder, L['args'][0].lm_head, L['mod'], self.x
+_DYNAMO_ROOT = re.compile(r"^(?:L(?:\[[^\]]*\])+\.?|self\.)")
+
+
+def clean_module_path(path: str) -> str:
+    """``lm_head`` from dynamo's ``L['args'][0].lm_head`` (or ``L['self'].lm_head``, ``self.lm_head``); a path
+    with dynamo's ``._modules['x']`` spelling reads ``.x``."""
+    path = re.sub(r"\._modules\['([^']*)'\]", r".\1", path)
+    return _DYNAMO_ROOT.sub("", path).lstrip(".")
 
 
 def _dtype_name(dtype: Any) -> str:

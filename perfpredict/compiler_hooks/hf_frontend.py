@@ -122,7 +122,13 @@ def raw_config(id_or_path: Any) -> tuple[dict[str, Any], str]:
             f"expected a HuggingFace id, a config.json path or a PretrainedConfig, got {type(id_or_path).__name__}"
         )
     path = Path(id_or_path).expanduser()
-    if path.is_dir() and (path / "config.json").is_file():
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            found = sorted(p.name for p in path.glob("*.json"))[:5]
+            raise InvalidInputError(
+                f"folder {str(id_or_path)!r} has no config.json; pass a folder that holds a HuggingFace config.json "
+                f"or the path of the config file itself" + (f" (JSON files there: {', '.join(found)})" if found else "")
+            )
         path = path / "config.json"
     if path.is_file():
         return _read_json(path), str(path)
@@ -155,9 +161,10 @@ def config_from_dict(data: dict[str, Any], name: str = ""):
             f"config {name!r} has no 'model_type' field, so perfpredict cannot tell which "
             "transformers architecture to build"
         )
+    _check_sizes(data, name)
     mapping = transformers.CONFIG_MAPPING
     if model_type not in mapping:
-        hint = close_matches(model_type, list(mapping.keys()))
+        hint = close_matches(model_type, list(mapping.keys()), n=3, cutoff=0.75, substrings=False)
         raise UnknownModelError(
             f"model_type {model_type!r} in {name!r} is not known to transformers {transformers.__version__}"
             + (f" (close: {hint})" if hint else "")
@@ -169,6 +176,59 @@ def config_from_dict(data: dict[str, Any], name: str = ""):
         raise UnknownModelError(f"transformers rejected config {name!r}: {err}") from err
     config._name_or_path = name
     return config
+
+
+# sizes and counts that must be positive where a config gives them (others use -1 or 0 as "none":
+# deberta's max_relative_positions=-1, a sliding_window of 0)
+_POSITIVE = frozenset(
+    [
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "intermediate_size",
+        "vocab_size",
+        "head_dim",
+        "max_position_embeddings",
+        "n_embd",
+        "n_layer",
+        "n_head",
+        "n_inner",
+        "n_positions",
+        "d_model",
+        "d_ff",
+        "d_kv",
+        "num_layers",
+        "num_heads",
+        "encoder_layers",
+        "decoder_layers",
+        "encoder_attention_heads",
+        "decoder_attention_heads",
+        "encoder_ffn_dim",
+        "decoder_ffn_dim",
+        "ffn_dim",
+        "num_local_experts",
+        "num_experts",
+        "num_experts_per_tok",
+        "moe_intermediate_size",
+        "image_size",
+        "patch_size",
+        "num_channels",
+        "embed_dim",
+    ]
+)
+
+
+def _check_sizes(data: dict[str, Any], name: str) -> None:
+    """One line naming a size field that cannot be (``hidden_size=-64``), before transformers or torch sees it
+    (torch would say "Trying to create tensor with negative dimension"); nested configs (text_config) too."""
+    for key, value in data.items():
+        if isinstance(value, dict):
+            _check_sizes(value, f"{name}: {key}")
+        elif key in _POSITIVE and isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
+            raise InvalidInputError(
+                f"config {name!r} has {key}={value!r}; it must be a positive number: fix {key} in the config"
+            )
 
 
 def input_kind(config) -> str:

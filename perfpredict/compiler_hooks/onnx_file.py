@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from perfpredict.errors import FrontendError, InvalidInputError, MissingDependencyError
+from perfpredict.errors import FrontendError, InvalidInputError, MissingDependencyError, close_matches
 from perfpredict.graph import OpGraph
 
 _ONNX_MAGIC_HINT = "export one with torch.onnx.export(model, args, 'model.onnx', dynamo=True)"
@@ -62,9 +62,22 @@ def graph_from_onnx_args(
         raise FrontendError(
             f"{path!r} parsed as ONNX but holds no graph nodes; it is probably not an ONNX model ({_ONNX_MAGIC_HINT})"
         )
+    inputs = dynamic_inputs(proto)
+    unknown = [name for name in shapes if name not in inputs]
+    if unknown:
+        close = close_matches(unknown[0], inputs)
+        given = ", ".join(
+            f"{n}={'x'.join(str(d) if isinstance(d, int) and d > 0 else 'N' for d in dims)}"
+            for n, dims in inputs.items()
+        )
+        raise InvalidInputError(
+            f"--input-shape names {unknown[0]!r}, which is not an input of {os.path.basename(path)!r}"
+            + (f" (did you mean {close}?)" if close else "")
+            + f"; its inputs are: {given or 'none'}"
+        )
     dynamic = {
         name: dims
-        for name, dims in dynamic_inputs(proto).items()
+        for name, dims in inputs.items()
         if name not in shapes and any(not isinstance(d, int) or d < 1 for d in dims)
     }
     if dynamic:

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from perfpredict.errors import InvalidInputError, PerfPredictError, require
+from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
@@ -45,13 +46,17 @@ def predict_module(
     *,
     device: Any = DEFAULT_DEVICE,
     phase: str = "inference",
-    predictor: str = "analytical",
+    predictor: str = DEFAULT_PREDICTOR,
+    mode: str = DEFAULT_MODE,
     shape_hints: Mapping[str, int] | None = None,
     func_name: str | None = None,
     model_name: str | None = None,
+    weights_built_in: str | None = None,
     **report_kwargs: Any,
 ) -> Any:
-    """A PerfReport for a Relax IRModule (no pass machinery): the function the pass calls."""
+    """A PerfReport for a Relax IRModule (no pass machinery): the function the pass calls. A compiled module holds
+    its parameters in their own dtype, so by default no float32 copy exists at load (``weights_built_in=None``, as
+    for an ONNX file and the CLI)."""
     from perfpredict.compiler_hooks.relax_frontend import graph_from_relax
     from perfpredict.pipeline import report_for_graph
 
@@ -70,17 +75,25 @@ def predict_module(
             f"{unknown} (counted as launch overhead only)"
         )
     return report_for_graph(
-        graph, device=device, phase=phase, predictor=predictor, model_name=model_name, **report_kwargs
+        graph,
+        device=device,
+        phase=phase,
+        predictor=predictor,
+        mode=mode,
+        model_name=model_name,
+        weights_built_in=weights_built_in,
+        **report_kwargs,
     )
 
 
 def PredictPerformance(  # noqa: N802 - TVM pass style
     device: Any = DEFAULT_DEVICE,
     phase: str = "inference",
-    predictor: str = "analytical",
+    predictor: str = DEFAULT_PREDICTOR,
     report: Any = None,
     shape_hints: Mapping[str, int] | None = None,
     *,
+    mode: str = DEFAULT_MODE,
     func_name: str | None = None,
     model_name: str | None = None,
     strict: bool = False,
@@ -90,9 +103,11 @@ def PredictPerformance(  # noqa: N802 - TVM pass style
     """A ``tvm.transform.module_pass(opt_level=0, name="PredictPerformance")`` that observes the module.
 
     ``report`` is a callable that receives the PerfReport or a path (.json, .html, .txt) to write it to.
-    ``shape_hints`` gives sizes for symbolic dimensions ({"n": 128}). Other keywords (``optimizer``, ``tf32``,
-    ``max_latency_ms``, ``grid_g_per_kwh``...) go to :func:`perfpredict.pipeline.report_for_graph`. If predicting
-    fails, the pass warns once and returns the module unchanged; ``strict=True`` raises instead.
+    ``shape_hints`` gives sizes for symbolic dimensions ({"n": 128}). ``predictor`` and ``mode`` default to what
+    every other door uses (``predictors.base.DEFAULT_PREDICTOR``, ``DEFAULT_MODE``). Other keywords
+    (``optimizer``, ``tf32``, ``max_latency_ms``, ``grid_g_per_kwh``...) go to
+    :func:`perfpredict.pipeline.report_for_graph`. If predicting fails, the pass warns once and returns the module
+    unchanged; ``strict=True`` raises instead.
     """
     tvm = require("tvm", "tvm")
     if phase not in ("inference", "training"):
@@ -114,6 +129,7 @@ def PredictPerformance(  # noqa: N802 - TVM pass style
                 device=device,
                 phase=phase,
                 predictor=predictor,
+                mode=mode,
                 shape_hints=hints,
                 func_name=func_name,
                 model_name=model_name,

@@ -3,8 +3,8 @@
 ``torch.compile(model, backend="perfpredict", options={...})`` finds this function through the
 ``torch_dynamo_backends`` entry point, so no import is needed. Options:
 
-- ``device`` (default "H100-SXM"), ``predictor`` ("auto": the best one trained for the device, else
-  analytical), ``phase`` ("inference" or "training"), ``optimizer`` ("adamw"), ``tf32`` (False),
+- ``device`` (default "H100-SXM"), ``predictor`` ("auto", the two-timeline model, as every other door),
+  ``mode`` ("eager", "cuda_graph", "compiled" or "compiled_cuda_graph": how the predicted step runs), ``phase`` ("inference" or "training"), ``optimizer`` ("adamw"), ``tf32`` (False),
   ``max_latency_ms`` / ``min_throughput_per_s`` (MIG targets), ``weights_built_in`` ("float32": the dtype the
   weights were built in before their cast to the run dtype; None if loaded in it);
 - ``report``: a path (.json, .html, .txt) or a callable that receives each PerfReport;
@@ -50,6 +50,7 @@ _KNOWN_OPTIONS = {
     "top_ops",
     "measure",
     "weights_built_in",
+    "mode",
 }
 _WARNED: set[str] = set()
 
@@ -57,7 +58,7 @@ _WARNED: set[str] = set()
 @dataclass
 class BackendOptions:
     device: str = DEFAULT_DEVICE
-    predictor: str = "auto"
+    predictor: str = "auto"  # predictors.base.DEFAULT_PREDICTOR
     phase: str = "inference"
     optimizer: str = "adamw"
     tf32: bool = False
@@ -72,6 +73,7 @@ class BackendOptions:
     top_ops: int = 25
     measure: bool = False
     weights_built_in: str | None = "float32"  # predictors.base.MEASURED_BUILD_DTYPE, without importing it here
+    mode: str = "eager"  # predictors.base.DEFAULT_MODE (tests/test_doors.py holds them equal)
 
     @classmethod
     def parse(cls, options: dict[str, Any] | None) -> BackendOptions:
@@ -204,6 +206,7 @@ def _observe(graph: Any, opts: BackendOptions, measurement: Any = None) -> None:
         workload_calls=opts.workload_calls,
         top_ops=opts.top_ops,
         weights_built_in=opts.weights_built_in,
+        mode=opts.mode,
     )
     if opts.measure and session.measurements:
         report = _with_measurement(report, session.measurements, opts)

@@ -2,12 +2,13 @@
 
 x: arithmetic intensity (FLOP per byte moved, from the OpGraph's ``flops`` and ``bytes_read + bytes_written``);
 y: FLOP/s. Compute ceilings are horizontal lines (FP32, FP16, BF16/FP16/TF32/FP8 tensor cores, ...), bandwidth
-ceilings are diagonals (HBM or DRAM, and L2 / L1 / L3 when a DeviceCeilings file has them). Each op sits at its
-attainable performance ``min(peak for its dtype, AI x bandwidth)`` as a small dot, and each op kind as one marker
-whose area is its share of the latency: the report's op-kind shares when a report is given (the same numbers as
-its tables), else of the roofline time (``kind_points``); measured per-op times (profiler data), when given,
-add a second marker at ``flops / time``. Ceilings are labelled "measured" where the device carries measured values.
-Every label sits in the legend, outside the axes, so none overlaps another or a marker.
+ceilings are diagonals (the device memory named by its type, HBM3 or GDDR6, or DRAM, and L2 / L1 / L3 when a
+DeviceCeilings file has them). Each op sits at its attainable performance ``min(peak for its dtype, AI x
+bandwidth)`` as a small dot, and each op kind as one marker whose area is its share of the latency: the report's
+op-kind shares when a report is given (the same numbers as its tables), else of the roofline time
+(``kind_points``); measured per-op times (profiler data), when given, add a second marker at ``flops / time``.
+Ceilings are labelled "measured" where the device carries measured values. Every label sits in the legend, outside
+the axes, so none overlaps another or a marker.
 
 Renders with matplotlib's object API (no pyplot global state; the Agg/SVG backends only), imported lazily.
 """
@@ -119,7 +120,7 @@ def _ceilings_from(device: Any, extra: Mapping[str, Any] | None) -> tuple[list, 
         seen.add(round(value, -9))
         tag = "measured" if f"peak_flops_per_s.{key}" in measured else "datasheet"
         compute.append((label, float(value), tag))
-    mem_label = "HBM" if device.kind == "gpu" else "DRAM"
+    mem_label = device.memory_label
     tag = "measured" if "memory_bandwidth_bytes_per_s" in measured else "datasheet"
     bandwidth = [(mem_label, float(device.memory_bandwidth_bytes_per_s), tag)]
     for key, label in BANDWIDTH_EXTRAS:

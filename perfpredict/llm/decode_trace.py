@@ -120,6 +120,10 @@ def _filled_cache(config: Any, batch: int, context: int, dtype: Any, cache: str,
     if cache == "static":
         with torch.device("meta"):
             kv = StaticCache(config=config, max_cache_len=max_cache_len or context + 1)
+        # generate() allocates the static cache once, before the first step: allocated here, its zeros are not
+        # part of every step's trace (transformers >= 4.56 allocates lazily, on the first update)
+        if hasattr(kv, "early_initialization"):
+            kv.early_initialization(batch, geometry.kv_heads, geometry.head_dim, dtype, torch.device("meta"))
         return kv
     kv = DynamicCache(config=config)
     shape = (batch, geometry.kv_heads, context, geometry.head_dim)

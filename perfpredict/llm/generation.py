@@ -18,6 +18,7 @@ or transformers' ``generate``, modelled here from traced graphs, on ``tp`` tenso
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,8 @@ def predict_generation(
     cache: str | None = None,
     engine_config: Any = None,
     price_usd_per_hour: float | None = None,
+    quant_kernel: str | None = None,
+    host: str | None = None,
 ) -> GenerationReport:
     """Predict generating ``new_tokens`` after a ``prompt_tokens`` prompt for ``batch`` sequences on ``device``.
 
@@ -58,26 +61,73 @@ def predict_generation(
     static), or ``"auto"``: vllm for a decoder it covers on a GPU unless ``mode`` or ``cache`` is given, else hf.
     ``tp``: tensor-parallel GPUs (memory figures are then per GPU). ``weights``: bf16, fp16, fp8, int8, nf4, int4
     or int4-g32 (``weight_formats``; default: the compute dtype). ``kv_dtype``: the cache's dtype (default: the
-    compute dtype).
+    compute dtype). ``quant_kernel`` (``--engine hf``): how a weight-only format's matmuls widen the weights,
+    "fused" dequant-GEMM or "dequantize"-then-GEMM; default "auto", as the common libraries do
+    (``weight_formats.kernel_for``). ``host``: the host CPU that drives the GPU, a shipped profile name or
+    ``"calibrated"`` (``predictors.host_model``; default: this machine's calibrated profile, else a GPU server); it
+    times each step's dispatch and kernel launches (a vLLM-class engine's scheduler time is the engine's own).
     """
+    from perfpredict.predictors import host_model
+
+    host_model.profile_file(host)  # an unknown host (or "calibrated" before calibrate-host) fails here, in one line
     if batch < 1 or prompt_tokens < 1 or new_tokens < 1:
         raise InvalidInputError("--prompt-tokens, --new-tokens and --batch must be at least 1")
-    chosen = choose_engine(engine, model_or_config, device, mode, cache)
+    chosen = choose_engine(engine, model_or_config, device, mode, cache if quant_kernel is None else "given")
     if chosen == "vllm":
-        if mode is not None or cache is not None:
+        if mode is not None or cache is not None or quant_kernel is not None:
             raise InvalidInputError(
-                "--mode and --cache describe transformers' generate; drop them with --engine vllm, or use --engine hf"
+                "--mode, --cache and --quant-kernel describe transformers' generate; drop them with --engine vllm, "
+                "or use --engine hf"
             )
         from perfpredict.llm.vllm_engine import predict_vllm
 
-        return predict_vllm(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
-                            device=device, tp=tp, dtype=dtype, weights=weights, kv_dtype=kv_dtype,
-                            engine=engine_config, price_usd_per_hour=price_usd_per_hour)  # fmt: skip
+        report = predict_vllm(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
+                              device=device, tp=tp, dtype=dtype, weights=weights, kv_dtype=kv_dtype,
+                              engine=engine_config, price_usd_per_hour=price_usd_per_hour, host=host)  # fmt: skip
+        return _with_host(report, host)
     if engine_config is not None:
         raise InvalidInputError("engine settings (block size, memory utilization, ...) apply to --engine vllm only")
-    return _predict_hf(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
-                       device=device, dtype=dtype, weights=weights, kv_dtype=kv_dtype, mode=mode or "eager",
-                       cache=cache or "dynamic", tp=tp, price_usd_per_hour=price_usd_per_hour)  # fmt: skip
+    mode, cache = hf_mode_and_cache(mode, cache)
+    report = _predict_hf(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
+                         device=device, dtype=dtype, weights=weights, kv_dtype=kv_dtype, mode=mode,
+                         cache=cache, tp=tp, price_usd_per_hour=price_usd_per_hour,
+                         quant_kernel=quant_kernel or "auto", host=host)  # fmt: skip
+    return _with_host(report, host)
+
+
+def _with_host(report: GenerationReport, host: str | None) -> GenerationReport:
+    """``report`` with the host profile its steps were timed on among its assumptions."""
+    import dataclasses
+
+    from perfpredict.devices import get_device
+    from perfpredict.predictors import host_model
+
+    profile = host_model.load_profile(host=host, kind=get_device(report.device).kind)
+    line = (
+        f"{host} (its dispatch and launch costs time each step)"
+        if host
+        else f"{profile.name}, the default (--host names another; calibrate-host measures this machine's)"
+    )
+    return dataclasses.replace(report, assumptions={**report.assumptions, "host": line})
+
+
+GRAPH_MODES = ("cuda_graph", "compiled_cuda_graph")
+
+
+def hf_mode_and_cache(mode: str | None, cache: str | None) -> tuple[str, str]:
+    """The mode and cache transformers' generate runs with. A CUDA graph replays fixed shapes at fixed addresses,
+    and HF's dynamic cache grows (a new, longer tensor) every step, so it is never captured: the CUDA-graph modes
+    take the static cache (their default) and refuse an explicit dynamic one. ``compiled`` defaults to the static
+    cache too, as transformers recommends with torch.compile (a growing cache recompiles); eager to the dynamic one,
+    generate's own default."""
+    mode = mode or "eager"
+    if mode in GRAPH_MODES and cache == "dynamic":
+        raise InvalidInputError(
+            f"--mode {mode} cannot run with --cache dynamic: HF's dynamic cache grows every step and a CUDA graph "
+            "replays fixed shapes, so transformers captures graphs only with a static cache; use --cache static "
+            "(the default for this mode), or --mode compiled"
+        )
+    return mode, cache or ("dynamic" if mode == "eager" else "static")
 
 
 def choose_engine(engine: str, model_or_config: Any, device: str, mode: str | None, cache: str | None) -> str:
@@ -116,6 +166,8 @@ def _predict_hf(
     cache: str,
     tp: int,
     price_usd_per_hour: float | None,
+    quant_kernel: str = "auto",
+    host: str | None = None,
 ) -> GenerationReport:
     """transformers' generate on ``tp`` GPUs (see the module docstring)."""
     from perfpredict import cost
@@ -132,21 +184,33 @@ def _predict_hf(
     compute = weight_formats.compute_dtype(dtype, weights, hf.declared_dtype(config), dev)
     fmt = weight_formats.check(weights or {"float16": "fp16", "float32": "fp32"}.get(compute, "bf16"), dev)
     kv_dtype = kv_dtype or compute
+    if quant_kernel != "auto" and weight_formats.kernel_for(fmt, dev, prefill=False, rows=batch) is None:
+        raise InvalidInputError(
+            f"--quant-kernel {quant_kernel} applies to weight-only formats (int8, nf4, int4, int4-g32, fp8 before "
+            f"Hopper); {fmt.name} weights on {dev.name} are read by the GEMM as they are"
+        )
     name = config.name_or_path or config.model_type
     prefill = moe.apply(
         weight_formats.apply(
-            prefill_graph(config, batch=batch, prompt=prompt_tokens, dtype=compute), fmt, dev, many_tokens=True
+            prefill_graph(config, batch=batch, prompt=prompt_tokens, dtype=compute), fmt, dev, kernel="fused"
         ),
         config,
         batch * prompt_tokens,
     )
     prefill, prefill_comm = tp_ranks.shard(prefill, tp)
-    pre = _predict(prefill, dev, mode)
+    if weight_formats.kernel_for(fmt, dev, prefill=True, rows=batch * prompt_tokens, choice=quant_kernel) == (
+        "dequantize"
+    ):
+        prefill = weight_formats.with_dequantize(prefill, fmt, dev)  # each rank widens its own shard
+    from perfpredict.predictors.base import RunConfig
+
+    run = RunConfig(weights_built_in=None, mode=mode, host=host)  # the two timelines of every step, on this host
+    pre = _predict(prefill, dev, run)
     ttft_ms = pre.latency_ms.value + tp_ranks.comm_s(prefill_comm, tp, link) * 1e3
     contexts = _contexts(prompt_tokens, new_tokens)
     ranks = (tp, link)
     points = [
-        _decode_point(config, dev, fmt, mode, cache, batch, c, compute, prompt_tokens + new_tokens, ranks)
+        _decode_point(config, dev, fmt, run, cache, batch, c, compute, prompt_tokens + new_tokens, ranks, quant_kernel)
         for c in contexts
     ]
     steps = _interpolated_steps(points, prompt_tokens, new_tokens)
@@ -202,7 +266,7 @@ def _predict_hf(
             config,
             dev,
             fmt,
-            mode,
+            run,
             cache,
             compute,
             contexts[len(contexts) // 2],
@@ -211,9 +275,13 @@ def _predict_hf(
             per_seq,
             prompt_tokens + new_tokens,
             ranks,
+            quant_kernel,
         ),
-        assumptions=_assumptions(fmt, dev, compute, kv_dtype, cache, mode, config, tp, link),
-        warnings=_memory_warnings(peak, dev, max_batch, prompt_tokens + new_tokens),
+        assumptions={
+            **_assumptions(fmt, dev, compute, kv_dtype, cache, mode, config, tp, link),
+            "weight kernel": weight_formats.describe_kernels(fmt, dev, batch, quant_kernel),
+        },
+        warnings=_memory_warnings(peak, dev, max_batch, prompt_tokens + new_tokens) + _mode_warnings(mode, cache),
         notes=_notes(decode, steps, dev),
         engine="hf",
         tp=tp,
@@ -254,11 +322,11 @@ def _check_lengths(prompt: int, new: int, batch: int, geometry: Any) -> None:
         )
 
 
-def _predict(graph: Any, device: Any, mode: str):
-    from perfpredict.predictors.base import RunConfig
+def _predict(graph: Any, device: Any, run: Any):
+    """The two-timeline prediction of ``graph`` under ``run`` (a RunConfig: the mode and the host)."""
     from perfpredict.predictors.registry import get_predictor
 
-    return get_predictor("two_timeline").predict(graph, device, RunConfig(weights_built_in=None, mode=mode))
+    return get_predictor("two_timeline").predict(graph, device, run)
 
 
 def _contexts(prompt: int, new: int) -> list[int]:
@@ -268,21 +336,36 @@ def _contexts(prompt: int, new: int) -> list[int]:
 
 
 def _decode_graph(config, device, fmt, cache, batch, context, dtype, max_len=None):
-    """One decode step's graph, its layer weights in ``fmt`` and its experts (MoE) those the batch reaches."""
+    """One decode step's graph, its layer weights in ``fmt`` (read compressed) and its experts (MoE) those the
+    batch reaches."""
     from perfpredict.llm import moe, weight_formats
     from perfpredict.llm.decode_trace import decode_graph
 
     graph = decode_graph(config, batch=batch, context=context, dtype=dtype, cache=cache, max_cache_len=max_len)
-    return moe.apply(weight_formats.apply(graph, fmt, device, many_tokens=False), config, batch)
+    return moe.apply(weight_formats.apply(graph, fmt, device, kernel="fused"), config, batch)
 
 
-def _decode_point(config, device, fmt, mode, cache, batch, context, dtype, max_len, ranks=(1, None)):
+def _rank_step(config, device, fmt, cache, batch, context, dtype, max_len, tp, quant_kernel="auto", rows=None):
+    """(one rank's decode step, its collectives): sharded, then each weight-only matmul given the kernel chosen for
+    ``rows`` input rows (default the batch): a dequantize op before it where that kernel is dequantize-then-GEMM."""
+    from perfpredict.llm import tp_ranks, weight_formats
+
+    graph, collectives = tp_ranks.shard(_decode_graph(config, device, fmt, cache, batch, context, dtype, max_len), tp)
+    kernel = weight_formats.kernel_for(fmt, device, prefill=False, rows=rows or batch, choice=quant_kernel)
+    if kernel == "dequantize":
+        graph = weight_formats.with_dequantize(graph, fmt, device)
+    return graph, collectives
+
+
+def _decode_point(
+    config, device, fmt, run, cache, batch, context, dtype, max_len, ranks=(1, None), quant_kernel="auto"
+):
     """One decode step on one rank: its two timelines, plus the tensor-parallel collectives on the critical path."""
     from perfpredict.llm import tp_ranks
 
     tp, link = ranks
-    graph, collectives = tp_ranks.shard(_decode_graph(config, device, fmt, cache, batch, context, dtype, max_len), tp)
-    out = _predict(graph, device, mode)
+    graph, collectives = _rank_step(config, device, fmt, cache, batch, context, dtype, max_len, tp, quant_kernel)
+    out = _predict(graph, device, run)
     t = out.timeline
     comm_ms = tp_ranks.comm_s(collectives, tp, link) * 1e3
     streaming = graph.param_bytes / device.memory_bandwidth_bytes_per_s * 1e3
@@ -300,36 +383,70 @@ def _interpolated_steps(points: list, prompt: int, new: int) -> np.ndarray:
 
 
 def _sweep(
-    config, device, fmt, mode, cache, dtype, context, max_batch, weights_bytes, per_seq, max_len, ranks=(1, None)
+    config,
+    device,
+    fmt,
+    run,
+    cache,
+    dtype,
+    context,
+    max_batch,
+    weights_bytes,
+    per_seq,
+    max_len,
+    ranks=(1, None),
+    quant_kernel="auto",
 ) -> tuple:
     """Tokens/s of the middle decode step for batch 1, 2, 4, ... up to the largest that fits (and one beyond)."""
+    from perfpredict.llm import weight_formats
+
+    top = min(max(max_batch, 1) * 2, SWEEP_MAX_BATCH)
+    batches = np.unique(np.concatenate([2 ** np.arange(int(np.log2(top)) + 1), [max(max_batch, 1)]])).astype(float)
+    # the steps of more than one row, fitted at batch 2 and 3; batch 1 on its own where its weight kernel differs
+    # (bitsandbytes' nf4: a fused gemv for one row, dequantize-then-GEMM for more)
+    step_ms, share, host_bound = _swept(config, device, fmt, run, cache, dtype, context, max_len, ranks,
+                                              quant_kernel, batches, rows=2)  # fmt: skip
+    kernel = functools.partial(weight_formats.kernel_for, fmt, device, prefill=False, choice=quant_kernel)
+    if kernel(rows=1) != kernel(rows=2):
+        one = _swept(config, device, fmt, run, cache, dtype, context, max_len, ranks, quant_kernel,
+                     np.array([1.0]), rows=1)  # fmt: skip
+        for full, single in zip((step_ms, share, host_bound), one):
+            full[batches == 1] = single[0]
+    return tuple(
+        BatchPoint(
+            int(b),
+            float(t),
+            float(b / t * 1e3),
+            float(s),
+            bool(weights_bytes + device.runtime_overhead_bytes + per_seq * b <= device.memory_bytes),
+            bool(hb),
+        )
+        for b, t, s, hb in zip(batches, step_ms, share, host_bound)
+    )
+
+
+def _swept(config, device, fmt, run, cache, dtype, context, max_len, ranks, quant_kernel, batches, rows):
+    """(step ms, compute share, host-bound) at ``batches`` of the decode step fitted at batch 2 and 3, its
+    weight-only matmuls run with the kernel for ``rows`` input rows."""
     from perfpredict.llm import tp_ranks
-    from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays
     from perfpredict.predictors.registry import get_predictor
 
     tp, link = ranks
     # NB: a MoE step's expert reads are not affine in the batch; the sweep takes them at batch 2 and 3 as they are
-    shards = [tp_ranks.shard(_decode_graph(config, device, fmt, cache, b, context, dtype, max_len), tp) for b in (2, 3)]
+    shards = [
+        _rank_step(config, device, fmt, cache, b, context, dtype, max_len, tp, quant_kernel, rows) for b in (2, 3)
+    ]
     arrays = CostArrays.fit(shards[0][0], shards[1][0])
-    top = min(max(max_batch, 1) * 2, SWEEP_MAX_BATCH)
-    batches = np.unique(np.concatenate([2 ** np.arange(int(np.log2(top)) + 1), [max(max_batch, 1)]])).astype(float)
     predictor = get_predictor("two_timeline")
-    config_run = RunConfig(weights_built_in=None, mode=mode)
+    config_run = run
     ev = predictor.evaluate(arrays, device, config_run, batches)
+    steps, _ = predictor.timelines(arrays, device, config_run, batches)
+    host_bound = steps.host_s > steps.device_s  # the launches outlast the kernels: the GPU waits for the host
     comm_s = np.array([tp_ranks.comm_s(shards[0][1], tp, link, scale=b / 2) for b in batches])
     busy = np.maximum(ev.compute_s, ev.memory_s)
     share = np.where(ev.compute_s >= ev.memory_s, busy, 0).sum(axis=0) / np.maximum(busy.sum(axis=0), 1e-30)
-    return tuple(
-        BatchPoint(
-            int(b),
-            float(t * 1e3),
-            float(b / t),
-            float(s),
-            bool(weights_bytes + device.runtime_overhead_bytes + per_seq * b <= device.memory_bytes),
-        )
-        for b, t, s in zip(batches, ev.latency_s + comm_s, share)
-    )
+    return (ev.latency_s + comm_s) * 1e3, share, host_bound
 
 
 def _assumptions(fmt, device, compute, kv_dtype, cache, mode, config, tp=1, link=None) -> dict[str, str]:
@@ -363,6 +480,16 @@ def _assumptions(fmt, device, compute, kv_dtype, cache, mode, config, tp=1, link
     return out
 
 
+def _mode_warnings(mode: str, cache: str) -> tuple[str, ...]:
+    if mode == "compiled" and cache == "dynamic":
+        return (
+            "torch.compile with HF's dynamic cache: the cache's length changes every step, so dynamo recompiles "
+            "(then traces dynamic shapes) and none of it is in this time; transformers recommends the static cache "
+            "with torch.compile (the default), which also allows --mode compiled_cuda_graph",
+        )
+    return ()
+
+
 def _notes(decode: tuple, steps: np.ndarray, device: Any) -> tuple[str, ...]:
     if not decode:
         return ()
@@ -375,6 +502,6 @@ def _notes(decode: tuple, steps: np.ndarray, device: Any) -> tuple[str, ...]:
     )
     return (
         f"the first decode step's device time is {ratio:.2f}x the weight-streaming bound "
-        f"({first.weight_streaming_ms:.2f} ms: the weights over {device.name}'s HBM bandwidth); the gap is the KV "
+        f"({first.weight_streaming_ms:.2f} ms: the weights over {device.name}'s {device.memory_label} bandwidth); the gap is the KV "
         f"cache read, the cache update, the small kernels' floor and the achieved bandwidth{host}",
     )

@@ -16,7 +16,7 @@ class DecodePoint:
     step_ms: float
     device_ms: float
     host_ms: float
-    weight_streaming_ms: float  # the weights' bytes over the HBM bandwidth: no step can be faster
+    weight_streaming_ms: float  # the weights' bytes over the device memory's bandwidth: no step can be faster
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,14 @@ class BatchPoint:
     tokens_per_s: float
     compute_share: float  # of the device time, the part in compute-bound ops (memory-bound below 0.5)
     fits: bool
+    host_bound: bool = False  # the host's dispatch and launches, not the GPU, set the step time
+
+    @property
+    def bound(self) -> str:
+        """What limits the step: "host" (launches), else "compute" or "memory" (the device's larger part)."""
+        if self.host_bound:
+            return "host"
+        return "compute" if self.compute_share >= 0.5 else "memory"
 
 
 @dataclass(frozen=True)
@@ -89,4 +97,14 @@ class GenerationReport:
     @property
     def memory_bound_below_batch(self) -> int | None:
         """The first swept batch whose decode step is mostly compute-bound (None: memory-bound throughout)."""
-        return next((p.batch for p in self.batch_sweep if p.compute_share >= 0.5), None)
+        return next((p.batch for p in self.batch_sweep if p.compute_share >= 0.5 and not p.host_bound), None)
+
+    @property
+    def host_bound_up_to_batch(self) -> int | None:
+        """The largest swept batch of the leading run of host-bound steps (None: the first is not host-bound)."""
+        last = None
+        for p in self.batch_sweep:
+            if not p.host_bound:
+                break
+            last = p.batch
+        return last

@@ -5,6 +5,7 @@ Renderers read a report; they compute nothing the report does not hold.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 
@@ -79,7 +80,7 @@ def sweep_rows(r: GenerationReport) -> list[tuple[str, str, str, str, str]]:
             f"{p.batch:,}",
             fmt_time_ms(p.step_ms),
             fmt_rate(p.tokens_per_s, "tokens/s"),
-            "compute" if p.compute_share >= 0.5 else "memory",
+            p.bound,
             "yes" if p.fits else "no",
         )
         for p in r.batch_sweep
@@ -88,6 +89,14 @@ def sweep_rows(r: GenerationReport) -> list[tuple[str, str, str, str, str]]:
 
 def bound_line(r: GenerationReport) -> str:
     turn = r.memory_bound_below_batch
+    host = r.host_bound_up_to_batch
+    if host is not None:
+        hint = "" if r.mode in ("cuda_graph", "compiled_cuda_graph") else "; --mode cuda_graph or compiled cuts it"
+        span = "over the whole sweep" if host == r.batch_sweep[-1].batch else f"up to batch {host:,}"
+        return (
+            f"decode is host-bound {span}: launching the step's kernels takes longer than running them, so the "
+            f"step time barely moves with the batch{hint}"
+        )
     return (
         "decode turns compute-bound at batch " + f"{turn:,}"
         if turn
@@ -175,18 +184,26 @@ def render_generation_html(r: GenerationReport) -> str:
 
 
 def _plot(r: GenerationReport) -> str:
-    """Tokens/s against batch as inline SVG (matplotlib, a core dependency)."""
+    return batch_sweep_svg([r])
+
+
+def batch_sweep_svg(reports: Sequence[GenerationReport]) -> str:
+    """Tokens/s against batch as inline SVG (matplotlib, a core dependency): one line per report, labelled by its
+    GPUs and engine where there are several (the web page's comparison)."""
     import io
 
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7, 3.5), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
-    xs = [p.batch for p in r.batch_sweep]
-    ax.plot(xs, [p.tokens_per_s for p in r.batch_sweep], marker="o")
-    for p in r.batch_sweep:
-        if not p.fits:
-            ax.plot([p.batch], [p.tokens_per_s], marker="x", color="red")
+    for r in reports:
+        xs = [p.batch for p in r.batch_sweep]
+        ax.plot(xs, [p.tokens_per_s for p in r.batch_sweep], marker="o", label=f"{_gpus(r)} ({_engine_name(r)})")
+        for p in r.batch_sweep:
+            if not p.fits:
+                ax.plot([p.batch], [p.tokens_per_s], marker="x", color="red")
+    if len(reports) > 1:
+        ax.legend(fontsize="small")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("batch (red x: does not fit)")
     ax.set_ylabel("tokens/s")

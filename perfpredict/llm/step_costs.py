@@ -43,6 +43,7 @@ class EngineModel:
     engine: ResolvedEngine
     link: Any = None  # the tensor-parallel group's GroupLink (tp > 1)
     v1_rereads_kv: bool = True  # PagedAttention v1 reads each key/value head once per query head (calibrated)
+    host: str | None = None  # the host profile that times dispatch and launches (RunConfig.host); None: the default
 
     @property
     def group_size(self) -> int:
@@ -82,7 +83,7 @@ class StepCosts:
 
         graph = lambda seqs: step_graph(self.m.spec, self.m.rank, StepShape(seqs, query, context), self.m.num, parts)
         arrays = CostArrays.from_graph(graph(at)) if at else CostArrays.fit(graph(2), graph(3))
-        config = RunConfig(weights_built_in=None, mode=mode)
+        config = RunConfig(weights_built_in=None, mode=mode, host=self.m.host)
         ev = get_predictor("two_timeline").evaluate(arrays, self.m.device, config, np.asarray(columns, dtype=float))
         return np.asarray(ev.latency_s, dtype=float)
 

@@ -39,7 +39,8 @@ class Setup:
 
 
 def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None = None, weights: str | None = None,
-          kv_dtype: str | None = None, engine: EngineConfig | None = None, constants: dict | None = None) -> Setup:  # fmt: skip
+          kv_dtype: str | None = None, engine: EngineConfig | None = None, constants: dict | None = None,
+          host: str | None = None) -> Setup:  # fmt: skip
     """The engine for one model on ``tp`` GPUs of ``device``; refuses what vLLM would refuse at start-up."""
     from perfpredict.devices import get_device
     from perfpredict.llm.decoder_spec import spec_from
@@ -66,7 +67,7 @@ def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None =
                        block_size=config.block_size, kv_dtype=kv_dtype)  # fmt: skip
     paged_kv.check_starts(kv, max_model_len=resolved.max_model_len, name=spec.name, device=dev.name, tp=tp,
                           utilization=config.gpu_memory_utilization)  # fmt: skip
-    model = EngineModel(spec, rank, num, dev, resolved, link_for(dev, tp), bool(c["paged_v1_rereads_kv"]))
+    model = EngineModel(spec, rank, num, dev, resolved, link_for(dev, tp), bool(c["paged_v1_rereads_kv"]), host)
     return Setup(model, kv, StepCosts(model, config.max_num_seqs), fmt, c)
 
 
@@ -90,9 +91,11 @@ def _numerics(fmt, device, compute: str, kv_dtype: str) -> Numerics:
 def predict_vllm(model_or_config: Any, *, prompt_tokens: int, new_tokens: int, batch: int, device: str,
                  tp: int = 1, dtype: str | None = None, weights: str | None = None, kv_dtype: str | None = None,
                  engine: EngineConfig | None = None, price_usd_per_hour: float | None = None,
-                 sweep: bool = True) -> GenerationReport:  # fmt: skip
-    """The GenerationReport of ``batch`` requests through a vLLM-class engine on ``tp`` GPUs."""
-    s = setup(model_or_config, device=device, tp=tp, dtype=dtype, weights=weights, kv_dtype=kv_dtype, engine=engine)
+                 sweep: bool = True, host: str | None = None) -> GenerationReport:  # fmt: skip
+    """The GenerationReport of ``batch`` requests through a vLLM-class engine on ``tp`` GPUs; ``host`` times the
+    launches of its eager steps (the scheduler's own time per step is the engine's, ``engine_calibration``)."""
+    s = setup(model_or_config, device=device, tp=tp, dtype=dtype, weights=weights, kv_dtype=kv_dtype, engine=engine,
+              host=host)  # fmt: skip
     limit = s.model.engine.max_model_len
     if prompt_tokens + new_tokens > limit:
         what = (
@@ -198,7 +201,7 @@ def _busy_power_w(s: Setup, batch: int, context: int) -> float:
     seqs = max(1, min(batch, s.model.engine.config.max_num_seqs))
     graph = step_graph(s.model.spec, s.model.rank, StepShape(seqs, 1, context), s.model.num)
     out = get_predictor("two_timeline").predict(
-        graph, s.model.device, RunConfig(weights_built_in=None, mode="cuda_graph")
+        graph, s.model.device, RunConfig(weights_built_in=None, mode="cuda_graph", host=s.model.host)
     )
     return float(out.avg_power_w.value)
 

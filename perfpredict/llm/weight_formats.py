@@ -7,10 +7,14 @@ stay in the compute dtype here; the report says so. Two routes, as the common li
 - **native**: the GEMM reads the format as it is (bf16/fp16; fp8 on a GPU with FP8 tensor cores, Hopper and later):
   the matmul reads ``bytes_per_weight`` per weight. Its FLOPs are costed at the compute dtype's rate (a decode step
   is bound by the bytes; a prefill in fp8 would be up to 2x faster than this says).
-- **weight-only**: the weights are stored compressed and widened to the compute dtype on the fly (int8, nf4, and fp8
-  before Hopper). A decode step (a few tokens per sequence) runs a fused kernel that reads the compressed weights
-  once (bitsandbytes' 4-bit gemv, Marlin); a prefill (many tokens) dequantizes each weight into a compute-dtype
-  copy first (read compressed, write and read it back in the compute dtype: ``prefill_extra_bytes``).
+- **weight-only**: the weights are stored compressed and widened to the compute dtype on the fly (int8, nf4, int4,
+  and fp8 before Hopper). Two kernels do it (``kernel_for``, ``--quant-kernel``):
+  - **fused** dequant-GEMM reads the compressed weights once (bitsandbytes' 4-bit gemv for one input row, Marlin
+    and gpt-fast's int4 kernels for a few rows);
+  - **dequantize**-then-GEMM widens each whole weight into a compute-dtype copy first (read compressed, write and
+    read back the copy: 2 bytes x 2 per weight more), as bitsandbytes does for any input of more than one row.
+  By default ("auto") a prefill dequantizes; a decode step of nf4 (bitsandbytes) runs the fused gemv at batch 1 and
+  dequantizes at batch > 1; the other formats' decode steps are fused.
 
 | format | bytes per weight | scales | route |
 |---|---:|---|---|
@@ -30,7 +34,7 @@ from typing import Any
 
 from perfpredict import ops
 from perfpredict.errors import InvalidInputError
-from perfpredict.graph import OpGraph
+from perfpredict.graph import OpGraph, OpNode, TensorMeta
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,43 @@ def check(fmt_name: str, device: Any) -> WeightFormat:
     return fmt
 
 
+QUANT_KERNELS = ("auto", "fused", "dequantize")
+
+
+def kernel_for(fmt: WeightFormat, device: Any, *, prefill: bool, rows: int, choice: str = "auto") -> str | None:
+    """The kernel a layer's weight-only matmul runs: "fused" or "dequantize" (None on the native route).
+
+    ``rows``: the input rows of the matmul (a decode step's batch); ``choice``: ``--quant-kernel``."""
+    if choice not in QUANT_KERNELS:
+        raise InvalidInputError(f"quant kernel {choice!r} is not one of {', '.join(QUANT_KERNELS)}")
+    if route(fmt, device) == "native":
+        return None
+    if choice != "auto":
+        return choice
+    if prefill or (fmt.name == "nf4" and rows > 1):
+        return "dequantize"  # bitsandbytes' 4-bit gemv takes one row; more rows dequantize the whole weight
+    return "fused"
+
+
+def describe_kernels(fmt: WeightFormat, device: Any, batch: int, choice: str = "auto") -> str:
+    """One line for the assumptions: the kernel the prefill and this batch's decode steps are costed with."""
+    if route(fmt, device) == "native":
+        return f"{fmt.name} is read as it is by the GEMM (no dequantization)"
+    pre = kernel_for(fmt, device, prefill=True, rows=batch, choice=choice)
+    dec = kernel_for(fmt, device, prefill=False, rows=batch, choice=choice)
+    name = {
+        "fused": "fused dequant-GEMM (reads the compressed weights once)",
+        "dequantize": "dequantize-then-GEMM (a compute-dtype copy of each weight is written and read back)",
+    }
+    why = ""
+    if choice == "auto" and fmt.name == "nf4":
+        why = "; bitsandbytes fuses only a one-row input (batch 1) and dequantizes whole weights for more rows"
+    return (
+        f"decode at batch {batch}: {name[dec]}; prefill: {name[pre]}{why} "
+        f"(--quant-kernel {'auto' if choice == 'auto' else choice}; fused|dequantize chooses)"
+    )  # fmt: skip
+
+
 def quantized_linears(graph: OpGraph) -> list[int]:
     """The matmuls that read a weight of a transformer layer (not the embeddings or the LM head)."""
     from perfpredict.compiler_hooks.layer_replication import layer_of
@@ -88,23 +129,23 @@ def quantized_linears(graph: OpGraph) -> list[int]:
     ]
 
 
-def apply(graph: OpGraph, fmt: WeightFormat, device: Any, *, many_tokens: bool) -> OpGraph:
-    """``graph`` with its layers' weights in ``fmt``: each such matmul reads the compressed weight, plus (a prefill,
-    ``many_tokens``, on the weight-only route) the dequantized copy written and read back in the compute dtype."""
+def apply(
+    graph: OpGraph, fmt: WeightFormat, device: Any, *, many_tokens: bool = False, kernel: str | None = None
+) -> OpGraph:
+    """``graph`` with its layers' weights in ``fmt``: each such matmul reads the compressed weight (a fused kernel),
+    or, on the weight-only route with the "dequantize" kernel, a dequantize op before it widens the weight into a
+    compute-dtype copy that the GEMM then reads (:func:`with_dequantize`). ``kernel``: "fused" or "dequantize"
+    (default: dequantize for ``many_tokens``, a prefill, else fused)."""
     linears = quantized_linears(graph)
     own = {i: float(ops.DTYPE_BYTES.get(graph.nodes[i].outputs[0].dtype, 2)) for i in linears}  # the weight's dtype
     if route(fmt, device) == "native" and all(b == fmt.bytes_per_weight for b in own.values()):
         return graph
     nodes = list(graph.nodes)
-    weight_only = route(fmt, device) == "weight-only"
     for i in linears:
         n = nodes[i]
-        read = n.bytes_read - n.params * own[i] + n.params * fmt.bytes_per_weight
-        if weight_only and many_tokens:
-            read += 2 * n.params * own[i]  # dequantize: write the compute-dtype copy, and the GEMM reads it
-        nodes[i] = replace(n, bytes_read=int(round(read)))
+        nodes[i] = replace(n, bytes_read=int(round(n.bytes_read - n.params * own[i] + n.params * fmt.bytes_per_weight)))
     saved = sum(nodes[i].params * (own[i] - fmt.bytes_per_weight) for i in linears)
-    return replace(
+    out = replace(
         graph,
         nodes=tuple(nodes),
         param_bytes=int(round(graph.param_bytes - saved)),
@@ -112,6 +153,50 @@ def apply(graph: OpGraph, fmt: WeightFormat, device: Any, *, many_tokens: bool) 
             *graph.notes,
             f"layer weights in {fmt.name} ({fmt.bytes_per_weight:g} bytes each, {route(fmt, device)} on {device.name})",
         ),
+    )
+    kernel = kernel or ("dequantize" if many_tokens else "fused")
+    return with_dequantize(out, fmt, device) if kernel == "dequantize" else out
+
+
+def with_dequantize(graph: OpGraph, fmt: WeightFormat, device: Any) -> OpGraph:
+    """``graph`` (its layer matmuls reading ``fmt``'s compressed weights) with dequantize-then-GEMM: before each
+    such matmul a dequantize kernel reads the compressed weight and writes a compute-dtype copy, and the GEMM reads
+    that copy as a native one would. The dequantize is its own op (a launch, a memory-bound kernel), as
+    bitsandbytes runs it. Applied to a tensor-parallel rank's graph, it dequantizes the rank's shard."""
+    if route(fmt, device) == "native":
+        return graph
+    linears = set(quantized_linears(graph))
+    nodes: list = []
+    index: dict[int, int] = {}
+    for i, n in enumerate(graph.nodes):
+        if i in linears:
+            dtype = n.outputs[0].dtype
+            own = float(ops.DTYPE_BYTES.get(dtype, 2))
+            packed = int(round(n.params * fmt.bytes_per_weight))
+            nodes.append(
+                OpNode(
+                    f"{n.name}_dequantize",
+                    ops.ELEMENTWISE,
+                    f"dequantize_{fmt.name}",
+                    inputs=(TensorMeta((packed,), "uint8"),),
+                    outputs=(TensorMeta((n.params,), dtype),),
+                    flops=n.params,
+                    bytes_read=packed,
+                    bytes_written=int(n.params * own),
+                    module_path=n.module_path,
+                )
+            )
+            n = replace(n, bytes_read=int(round(n.bytes_read + n.params * (own - fmt.bytes_per_weight))))
+        nodes.append(n)
+        index[i] = len(nodes) - 1
+    edges = [(index[a], index[b]) for a, b in graph.edges] + [(index[i] - 1, index[i]) for i in sorted(linears)]
+    return replace(
+        graph,
+        nodes=tuple(nodes),
+        edges=tuple(edges),
+        keep_alive=frozenset(index[i] for i in graph.keep_alive),
+        grad_outputs=frozenset(index[i] for i in graph.grad_outputs),
+        notes=(*graph.notes, f"{fmt.name} weights dequantized before each GEMM (dequantize-then-GEMM)"),
     )
 
 

@@ -1,6 +1,6 @@
 """Few-shot adaptation for a search: fit a latency model to a handful of candidates measured on the target GPU.
 
-Zero-shot, the two-timeline model predicts a step from per-op costs: host dispatch (the reference host's) and
+Zero-shot, the two-timeline model predicts a step from per-op costs: host dispatch (the default GPU host's) and
 device time (roofline over an efficiency). On a GPU and software stack it has never seen, three things move a
 ranking most, and a few measured candidates pin them down:
 

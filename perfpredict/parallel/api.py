@@ -15,6 +15,7 @@ from typing import Any
 
 from perfpredict.parallel import build
 from perfpredict.parallel import memory as mem
+from perfpredict.parallel.bound import host_bound_note, step_bound
 from perfpredict.parallel.plan import ParallelPlan, check_phase, parse_plan
 from perfpredict.parallel.report import ParallelReport
 from perfpredict.parallel.timing import RunOptions, analytical_node_s
@@ -32,6 +33,7 @@ def parallel_report(
     tf32: bool = False,
     model_name: str | None = None,
     interconnect: Any = None,
+    host: str | None = None,
 ) -> ParallelReport:
     """Predict one step of ``graph`` (a training or inference OpGraph at the micro-batch size) spread over GPUs as
     ``parallel`` says (``{"dp", "tp", "pp", "fsdp", "sp", "microbatches", "zero_stage", "gpus_per_node",
@@ -48,7 +50,7 @@ def parallel_report(
     dev = get_device(device) if isinstance(device, str) else device
     ic = interconnect or interconnect_for(dev)
     each = mem.per_param(graph, precision, optimizer) if training else None
-    options = RunOptions(predictor, optimizer, mem.compute_precision(precision) if training else None, mode, tf32)
+    options = RunOptions(predictor, optimizer, mem.compute_precision(precision) if training else None, mode, tf32, host)
     links = links_of(ic, plan)
     runs = run_stages(graph, plan, dev, options, links, each.gradients if each else 0.0, each.gathered if each else 0.0)
     step = step_s(runs, plan.microbatches)
@@ -96,6 +98,9 @@ def _report(
     comm = m * (slowest.tp_forward_s + slowest.tp_backward_s + slowest.p2p_s) + slowest.dp.comm_s_per_step
     global_batch = graph.batch_size * m * plan.dp
     peak = max(s.memory.total_bytes for s in stages)
+    efficiency = single_s / (plan.world_size * step) if step else 0.0
+    rank = slowest.time.report.timeline
+    host_note = host_bound_note(rank, plan, efficiency)
     warn = _warnings(plan, stages, dev, links, graph.phase, optimizer)
     for text in warn:
         warnings.warn(text, stacklevel=3)
@@ -119,7 +124,7 @@ def _report(
         bubble_fraction=pipeline_bubble(plan),
         throughput_per_s=global_batch / step if step else 0.0,
         single_gpu_step_ms=single_s * 1e3,
-        scaling_efficiency=single_s / (plan.world_size * step) if step else 0.0,
+        scaling_efficiency=efficiency,
         peak_memory_bytes=peak,
         device_memory_bytes=dev.memory_bytes,
         fits_in_memory=all(s.fits_in_memory for s in stages),
@@ -129,6 +134,9 @@ def _report(
         interconnect=ic.describe(),
         assumptions=build.assumptions(plan, links, ic.describe(), graph.phase == "training"),
         warnings=tuple(warn),
+        bound=step_bound(rank, exposed, compute),
+        rank_timeline=rank,
+        notes=(host_note,) if host_note else (),
     )
 
 

@@ -12,6 +12,7 @@ def render_parallel_text(report: ParallelReport) -> str:
     lines = [_header(report), "", *_step(report), "", *_stages(report), "", *_collectives(report), "", "Assumptions:"]
     lines += [f"  {key}: {text}" for key, text in report.assumptions.items()]
     lines += [f"warning: {w}" for w in report.warnings]
+    lines += [f"note: {n}" for n in report.notes]
     return "\n".join(lines)
 
 
@@ -26,7 +27,17 @@ def _header(r: ParallelReport) -> str:
 
 def _step(r: ParallelReport) -> list[str]:
     fits = "fits" if r.fits_in_memory else "DOES NOT FIT"
-    return [
+    t = r.rank_timeline
+    rank = (
+        [
+            f"bound                {r.bound}",
+            f"one rank's step      device {t.device_ms:.2f} ms, host {t.host_ms:.2f} ms, wall {t.wall_ms:.2f} ms "
+            f"({t.mode}, host profile {t.host_profile})",
+        ]
+        if t is not None
+        else ([f"bound                {r.bound}"] if r.bound else [])
+    )
+    return rank + [
         f"step time            {r.step_ms:10.2f} ms   ({r.throughput_per_s:,.1f} samples/s)",
         f"compute (slowest)    {r.compute_ms:10.2f} ms",
         f"communication        {r.communication_ms:10.2f} ms   exposed {r.exposed_communication_ms:.2f} ms "

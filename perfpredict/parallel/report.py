@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfpredict.report import TimelineSummary
+
 PARALLEL_SCHEMA_VERSION = 1
 
 
@@ -123,6 +125,11 @@ class ParallelReport:
     interconnect: str
     assumptions: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    # what limits the step ("communication", or the slowest rank's "host", "compute" or "memory"), that rank's two
+    # timelines for one step of its graph (one microbatch), and what they mean for scaling (``parallel.bound``)
+    bound: str = ""
+    rank_timeline: TimelineSummary | None = None
+    notes: tuple[str, ...] = ()
     schema_version: int = PARALLEL_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,5 +146,8 @@ class ParallelReport:
         )
         d["collectives"] = tuple(CollectiveSummary(**c) for c in d["collectives"])
         d["warnings"] = tuple(d.get("warnings", ()))
+        d["notes"] = tuple(d.get("notes", ()))
         d["assumptions"] = dict(d.get("assumptions", {}))
+        if d.get("rank_timeline"):
+            d["rank_timeline"] = TimelineSummary(**d["rank_timeline"])
         return cls(**d)

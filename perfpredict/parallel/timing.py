@@ -25,6 +25,7 @@ class RunOptions:
     precision: str | None = None  # a recipe of perfpredict.precision (compute-equivalent for master-* ones)
     mode: str = "eager"
     tf32: bool = False
+    host: str | None = None  # the host profile (predictors.host_model), None: the default
 
     def report(self, graph: OpGraph, device: Any) -> PerfReport:
         """The single-GPU report of ``graph`` under these options (weights loaded straight in the run dtype)."""
@@ -39,6 +40,7 @@ class RunOptions:
             mode=self.mode,
             tf32=self.tf32,
             weights_built_in=None,
+            host=self.host,
         )
 
 

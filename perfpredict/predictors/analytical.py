@@ -16,6 +16,7 @@ import numpy as np
 from perfpredict import breakdown, ops
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
+from perfpredict.predictors.intervals import bracket
 from perfpredict.predictors.memory_model import (
     activation_peak_parts,
     backward_born_parts,
@@ -189,10 +190,10 @@ class AnalyticalPredictor:
         memory = memory_terms(graph, device, config, float(ev.activations_bytes[0]), *_peak_parts(ev, config))
         energy_j = power_w * latency_s
         rows = _contributions(graph, ev, latency_s, config)
+        # a launch-bound step's pure roofline is its point: the low end then mirrors the high one (intervals.py)
+        low_ms, high_ms = bracket(latency_s * 1e3, float(ev.ideal_latency_s[0]) * 1e3, latency_s * HIGH_FACTOR * 1e3)
         return PredictorOutput(
-            latency_ms=Prediction(
-                latency_s * 1e3, "ms", float(ev.ideal_latency_s[0]) * 1e3, latency_s * HIGH_FACTOR * 1e3, NAME, VERSION
-            ),
+            latency_ms=Prediction(latency_s * 1e3, "ms", low_ms, high_ms, NAME, VERSION),
             # NB: the memory model is structural (sizes are exact); the band covers allocator rounding and
             # workspace (cuBLAS, cuDNN) that the graph does not show.
             peak_memory_bytes=Prediction(

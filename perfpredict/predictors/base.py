@@ -36,6 +36,10 @@ OPTIMIZER_SCRATCH = {
 MEASURED_BUILD_DTYPE = "float32"
 #: how the step runs: eager PyTorch, a CUDA-graph replay, torch.compile (inductor), or both ("reduce-overhead")
 RUN_MODES = ("eager", "cuda_graph", "compiled", "compiled_cuda_graph")
+#: the one default every door uses (Python API, torch.compile backend, TVM Relax pass, ONNX, CLI, web page), so that
+#: the same model gets the same answer whichever way it came in: the two-timeline model, in eager mode
+DEFAULT_PREDICTOR = "auto"
+DEFAULT_MODE = "eager"
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,19 @@ class RunConfig:
     mode: str = "eager"  # eager, cuda_graph, compiled, compiled_cuda_graph (the two-timeline predictor reads it)
     precision: str | None = None  # a training recipe of perfpredict.precision; None: the graph's dtype throughout
     conv_tf32: bool = True  # cuDNN may run float32 convolutions as TF32: PyTorch's default (matmuls: ``tf32``)
+    # the host that drives the device (predictors.host_model.HOSTS, or "calibrated"); None: this machine's calibrated
+    # profile where there is one, else the default for the device's kind (a GPU server for a GPU)
+    host: str | None = None
 
     def __post_init__(self) -> None:
+        if self.host is not None:
+            from perfpredict.predictors.host_model import host_names
+
+            if self.host not in host_names():
+                raise InvalidInputError(
+                    f"unknown host {self.host!r}; choose one of {', '.join(host_names())} "
+                    "(`perfpredict calibrate-host` measures this machine's)"
+                )
         if self.mode not in RUN_MODES:
             raise InvalidInputError(f"mode {self.mode!r} is not one of {', '.join(RUN_MODES)}")
         if self.phase not in ("inference", "training"):

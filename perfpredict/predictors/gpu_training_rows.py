@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from perfpredict import ops
-
 from perfpredict.predictors import gpu_efficiency as ge
 from perfpredict.predictors import gpu_op_features as gf
 from perfpredict.predictors.base import RunConfig

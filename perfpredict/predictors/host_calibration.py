@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perfpredict import ops
-from perfpredict.predictors.host_model import HostProfile
+from perfpredict.predictors.host_model import DEFAULT_HOST, HostProfile
 
 
 def _probes() -> dict[str, Callable[[], Any]]:
@@ -121,12 +121,14 @@ def calibrate(
     :mod:`perfpredict.kernels.cpu_op_probes`, at the thread count torch uses here, fitted by
     :mod:`perfpredict.predictors.cpu_op_model`), with the ceilings they reached. ``quick``: a few probes in one
     round (seconds; for tests), not a calibration to predict with. The dispatch scales (a real model's per-op host
-    cost over the bare calls) are fitted on model rows: the reference's are kept."""
+    cost over the bare calls) are fitted on model rows, which this machine has not: the CPU's are the reference's
+    (the dev VM's, fitted on its CPU rows), the GPU's and the launch cost the default GPU host's (fitted on the host
+    time measured on the H100 rows' host)."""
     import torch
 
     from perfpredict.kernels import cpu_op_probes
     from perfpredict.predictors import cpu_op_model
-    from perfpredict.predictors.host_model import REFERENCE
+    from perfpredict.predictors.host_model import REFERENCE, load_profile
     from perfpredict.profiling import cpu as cpu_probe
 
     t0 = time.perf_counter()
@@ -154,13 +156,14 @@ def calibrate(
         source=f"perfpredict calibrate-host: {len(results)} probes, {threads} threads",
     )
     reference = HostProfile.from_file(REFERENCE)
+    server = load_profile(host=DEFAULT_HOST["gpu"])
     return HostProfile(
         name=name,
         dispatch_us=dispatch,
         module_us=module,
         source=f"perfpredict calibrate-host (dispatch: tiny CPU tensors, one thread; ops: probes at {threads} threads)",
-        dispatch_scale=dict(reference.dispatch_scale),
-        gpu_launch_us=reference.gpu_launch_us,
+        dispatch_scale={**reference.dispatch_scale, "gpu": server.dispatch_scale["gpu"]},
+        gpu_launch_us=server.gpu_launch_us,
         cpu_model=cpu_probe.cpu_model(),
         torch_version=torch.__version__,
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

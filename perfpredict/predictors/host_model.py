@@ -4,8 +4,10 @@ The host timeline depends on the host's CPU and the framework, not on the GPU (D
 timelines"). A :class:`HostProfile` holds, per canonical op kind, the microseconds eager PyTorch spends dispatching
 one op of that kind, plus the per-op cost of the ``nn.Module`` Python around a forward op. It is measured on any CPU,
 no GPU needed, by ``perfpredict calibrate-host`` (:mod:`perfpredict.predictors.host_calibration`), which stores it
-where predictions find it (:func:`profile_path`); without one, the shipped reference profile is used, and the report
-says which.
+where predictions find it (:func:`profile_path`). Several hosts ship (:data:`HOSTS`, each with its source in the
+file): without a calibration, a GPU is driven by :data:`DEFAULT_HOST`'s GPU server, the host its H100 rows were
+measured on, and a CPU is the development VM's (the only CPU with a shipped op model). ``host=`` (``--host``) names
+one, or ``"calibrated"``; the report says which.
 
 For an op i on a GPU: ``h_i = dispatch_us[kind] + module_us (forward ops) + launch`` where ``launch`` is the device's
 launch cost (its roofline entry, ``Device.launch_overhead_s``) for ops that launch a kernel. Views launch nothing.
@@ -26,7 +28,14 @@ from perfpredict import ops, user_config
 from perfpredict.errors import InvalidInputError
 
 HOST_PROFILE_VERSION = 3  # 2: dispatch scales re-fitted with the device-time scale, gpu_launch_us; 3: cpu_ops
-REFERENCE = Path(__file__).resolve().parents[1] / "data" / "host_profiles" / "reference.json"
+HOST_PROFILES_DIR = Path(__file__).resolve().parents[1] / "data" / "host_profiles"
+REFERENCE = HOST_PROFILES_DIR / "reference.json"  # the development VM's: calibrate-host there, its CPU op model
+#: the shipped host profiles by name (each file states its source; data/host_profiles/README.md says how)
+HOSTS = {"h100-server": "h100-server.json", "dev-vm": "reference.json"}
+CALIBRATED = "calibrated"  # this machine's profile, written by ``perfpredict calibrate-host``
+#: the host assumed when none is named and none is calibrated, per device kind: a GPU's is a GPU server (the host
+#: of the H100 rows); a CPU is its own host, and the development VM's is the only CPU with a shipped op model
+DEFAULT_HOST = {"gpu": "h100-server", "cpu": "dev-vm"}
 
 
 @dataclass(frozen=True)
@@ -99,15 +108,46 @@ def profile_path() -> Path:
     return user_config.default_profile_path()
 
 
-def load_profile(path: str | os.PathLike[str] | None = None) -> HostProfile:
-    """The host profile: ``path``, else $PERFPREDICT_HOST_PROFILE, else this machine's calibrated one, else the
-    shipped reference. Read once per file version (the same object while the file is unchanged)."""
-    path = Path(path or user_config.calibrated_profile_path() or REFERENCE)
+def host_names() -> tuple[str, ...]:
+    """What ``host=`` / ``--host`` accepts: the shipped profiles' names and ``"calibrated"``."""
+    return (*HOSTS, CALIBRATED)
+
+
+def load_profile(
+    path: str | os.PathLike[str] | None = None, *, host: str | None = None, kind: str = "gpu"
+) -> HostProfile:
+    """The host profile: ``path``; else ``host`` (a shipped name or ``"calibrated"``); else
+    $PERFPREDICT_HOST_PROFILE, else this machine's calibrated one, else the default for a ``kind`` device
+    (:data:`DEFAULT_HOST`). Read once per file version (the same object while the file is unchanged)."""
+    path = Path(path or profile_file(host, kind))
     try:
         stamp = path.stat().st_mtime_ns
     except OSError:
         stamp = None  # from_file says what is wrong
     return _read(str(path), stamp)
+
+
+def profile_file(host: str | None = None, kind: str = "gpu") -> Path:
+    """The file of ``host`` (see :func:`load_profile`); an unknown name raises, listing the choices."""
+    if host is None:
+        return (
+            user_config.calibrated_profile_path()
+            or HOST_PROFILES_DIR / HOSTS[DEFAULT_HOST.get(kind, DEFAULT_HOST["gpu"])]
+        )
+    if host == CALIBRATED:
+        mine = user_config.calibrated_profile_path()
+        if mine is None:
+            raise InvalidInputError(
+                f"host 'calibrated': this machine has no host profile yet ({user_config.default_profile_path()}); "
+                "run `perfpredict calibrate-host` first, or name a shipped host: " + ", ".join(HOSTS)
+            )
+        return mine
+    if host in HOSTS:
+        return HOST_PROFILES_DIR / HOSTS[host]
+    raise InvalidInputError(
+        f"unknown host {host!r}; choose one of {', '.join(host_names())} "
+        "(`perfpredict calibrate-host` measures this machine's)"
+    )
 
 
 @functools.lru_cache(maxsize=8)

@@ -17,6 +17,7 @@ import numpy as np
 
 from perfpredict.errors import ArtifactError
 from perfpredict.predictors.base import MEASURED_BUILD_DTYPE, PredictorOutput, RunConfig
+from perfpredict.predictors.intervals import bracket
 from perfpredict.report import MemoryBreakdown, Prediction
 
 if TYPE_CHECKING:
@@ -178,11 +179,12 @@ class LearnedPredictor:
         if p is None:
             return fallback
         value = float(p.value[0])
+        low, high = bracket(value, float(p.low[0]), float(p.high[0]))
         return Prediction(
             value,
             fallback.unit,
-            min(float(p.low[0]), value),
-            max(float(p.high[0]), value),
+            low,
+            high,
             self.name,
             self.version,
             float(p.ood[0]),

@@ -20,6 +20,8 @@ fixed fractions.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from dataclasses import replace
 from functools import lru_cache
@@ -34,7 +36,7 @@ from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.gpu_efficiency import GpuEfficiencyModel
 from perfpredict.predictors.registry import register_predictor
-from perfpredict.report import OpContribution, Prediction, TimelineSummary
+from perfpredict.report import HOST_BOUND_IDLE_SHARE, OpContribution, Prediction, TimelineSummary
 
 NAME = "two_timeline"
 VERSION = "1"
@@ -94,25 +96,59 @@ def fused_groups(graph) -> list[list[int]]:
     return groups
 
 
+def _on_configs_host(method):
+    """Run ``method`` on the host its RunConfig argument names (``RunConfig.host``), when it names one."""
+
+    @functools.wraps(method)
+    def on_host(self, *args, **kwargs):
+        config = next((a for a in (*args, *kwargs.values()) if isinstance(a, RunConfig)), None)
+        return method(self.for_host(config.host) if config is not None else self, *args, **kwargs)
+
+    return on_host
+
+
 class TwoTimelinePredictor:
     name = NAME
     version = VERSION
 
     def __init__(self, host_profile: host_model.HostProfile | None = None, learned: bool = True) -> None:
         self._host_profile = host_profile
+        self._host_name: str | None = None  # the RunConfig.host this twin was made for (``for_host``)
         self.learned = learned
         self._efficiency: dict[str, object] = {}
-        self._cpu_ops: tuple[object, object] = (None, None)  # (the profile it was read from, the CpuOpModel)
+        self._cpu_ops: dict[int, tuple[object, object]] = {}  # id(profile): (the profile, its CpuOpModel)
 
     @property
     def host_profile(self) -> host_model.HostProfile:
-        """The profile given, else the one in use now (``host_model.load_profile``: a calibration made after this
-        predictor was built counts)."""
+        """The profile given, else the one a GPU uses now (``host_model.load_profile``: a calibration made after
+        this predictor was built counts). A CPU's may differ: :meth:`profile_for`."""
         return self._host_profile or host_model.load_profile()
+
+    def profile_for(self, device) -> host_model.HostProfile:
+        """The host profile for ``device``: the one given (or named by ``RunConfig.host``), else the default for
+        its kind. A GPU server's profile cannot time a CPU: it has no CPU model (one line saying what to use)."""
+        profile = self._host_profile or host_model.load_profile(kind=device.kind)
+        if device.kind == "cpu" and "cpu" not in profile.dispatch_scale:
+            from perfpredict.errors import InvalidInputError
+
+            raise InvalidInputError(
+                f"host profile {profile.name!r} has no CPU model (it times a GPU's host only); for the cpu device "
+                f"use --host {host_model.DEFAULT_HOST['cpu']} or --host calibrated"
+            )
+        return profile
+
+    def for_host(self, host: str | None) -> TwoTimelinePredictor:
+        """This predictor on the host ``host`` names (None: as it is), sharing its loaded models."""
+        if host is None or host == self._host_name:
+            return self
+        twin = copy.copy(self)
+        twin._host_profile = host_model.load_profile(host=host)
+        twin._host_name = host
+        return twin
 
     def launch_s(self, device) -> float:
         """One kernel launch on ``device`` from this host (``host_model.launch_s``)."""
-        return host_model.launch_s(self.host_profile, device)
+        return host_model.launch_s(self.profile_for(device), device)
 
     def efficiency_model(self, device):
         """The learned per-op efficiency for this kind of device (a GPU's: ``gpu_efficiency``, trained on GPU op
@@ -135,11 +171,13 @@ class TwoTimelinePredictor:
         """The host profile's CPU op model where ``device`` is a CPU and the model is the learned one, else None."""
         if device.kind != "cpu" or not self.learned:
             return None
-        profile = self.host_profile
-        if self._cpu_ops[0] is not profile:
-            self._cpu_ops = (profile, profile.cpu_op_model())
-        return self._cpu_ops[1]
+        profile = self.profile_for(device)
+        cached = self._cpu_ops.get(id(profile))
+        if cached is None or cached[0] is not profile:
+            cached = self._cpu_ops[id(profile)] = (profile, profile.cpu_op_model())
+        return cached[1]
 
+    @_on_configs_host
     def device_node_s(
         self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev, scale: float | None = None
     ) -> np.ndarray:
@@ -149,6 +187,7 @@ class TwoTimelinePredictor:
         scale = self.device_scale(device) if scale is None else scale
         return floor_kernels(self.raw_device_s(arrays, device, config, batches, ev) * scale, device, arrays.graph)
 
+    @_on_configs_host
     def raw_device_s(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev) -> np.ndarray:
         """Device seconds per node and config before the calibrated scale and the kernel floor (views: 0)."""
         graph = arrays.graph
@@ -204,6 +243,7 @@ class TwoTimelinePredictor:
         x = np.log(anchors)
         return np.exp(np.stack([np.interp(np.log(batches), x, row) for row in log_eff]))
 
+    @_on_configs_host
     def timelines(
         self,
         arrays: CostArrays,
@@ -225,11 +265,16 @@ class TwoTimelinePredictor:
             d, h = np.vstack([d, opt_d]), np.vstack([h, opt_h])
         if not gpu:
             return timeline.serial(h, d), ev
+        launched = timeline.overlapped(h, d)
         if mode in ("cuda_graph", "compiled_cuda_graph"):
             kernels = (d > 0).sum(axis=0)
-            return timeline.graph_replay(d, launch_s=GRAPH_LAUNCH_S, node_gap_s=GRAPH_NODE_GAP_S, kernels=kernels), ev
-        return timeline.overlapped(h, d), ev
+            replay = timeline.graph_replay(d, launch_s=GRAPH_LAUNCH_S, node_gap_s=GRAPH_NODE_GAP_S, kernels=kernels)
+            # a graph only takes the host's launches away: where the device was already the bottleneck, the same
+            # kernels launched one by one run no slower (cuda_graph <= eager, compiled_cuda_graph <= compiled)
+            return replace(replay, wall_s=np.minimum(replay.wall_s, launched.wall_s)), ev
+        return launched, ev
 
+    @_on_configs_host
     def eager_walls(
         self,
         arrays: CostArrays,
@@ -246,7 +291,7 @@ class TwoTimelinePredictor:
         ev = ev if ev is not None else AnalyticalPredictor().evaluate(arrays, device, config, batches)
         raw = self.raw_device_s(arrays, device, config, batches, ev)
         gpu = device.kind == "gpu"
-        unit = replace(self.host_profile, dispatch_scale={"gpu" if gpu else "cpu": 1.0})
+        unit = replace(self.profile_for(device), dispatch_scale={"gpu" if gpu else "cpu": 1.0})
         dispatch = host_model.node_host_s(arrays.graph, unit, 0.0, gpu=gpu)  # at scale 1, without launches
         launch = host_model.node_host_s(arrays.graph, unit, self.launch_s(device), gpu=gpu) - dispatch
         opt_d, opt_h = self._optimizer(ev, device, gpu, len(batches))
@@ -272,7 +317,7 @@ class TwoTimelinePredictor:
         """(host, device) seconds [op, config] of an eager step, the optimizer step as the last row."""
         gpu = device.kind == "gpu"
         h = np.repeat(
-            host_model.node_host_s(graph, self.host_profile, self.launch_s(device), gpu=gpu)[:, None],
+            host_model.node_host_s(graph, self.profile_for(device), self.launch_s(device), gpu=gpu)[:, None],
             node_s.shape[1],
             axis=1,
         )
@@ -284,7 +329,7 @@ class TwoTimelinePredictor:
         if not ev.optimizer_s.any():
             return np.zeros((1, configs)), np.zeros((1, configs))
         launches = OPTIMIZER_KERNELS * (self.launch_s(device) if gpu else 0.0)
-        host = OPTIMIZER_KERNELS * self.host_profile.op_us(ops.OPTIMIZER) * 1e-6 + launches
+        host = OPTIMIZER_KERNELS * self.profile_for(device).op_us(ops.OPTIMIZER) * 1e-6 + launches
         device_s = np.maximum(ev.optimizer_s - 4 * device.launch_overhead_s, 0.0)  # analytical folds 4 launches in
         model = self.efficiency_model(device) if gpu else None
         if model is not None:  # the same bytes at the learned memory-bound efficiency, on the datasheet basis
@@ -328,6 +373,7 @@ class TwoTimelinePredictor:
             return moved / attainable_bandwidth(device) * self.device_scale(device)
         return gpu_device_time.memory_s(gpu_device_time.efficiency_fn(model, device, RunConfig()), device, moved, dtype)
 
+    @_on_configs_host
     def evaluate(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray):
         """The analytical Evaluation of ``batches`` with this model's wall time and power in place of the
         roofline's: the vectorised path of ``predict_many``."""
@@ -335,12 +381,14 @@ class TwoTimelinePredictor:
         tl, _ = self.timelines(arrays, device, config, batches, ev)
         return replace(ev, latency_s=tl.wall_s, power_w=busy_power_w(ev.power_w, tl, device))
 
+    @_on_configs_host
     def latency_s(self, graph, device, config: RunConfig) -> float:
         """The wall time alone (the MIG advice asks it once per slice): no report, no other modes."""
         arrays = CostArrays.from_graph(graph)
         tl, _ = self.timelines(arrays, device, config, np.array([graph.batch_size]))
         return float(tl.wall_s[0])
 
+    @_on_configs_host
     def predict(self, graph, device, config: RunConfig) -> PredictorOutput:
         arrays = CostArrays.from_graph(graph)
         batches = np.array([graph.batch_size])
@@ -370,6 +418,7 @@ class TwoTimelinePredictor:
             outside_ops_label=outside_label(device, config.mode),
         )
 
+    @_on_configs_host
     def op_device_s(self, arrays: CostArrays, device, config: RunConfig, batches: np.ndarray, ev, node_s):
         """(device seconds per graph node, the optimizer step's device seconds) at the first config, in
         ``config.mode``: what the device timeline sums. A fused kernel's time (``compiled`` modes on a GPU) is split
@@ -385,6 +434,7 @@ class TwoTimelinePredictor:
                 per_node[members] = fused[g, 0] * weights
         return per_node, float(opt_d[0, 0])
 
+    @_on_configs_host
     def summary(self, arrays, device, config, batches, tl, ev, node_s) -> TimelineSummary:
         """The report's view: this mode's device, host and wall time, and what the other modes would give."""
         others = {}
@@ -400,8 +450,10 @@ class TwoTimelinePredictor:
             wall_ms=float(tl.wall_s[0]) * 1e3,
             device_idle_share=float(tl.device_idle_share[0]),
             other_modes_ms=others,
-            host_profile=self.host_profile.name,
+            host_profile=self.profile_for(device).name,
             device_model=self.describe_device_model(arrays.graph, device, config),
+            bound="host" if float(tl.device_idle_share[0]) > HOST_BOUND_IDLE_SHARE else device_bound(ev, node_s),
+            host_source=self.profile_for(device).source,
         )
 
     def describe_device_model(self, graph, device, config: RunConfig) -> str:
@@ -418,6 +470,13 @@ class TwoTimelinePredictor:
         return "datasheet x fixed achieved fractions (analytical.ACHIEVED_FRACTION)" + (
             f" x a calibrated scale of {scale:.2f}" if scale != 1.0 else ""
         )
+
+
+def device_bound(ev, node_s: np.ndarray) -> str:
+    """The device's bound, "compute" or "memory": that of the ops holding most of the first config's device time."""
+    t = node_s[:, 0]
+    compute = ev.compute_s[: len(t), 0] >= ev.memory_s[: len(t), 0]
+    return "compute" if t[compute].sum() >= t[~compute].sum() else "memory"
 
 
 def outside_label(device, mode: str) -> str:

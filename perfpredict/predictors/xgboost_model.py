@@ -24,6 +24,7 @@ import numpy as np
 
 from perfpredict.errors import require
 from perfpredict.predictors.features import STATIC_ONLY_FEATURES, TABULAR_FEATURES, schema_hash
+from perfpredict.predictors.intervals import bracket
 from perfpredict.predictors.learned import LearnedPredictor, TargetPrediction
 from perfpredict.predictors.model_selection import simplest_within_one_se
 from perfpredict.predictors.registry import register_predictor
@@ -150,7 +151,8 @@ class XGBoostLearner:
             q = np.asarray(self.models[target].predict(X)).reshape(len(X), len(QUANTILES))
             offset = np.log(data.analytical(target)) if self.choice[target]["residual"] else 0.0
             low, mid, high = (np.exp(q[:, i] + offset) for i in range(3))
-            out[target] = TargetPrediction(mid, np.minimum(low, mid), np.maximum(high, mid), ood)
+            # quantile models trained apart can cross (the median beyond q90): that end mirrors the other one
+            out[target] = TargetPrediction(mid, *bracket(mid, low, high), ood)
         return out
 
     def to_files(self) -> dict[str, bytes]:

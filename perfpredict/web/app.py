@@ -1,7 +1,8 @@
 """``perfpredict serve``: a Gradio page to compare GPUs for one model, built on ``compare``.
 
 The page renders what ``compare`` answers: a comparison table across the chosen devices, the roofline of the
-model's ops on the first device, the time per op kind, and the JSON and HTML reports to download. Bad input shows
+model's ops on the first device (for generation: tokens/s against batch on every device), the time per op kind,
+and the JSON and HTML reports to download. Bad input shows
 one line in the page and the server keeps serving. It binds to 127.0.0.1 unless told otherwise; uploads are
 size-limited and parsed as JSON or ONNX only (no pickle, no remote code).
 """
@@ -16,6 +17,8 @@ from typing import Any
 
 from perfpredict.web.compare import MAX_ONNX_BYTES, PHASES, Answer, Question, compare, config_from_upload
 
+RUN_MODES = ("eager", "cuda_graph", "compiled", "compiled_cuda_graph")  # predictors.base.RUN_MODES, kept light
+
 DEFAULT_DEVICES = ("H100-SXM", "A100-80GB")
 
 
@@ -24,6 +27,8 @@ def build_app():
 
     from perfpredict.compiler_hooks.hf_frontend import known_models
     from perfpredict.devices import list_devices
+    from perfpredict.llm.weight_formats import FORMATS
+    from perfpredict.predictors.host_model import host_names
 
     names = [d.name for d in list_devices()]
     slices = [f"{d.name}/{m.name}" for d in list_devices() for m in d.mig_profiles]
@@ -53,6 +58,19 @@ def build_app():
             precision = gr.Dropdown(
                 ["default", "fp32", "bf16", "amp-bf16", "amp-fp16"], value="default", label="training precision"
             )
+        with gr.Row():
+            mode = gr.Radio(
+                list(RUN_MODES),
+                value="eager",
+                label="run mode (eager; CUDA graphs; torch.compile; compile with reduce-overhead)",
+                elem_id="mode",
+            )
+            host = gr.Dropdown(
+                ["default", *host_names()],
+                value="default",
+                label="host CPU driving the GPU (default: h100-server, a GPU server)",
+                elem_id="host",
+            )
         devices = gr.CheckboxGroup(names, value=list(DEFAULT_DEVICES), label="devices", elem_id="devices")
         mig = gr.Dropdown(slices, value=[], multiselect=True, label="MIG slices (optional)")
         with gr.Row():
@@ -64,12 +82,35 @@ def build_app():
             tp = gr.Number(value=1, precision=0, minimum=1, label="tensor parallel (tp)", elem_id="tp")
             pp = gr.Number(value=1, precision=0, minimum=1, label="pipeline stages (pp)", elem_id="pp")
             fsdp = gr.Checkbox(value=False, label="FSDP (shard weights, gradients, optimizer)", elem_id="fsdp")
-        engine = gr.Radio(
-            ["auto", "vllm", "hf"],
-            value="auto",
-            label="generation engine (vllm: a vLLM-class server; hf: transformers' generate; auto: vllm where it applies)",
-            elem_id="engine",
-        )
+        with gr.Accordion("LLM generation (phase generation): as `perfpredict generate` asks", open=False):
+            with gr.Row():
+                engine = gr.Radio(
+                    ["auto", "vllm", "hf"],
+                    value="auto",
+                    label="engine (vllm: a vLLM-class server; hf: transformers' generate; auto: vllm where it "
+                    "applies, hf when a mode is given)",
+                    elem_id="engine",
+                )
+                new_tokens = gr.Number(
+                    value=128,
+                    precision=0,
+                    minimum=1,
+                    label="new tokens (the prompt is the sequence length above; 0 there: 512)",
+                    elem_id="new_tokens",
+                )
+            with gr.Row():
+                weights = gr.Dropdown(
+                    ["default", *FORMATS],
+                    value="default",
+                    label="weight format (--weights; default: the compute dtype)",
+                    elem_id="weights",
+                )
+                generation_mode = gr.Dropdown(
+                    ["default", *RUN_MODES],
+                    value="default",
+                    label="transformers' generate mode (--mode; default: the engine's own)",
+                    elem_id="generation_mode",
+                )
         go = gr.Button("Predict", variant="primary", elem_id="predict")
         message = gr.HTML(elem_id="message")
         table = gr.HTML(elem_id="table")
@@ -95,6 +136,11 @@ def build_app():
                 pp,
                 fsdp,
                 engine,
+                mode,
+                host,
+                new_tokens,
+                weights,
+                generation_mode,
             ],
             [message, table, roofline, kinds, files],
         )
@@ -118,8 +164,15 @@ def answer(
     pp=1,
     fsdp=False,
     engine="auto",
+    mode="eager",
+    host="default",
+    new_tokens=128,
+    weights="default",
+    generation_mode="default",
 ):
-    """The page's handler: every error becomes one line in the page, never a traceback."""
+    """The page's handler: every error becomes one line in the page, never a traceback. ``mode`` is a step's
+    (inference, training); ``generation_mode``, ``new_tokens`` and ``weights`` are generation's, as `perfpredict
+    generate`'s --mode, --new-tokens and --weights ("default": the option left out)."""
     from perfpredict.errors import PerfPredictError
 
     try:
@@ -135,13 +188,26 @@ def answer(
             max_latency,
             min_throughput,
         )
-        q = dataclasses.replace(q, parallel=parallel_plan(dp, tp, pp, fsdp), engine=engine or "auto")
+        q = dataclasses.replace(
+            q,
+            parallel=parallel_plan(dp, tp, pp, fsdp),
+            engine=engine or "auto",
+            mode=_given(generation_mode) if phase == "generation" else (mode or "eager"),
+            host=_given(host),
+            new_tokens=int(new_tokens) if new_tokens not in (None, "") else 128,
+            weights=_given(weights),
+        )
         result = compare(q)
     except PerfPredictError as err:
         return _message(str(err)), "", "", "", None
     except Exception as err:  # noqa: BLE001 - the server keeps serving; the page says what went wrong
         return _message(f"perfpredict could not answer this ({type(err).__name__}: {err})"), "", "", "", None
     return "", table_html(result), _roofline(result), _kinds(result), _downloads(result)
+
+
+def _given(choice: Any) -> Any:
+    """A selector's choice, or None for "default" (the option left out)."""
+    return None if choice in (None, "", "default") else choice
 
 
 def _question(model, upload, phase, batch, seq, dtype, precision, devices, max_latency, min_throughput) -> Question:
@@ -187,10 +253,31 @@ def table_html(result: Answer) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in result.columns)
     body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in result.rows)
     notes = "".join(f'<p class="note">{escape(n)}</p>' for n in result.notes)
-    return f'<table id="comparison"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}'
+    return (
+        f'<table id="comparison"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}'
+        + timelines_html(result)
+    )
+
+
+def timelines_html(result: Answer) -> str:
+    """What limits each device's run: device, host and wall time, the bound, and, host-bound, the other modes."""
+    from perfpredict.render_text import timeline_lines
+
+    items = [
+        f"<li><b>{escape(r.device)}</b>: " + "<br>".join(escape(line) for line in timeline_lines(r)) + "</li>"
+        for r in result.reports
+        if getattr(r, "timeline", None) is not None
+    ]
+    return f'<h3>What limits the run</h3><ul id="timelines">{"".join(items)}</ul>' if items else ""
 
 
 def _roofline(result: Answer) -> str:
+    """The answer's plot: the roofline of the model's ops on the first device, or generation's tokens/s against
+    batch on every device."""
+    if result.reports and hasattr(result.reports[0], "batch_sweep"):  # GenerationReports
+        from perfpredict.llm.render_generation import batch_sweep_svg
+
+        return '<h3 id="batch-sweep">Tokens/s against batch</h3>' + batch_sweep_svg(result.reports)
     if result.graph is None or not result.reports:
         return ""
     from perfpredict.devices import get_device
@@ -221,11 +308,18 @@ def _downloads(result: Answer) -> list[str]:
         stem = r.device.replace("/", "_")
         (folder / f"{stem}.json").write_text(r.to_json() + "\n")
         paths.append(str(folder / f"{stem}.json"))
-        if hasattr(r, "memory"):  # a PerfReport (a generation report has its own page)
+        if hasattr(r, "memory"):  # a PerfReport
             from perfpredict.render_html import render_html
 
-            (folder / f"{stem}.html").write_text(render_html(r))
-            paths.append(str(folder / f"{stem}.html"))
+            page = render_html(r)
+        elif hasattr(r, "batch_sweep"):  # a GenerationReport: `perfpredict generate --html`'s page
+            from perfpredict.llm.render_generation import render_generation_html
+
+            page = render_generation_html(r)
+        else:
+            continue
+        (folder / f"{stem}.html").write_text(page, encoding="utf-8")
+        paths.append(str(folder / f"{stem}.html"))
     return paths
 
 

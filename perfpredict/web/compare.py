@@ -34,6 +34,11 @@ class Question:
     new_tokens: int = 128
     parallel: dict | None = None  # {"dp", "tp", "pp", "fsdp"}: one step over several GPUs (perfpredict.parallel)
     engine: str = "auto"  # generation: "vllm" (a vLLM-class engine), "hf" (transformers' generate) or "auto"
+    # how a step runs: eager, cuda_graph, compiled, compiled_cuda_graph; None: eager for a step, and for generation
+    # the engine's own (as `perfpredict generate` without --mode: a mode given picks transformers' generate)
+    mode: str | None = None
+    weights: str | None = None  # generation: the layers' weight format (llm.weight_formats.FORMATS); None: the dtype
+    host: str | None = None  # the host profile (predictors.host_model.HOSTS or "calibrated"); None: the default
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,15 @@ def _parallel(q: Question, devices: list) -> Answer:
     for device in devices:
         graph, run = _graph(q, device)
         reports.append(
-            parallel_report(graph, q.parallel, device=device, precision=run.precision, model_name=graph.name)
+            parallel_report(
+                graph,
+                q.parallel,
+                device=device,
+                precision=run.precision,
+                model_name=graph.name,
+                mode=q.mode or "eager",
+                host=q.host,
+            )
         )
     columns = (
         "device",
@@ -101,6 +114,7 @@ def _parallel(q: Question, devices: list) -> Answer:
         "memory per GPU",
         "fits",
         "scaling efficiency",
+        "bound",
         "interconnect",
     )
     rows = tuple(
@@ -114,6 +128,7 @@ def _parallel(q: Question, devices: list) -> Answer:
             fmt_bytes(r.peak_memory_bytes),
             "yes" if r.fits_in_memory else "NO",
             fmt_share(r.scaling_efficiency),
+            r.bound or "-",
             r.interconnect,
         )
         for r in reports
@@ -122,7 +137,8 @@ def _parallel(q: Question, devices: list) -> Answer:
         f"{reports[0].world_size} GPUs; the batch is one GPU's micro-batch (global batch "
         f"{reports[0].global_batch_size}). Multi-GPU step times are not validated on hardware (docs: multi-GPU)."
     )
-    return Answer(columns, rows, tuple(reports), None, (note,))
+    host_notes = tuple(f"{r.device}: {n}" for r in reports for n in r.notes)
+    return Answer(columns, rows, tuple(reports), None, (note, *host_notes))
 
 
 def _step(q: Question, devices: list) -> Answer:
@@ -144,6 +160,8 @@ def _step(q: Question, devices: list) -> Answer:
                 weights_built_in=None,
                 model_name=graph.name,
                 assumed={"dtype": run.source},
+                mode=q.mode or "eager",
+                host=q.host,
             )
         )
     per = "1k inferences" if q.phase == "inference" else "training run"
@@ -158,6 +176,7 @@ def _step(q: Question, devices: list) -> Answer:
         "carbon",
         f"cost per {per}",
         "MIG pick",
+        "bound",
         "predictor",
     )
     rows = []
@@ -176,6 +195,7 @@ def _step(q: Question, devices: list) -> Answer:
                 fmt_carbon_g(r.carbon_g.value),
                 fmt_usd(r.cost_usd.value),
                 (r.mig.recommended or "none") if r.mig else "-",
+                r.timeline.bound if r.timeline is not None and r.timeline.bound else "-",
                 f"{r.predictor}{ood}",
             )
         )
@@ -210,7 +230,9 @@ def _generation_tp(plan: dict | None) -> int:
 
 
 def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
-    from perfpredict.llm.generation import predict_generation
+    """``perfpredict generate``'s answer on each device, through the same on-disk answer cache (a config uploaded
+    as fields is answered afresh)."""
+    from perfpredict.llm.answer_cache import cached_generation
     from perfpredict.render_text import fmt_bytes, fmt_rate, fmt_time_ms, fmt_usd
 
     if isinstance(q.model, dict):
@@ -221,22 +243,28 @@ def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
         source = q.model
     else:
         raise InvalidInputError("generation needs a HuggingFace LLM: a shipped id or an uploaded config.json")
+    if q.new_tokens < 1:
+        raise InvalidInputError("new tokens must be at least 1; generate at least one token")
     reports = [
-        predict_generation(
+        cached_generation(
             source,
             prompt_tokens=q.seq or 512,
             new_tokens=q.new_tokens,
             batch=q.batch,
             device=d.name,
             dtype=q.dtype,
+            weights=q.weights,
             engine=q.engine,
             tp=tp,
+            mode=q.mode,
+            host=q.host,
         )  # fmt: skip
         for d in devices
     ]
     columns = (
         "device",
         "engine",
+        "weights",
         "time to first token",
         "per output token",
         "tokens/s",
@@ -248,7 +276,8 @@ def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
     rows = tuple(
         (
             f"{r.tp} x {r.device}" if r.tp > 1 else r.device,
-            "vLLM-class" if r.engine == "vllm" else "transformers",
+            "vLLM-class" if r.engine == "vllm" else f"transformers ({r.mode})",
+            r.weights,
             fmt_time_ms(r.ttft_ms),
             fmt_time_ms(r.tpot_mean_ms),
             fmt_rate(r.tokens_per_s, "tokens/s"),
@@ -259,4 +288,6 @@ def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
         )
         for r in reports
     )
-    return Answer(columns, rows, tuple(reports))
+    notes = (f"prompt {reports[0].prompt_tokens} tokens, {reports[0].new_tokens} new, batch {reports[0].batch}; "
+             f"host: {reports[0].assumptions.get('host', '-')}",)  # fmt: skip
+    return Answer(columns, rows, tuple(reports), None, notes)

@@ -193,3 +193,64 @@ def test_a_repeated_question_is_answered_from_the_graph_cache(tmp_path, monkeypa
     # another batch is another graph, and --no-cache captures again: both reach the (failing) capture
     assert main([*argv, "--batch", "2"]) != 0 and main([*argv, "--no-cache"]) != 0
     assert graph_store.key(a=1) != graph_store.key(a=2)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_demo_summary_never_cuts_a_model_name(width):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from perfpredict.cli.demo import _demo_summary
+
+    def row(name):
+        value = lambda x: SimpleNamespace(value=x)
+        return SimpleNamespace(
+            model_name=name,
+            device="A100-80GB",
+            batch_size=8,
+            predictor="two_timeline",
+            latency_ms=value(9.7),
+            throughput_per_s=value(800.0),
+            peak_memory_bytes=value(2**31),
+            energy_per_sample_j=value(0.5),
+            mig=None,
+        )
+
+    console = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(_demo_summary([row("bert-base-uncased"), row("microsoft/resnet-50")]))
+    text = console.export_text()
+    assert "bert-base-uncased" in text and "microsoft/resnet-50" in text and "A100-80GB" in text
+
+
+def _config(tmp_path, **fields):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(fields))
+    return str(path)
+
+
+def test_bad_model_input_is_one_clear_line_and_exit_2(capsys, tmp_path) -> None:
+    empty = tmp_path / "checkpoint"
+    empty.mkdir()
+    (empty / "tokenizer.json").write_text("{}")
+    assert main(["predict", "--config", str(empty), "--device", "H100"]) == 2
+    line = _error_line(capsys)
+    assert "has no config.json" in line and "does not exist" not in line and "tokenizer.json" in line
+
+    bad = _config(tmp_path, model_type="bert", hidden_size=-64, num_attention_heads=4)
+    assert main(["predict", "--config", bad, "--device", "H100"]) == 2
+    line = _error_line(capsys)
+    assert "hidden_size=-64" in line and "positive" in line and "RuntimeError" not in line
+
+
+@pytest.mark.parametrize(
+    "model_type, suggested, not_suggested",
+    [("lamma", "llama", "voxtral"), ("mistrall", "mistral", "voxtral"), ("foo_bar_baz", None, "(close")],
+)
+def test_unknown_model_type_suggests_only_close_names(capsys, tmp_path, model_type, suggested, not_suggested):
+    pytest.importorskip("transformers")
+    assert main(["predict", "--config", _config(tmp_path, model_type=model_type, hidden_size=64)]) == 2
+    line = _error_line(capsys)
+    assert f"model_type {model_type!r}" in line and not_suggested not in line
+    if suggested:
+        assert f"(close: {suggested}" in line

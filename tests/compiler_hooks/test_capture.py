@@ -208,3 +208,23 @@ def test_device_moves_and_factories_stay_on_meta():
         graph = perfpredict.featurize(Moves(), (torch.randn(3, 5),))
     kinds = [(n.target, n.op) for n in graph.nodes]
     assert ("ones", "creation") in kinds and ("half", "copy") in kinds and graph.nodes[-1].outputs[0].dtype == "float32"
+
+
+@pytest.mark.parametrize("capture", ["meta", "dynamo"])
+def test_module_paths_are_the_models_own_without_dynamos_root(capture):
+    torch._dynamo.reset()
+    graph = capture_graph(
+        _Tripwire(), (torch.randn(2, 3, 8, 8),), {}, phase="inference", dtype=None, name="m", capture=capture
+    )
+    paths = {n.module_path for n in graph.nodes}
+    assert "head" in paths and "body.0" in paths
+    assert not any(p.startswith(("L[", "self.", ".")) or "_modules[" in p for p in paths), paths
+
+
+def test_dynamo_spellings_of_a_module_path_are_cleaned():
+    from perfpredict.compiler_hooks.fx_frontend import clean_module_path
+
+    assert clean_module_path("L['args'][0].lm_head") == "lm_head"
+    assert clean_module_path("L['self'].encoder.layer.0") == "encoder.layer.0"
+    assert clean_module_path("L['fn']._modules['lm_head']") == "lm_head"
+    assert clean_module_path("self.fc") == "fc" and clean_module_path("lm_head") == "lm_head"

@@ -139,7 +139,7 @@ def test_cli_helper_parses_shapes_and_builds_the_graph(tmp_path):
     assert g.batch_size == 8 and g.name == "m"
 
 
-@pytest.mark.parametrize("case", ["missing", "not_onnx", "dynamic", "bad_spec"])
+@pytest.mark.parametrize("case", ["missing", "not_onnx", "dynamic", "bad_spec", "unknown_name"])
 def test_cli_helper_errors_are_one_clear_line(tmp_path, case):
     path = tmp_path / "m.onnx"
     onnx.save_model(_mlp(), str(path))
@@ -148,6 +148,7 @@ def test_cli_helper_errors_are_one_clear_line(tmp_path, case):
         "not_onnx": (tmp_path / "notes.txt", ["x=1x64"]),
         "dynamic": (path, []),
         "bad_spec": (path, ["x:1x64"]),
+        "unknown_name": (path, ["wrong_name=1x128"]),
     }[case]
     (tmp_path / "notes.txt").write_text("this is not a model\n" * 20)
     with pytest.raises(PerfPredictError) as err:
@@ -159,6 +160,7 @@ def test_cli_helper_errors_are_one_clear_line(tmp_path, case):
         "not_onnx": "ONNX",
         "dynamic": "--input-shape x=Nx64",
         "bad_spec": "NAME=DIMxDIM",
+        "unknown_name": "--input-shape names 'wrong_name', which is not an input of 'm.onnx'; its inputs are: x=Nx64",
     }[case]
     assert expected in message
     assert isinstance(err.value, (InvalidInputError, FrontendError))

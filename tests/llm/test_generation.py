@@ -78,8 +78,14 @@ def test_weight_formats_change_the_bytes_each_layer_matmul_reads():
     assert graph.param_bytes - nf4.param_bytes == pytest.approx(layer_params * (2 - 0.5 - 4 / 64), abs=8)
     i = linears[0]
     assert nf4.nodes[i].bytes_read == pytest.approx(graph.nodes[i].bytes_read - graph.nodes[i].params * 1.4375, abs=2)
+    # dequantize-then-GEMM: a dequantize op reads the compressed weight and writes a bf16 copy, which the GEMM reads
     prefill = weight_formats.apply(graph, weight_formats.FORMATS["nf4"], h100, many_tokens=True)
-    assert prefill.nodes[i].bytes_read == pytest.approx(nf4.nodes[i].bytes_read + 4 * graph.nodes[i].params, abs=2)
+    assert len(prefill.nodes) == len(graph.nodes) + len(linears) and prefill.param_bytes == nf4.param_bytes
+    dequantize, gemm = prefill.nodes[i], prefill.nodes[i + 1]
+    assert dequantize.target == "dequantize_nf4" and (i, i + 1) in prefill.edges
+    assert dequantize.bytes_read == pytest.approx(graph.nodes[i].params * 0.5625, abs=2)
+    assert dequantize.bytes_written == 2 * graph.nodes[i].params and gemm.bytes_read == graph.nodes[i].bytes_read
+    assert prefill.total_bytes == pytest.approx(nf4.total_bytes + 4 * layer_params, abs=len(linears) * 2)
     fp8 = weight_formats.FORMATS["fp8"]
     assert weight_formats.route(fp8, h100) == "native" and weight_formats.route(fp8, a100) == "weight-only"
     with pytest.raises(InvalidInputError, match="needs a CUDA GPU"):
@@ -220,3 +226,189 @@ def test_the_hf_engine_splits_weights_and_cache_over_tensor_parallel_gpus_and_re
     assert "tensor parallel" in two.assumptions
     with pytest.raises(InvalidInputError, match=r"tp=5 does not split the 12 attention heads .* 1, 2, 3, 4, 6, 12"):
         predict_generation("gpt2", tp=5, **ask)
+
+
+def test_a_cuda_graph_mode_takes_the_static_cache_and_refuses_a_dynamic_one(capsys):
+    """A CUDA graph replays fixed shapes; HF's dynamic cache grows every step, so it is never captured."""
+    from perfpredict.cli import main
+    from perfpredict.llm.generation import hf_mode_and_cache, predict_generation
+
+    assert hf_mode_and_cache("cuda_graph", None) == ("cuda_graph", "static")
+    assert hf_mode_and_cache("compiled_cuda_graph", None) == ("compiled_cuda_graph", "static")
+    assert hf_mode_and_cache(None, None) == ("eager", "dynamic")
+    assert hf_mode_and_cache("compiled", None) == ("compiled", "static")  # as transformers recommends
+    assert hf_mode_and_cache("compiled", "dynamic") == ("compiled", "dynamic")  # allowed, with a warning
+    for mode in ("cuda_graph", "compiled_cuda_graph"):
+        with pytest.raises(InvalidInputError, match=f"--mode {mode} cannot run with --cache dynamic.*--cache static"):
+            predict_generation("gpt2", prompt_tokens=16, new_tokens=4, device="H100", mode=mode, cache="dynamic")
+    argv = ["generate", "--hf", "gpt2", "--device", "H100", "--mode", "cuda_graph", "--cache", "dynamic"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "static cache" in err[0]
+
+
+def test_compiled_with_a_dynamic_cache_warns_and_a_graph_mode_reports_its_static_cache():
+    from perfpredict.llm.generation import predict_generation
+
+    ask = dict(prompt_tokens=16, new_tokens=4, device="H100", engine="hf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dynamic = predict_generation("gpt2", mode="compiled", cache="dynamic", **ask)
+        compiled = predict_generation("gpt2", mode="compiled", **ask)
+        graphed = predict_generation("gpt2", mode="compiled_cuda_graph", **ask)
+    assert dynamic.cache == "dynamic" and any("recompiles" in w for w in dynamic.warnings)
+    assert compiled.cache == graphed.cache == "static" and not compiled.warnings and not graphed.warnings
+    assert "static cache" in graphed.assumptions["kv cache"]
+    assert graphed.tpot_mean_ms <= compiled.tpot_mean_ms  # a CUDA graph never makes the step slower
+
+
+def test_a_host_bound_decode_step_is_labelled_host_not_memory():
+    """Eager decode of a small model is launch-bound: flat from batch 1 to 16, and the table says "host"."""
+    from perfpredict.llm.generation import predict_generation
+    from perfpredict.llm.render_generation import bound_line, render_generation_html, sweep_rows
+
+    ask = dict(prompt_tokens=16, new_tokens=4, device="H100", engine="hf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager, graphed = (predict_generation("gpt2", mode=m, **ask) for m in ("eager", "cuda_graph"))
+    sweep = {p.batch: p for p in eager.batch_sweep}
+    assert sweep[16].step_ms == pytest.approx(sweep[1].step_ms, rel=0.05)  # flat: the GPU waits for the host
+    assert all(sweep[b].bound == "host" for b in (1, 2, 4, 8, 16))
+    assert [row[3] for row in sweep_rows(eager)][:5] == ["host"] * 5
+    assert "host-bound" in bound_line(eager) and "--mode cuda_graph" in bound_line(eager)
+    assert "host-bound" in render_generation_html(eager)
+    assert not any(p.host_bound for p in graphed.batch_sweep)  # one graph launch per step
+    assert {p.bound for p in graphed.batch_sweep} <= {"memory", "compute"}
+
+
+def test_nf4_decode_is_fused_at_batch_1_and_dequantizes_whole_weights_for_more_rows():
+    """bitsandbytes runs its 4-bit gemv for a one-row input only; more rows dequantize each weight first."""
+    from perfpredict.llm import weight_formats
+    from perfpredict.llm.generation import predict_generation
+
+    nf4, int4, h100 = weight_formats.FORMATS["nf4"], weight_formats.FORMATS["int4"], get_device("H100")
+    assert weight_formats.kernel_for(nf4, h100, prefill=False, rows=1) == "fused"
+    assert weight_formats.kernel_for(nf4, h100, prefill=False, rows=2) == "dequantize"
+    assert weight_formats.kernel_for(int4, h100, prefill=False, rows=8) == "fused"  # Marlin-style kernels
+    assert weight_formats.kernel_for(int4, h100, prefill=True, rows=8) == "dequantize"
+    assert weight_formats.kernel_for(weight_formats.FORMATS["bf16"], h100, prefill=False, rows=8) is None
+
+    ask = dict(prompt_tokens=16, new_tokens=4, device="H100", engine="hf", weights="nf4", mode="cuda_graph")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = {b: predict_generation("gpt2", batch=b, **ask) for b in (1, 4)}
+        fused = predict_generation("gpt2", batch=4, quant_kernel="fused", **ask)
+        dequantized = predict_generation("gpt2", batch=4, quant_kernel="dequantize", **ask)
+    assert auto[4].tpot_mean_ms == pytest.approx(dequantized.tpot_mean_ms) and fused.tpot_mean_ms < auto[4].tpot_mean_ms
+    kernel = auto[4].assumptions["weight kernel"]
+    assert "decode at batch 4: dequantize-then-GEMM" in kernel and "bitsandbytes" in kernel
+    assert "decode at batch 1: fused dequant-GEMM" in auto[1].assumptions["weight kernel"]
+    # the sweep's batch 1 is the fused gemv, its larger batches dequantize
+    sweep, fused_sweep = ({p.batch: p.step_ms for p in r.batch_sweep} for r in (auto[4], fused))
+    assert sweep[1] == pytest.approx(fused_sweep[1]) and sweep[2] > fused_sweep[2]
+
+
+def test_quant_kernel_is_refused_where_nothing_is_dequantized():
+    from perfpredict.llm.generation import predict_generation
+
+    with pytest.raises(InvalidInputError, match="--quant-kernel fused applies to weight-only formats"):
+        predict_generation("gpt2", prompt_tokens=16, new_tokens=4, device="H100", weights="bf16", quant_kernel="fused")
+    with pytest.raises(InvalidInputError, match="--quant-kernel describe transformers' generate"):
+        predict_generation("llama-2-7b", device="H100", engine="vllm", weights="int4", quant_kernel="dequantize")
+
+
+def test_a_repeated_generate_question_is_answered_from_the_cache(tmp_path, monkeypatch, capsys):
+    import time
+
+    from perfpredict.cli import main
+    from perfpredict.llm import answer_cache, generation
+
+    monkeypatch.delenv("PERFPREDICT_NO_GRAPH_CACHE", raising=False)
+    monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
+    calls = []
+    real = generation._predict_hf
+    monkeypatch.setattr(generation, "_predict_hf", lambda *a, **k: calls.append(k) or real(*a, **k))
+    ask = dict(prompt_tokens=16, new_tokens=4, batch=2, device="H100", engine="hf", mode="cuda_graph")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = answer_cache.cached_generation("gpt2", **ask)
+        start = time.perf_counter()
+        again = answer_cache.cached_generation("gpt2", **ask)
+        seconds = time.perf_counter() - start
+        assert again == first and len(calls) == 1 and seconds < 1.0
+        other = answer_cache.cached_generation("gpt2", **{**ask, "batch": 3})  # another question: answered
+        assert len(calls) == 2 and other.batch == 3
+        answer_cache.cached_generation("gpt2", use_cache=False, **ask)  # --no-cache answers again
+        assert len(calls) == 3
+        argv = ["generate", "--hf", "gpt2", "--device", "H100", "--prompt-tokens", "16", "--new-tokens", "4"]
+        argv += ["--batch", "2", "--engine", "hf", "--mode", "cuda_graph", "--json", "-"]
+        assert main(argv) == 0 and len(calls) == 3  # the CLI reads the same entry
+    assert json.loads(capsys.readouterr().out)["tpot_mean_ms"] == pytest.approx(first.tpot_mean_ms)
+    (entry,) = [p for p in (tmp_path / "generate").iterdir() if p.name.startswith(answer_cache.key("gpt2", **ask))]
+    entry.write_bytes(b"damaged")
+    assert answer_cache.cached_generation("gpt2", **ask) == first and len(calls) == 4  # answered and rewritten
+
+
+def test_the_answer_cache_key_is_the_same_in_every_process(shipped_ceilings):
+    """A measured device carries a frozenset of measured keys, whose order follows the per-process hash seed."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from perfpredict.llm.answer_cache import key; print(key('llama-2-7b', device='H100-SXM', batch=4))"
+    keys = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for seed in ("1", "2", "3")
+    }
+    assert len(keys) == 1 and len(keys.pop()) == 32
+
+
+def test_a_static_cache_step_costs_its_update_not_the_whole_cache():
+    """generate() allocates the static cache once; a step writes one token's K and V into it (index_copy_), it
+    neither re-creates nor copies the whole cache, so it moves less than the dynamic cache's torch.cat."""
+    config = _layers("llama-2-7b", 2)
+    graphs = {
+        c: decode_graph(config, batch=4, context=200, dtype="bfloat16", cache=c, max_cache_len=256, replicate=False)
+        for c in ("static", "dynamic")
+    }
+    static = graphs["static"]
+    assert not [
+        n for n in static.nodes if n.op == "creation" and n.outputs and n.outputs[0].numel >= 4 * 32 * 256 * 128
+    ]
+    updates = [n for n in static.nodes if n.target.startswith("index_copy")]
+    assert updates and all(n.op == "copy" for n in updates)
+    one_token = 4 * 32 * 1 * 128 * 2  # batch x kv heads x 1 token x head_dim x bf16
+    assert all(n.bytes_written == one_token for n in updates)
+    assert static.total_bytes < graphs["dynamic"].total_bytes and static.coverage == 1.0
+
+
+def test_generate_host_times_the_steps_keys_the_cache_and_refuses_an_unknown_host(tmp_path, monkeypatch, capsys):
+    """--host names the host CPU, as predict's does: a slower host's eager HF decode step takes longer (its
+    dispatch and launches), the answer says which host, each host has its own cache entry, and a typo is one line."""
+    from perfpredict.llm import answer_cache
+
+    monkeypatch.delenv("PERFPREDICT_NO_GRAPH_CACHE", raising=False)
+    monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
+    argv = ["generate", "--hf", "gpt2", "--device", "H100", "--prompt-tokens", "16", "--new-tokens", "4"]
+    argv += ["--engine", "hf", "--json", "-"]
+    answers = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for host in ("h100-server", "dev-vm"):
+            assert main([*argv, "--host", host]) == 0
+            answers[host] = json.loads(capsys.readouterr().out)
+    # the dev VM's 2 vCPUs dispatch each op slower than the GPU server's Xeon: an eager gpt2 step is host-bound
+    assert answers["dev-vm"]["tpot_mean_ms"] > 1.2 * answers["h100-server"]["tpot_mean_ms"]
+    assert answers["dev-vm"]["assumptions"]["host"].startswith("dev-vm")
+    ask = dict(prompt_tokens=16, new_tokens=4, device="H100", engine="hf")
+    keys = {h: answer_cache.key("gpt2", host=h, **ask) for h in ("h100-server", "dev-vm")}
+    assert keys["h100-server"] != keys["dev-vm"] and len(list((tmp_path / "generate").iterdir())) == 2
+    assert main([*argv, "--host", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown host 'nope'" in err and "h100-server, dev-vm, calibrated" in err

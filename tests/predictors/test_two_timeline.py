@@ -60,13 +60,19 @@ def test_the_reference_profile_loads_and_covers_every_kind():
     assert all(0 < v < 200 for v in ref.dispatch_us.values()) and ref.module_us >= 0
 
 
-def test_a_calibrated_profile_wins_over_the_reference(tmp_path, monkeypatch):
+def test_a_calibrated_profile_wins_over_the_shipped_defaults(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    assert host_model.load_profile().name == host_model.HostProfile.from_file(host_model.REFERENCE).name
+    # uncalibrated: a GPU is driven by the GPU server the H100 rows ran on; a CPU is the dev VM (its op model)
+    assert host_model.load_profile().name == "h100-server"
+    assert host_model.load_profile(kind="cpu").name == host_model.HostProfile.from_file(host_model.REFERENCE).name
+    with pytest.raises(InvalidInputError, match="calibrate-host"):
+        host_model.load_profile(host="calibrated")  # none yet: says how to make one
     mine = host_model.HostProfile("mine", {k: 1.0 for k in ops.ALL_OPS}, 0.5, "test")
     host_model.profile_path().parent.mkdir(parents=True)
     host_model.profile_path().write_text(mine.to_json())
     assert host_model.load_profile().name == "mine"
+    assert host_model.load_profile(kind="cpu", host="calibrated").name == "mine"
+    assert host_model.load_profile(host="dev-vm").name == "dev-vm"  # a name wins over the calibration
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"name": "x"}))
     with pytest.raises(InvalidInputError, match="calibrate-host"):
@@ -353,3 +359,22 @@ def test_the_fast_latency_the_mig_advice_uses_is_the_reports_latency(bert_bf16):
             assert p.latency_s(bert_bf16, device, config) * 1e3 == pytest.approx(
                 p.predict(bert_bf16, device, config).latency_ms.value, rel=1e-12
             )
+
+
+@pytest.mark.parametrize("flops", [0, 10**9, 10**11])  # launch-bound to device-bound
+def test_a_cuda_graph_never_makes_a_step_slower(flops):
+    """A graph takes the host's launches away and adds nothing: cuda_graph <= eager, compiled_cuda_graph <=
+    compiled, whether the host or the device is the bottleneck (a device-bound step's graph-node gaps used to make
+    compiled_cuda_graph slower than compiled)."""
+    graph = _graph(
+        [_node(f"m{i}", ops.MATMUL, flops=flops, moved=2**20) for i in range(40)]
+        + [_node(f"e{i}", ops.ELEMENTWISE, moved=2**20) for i in range(40)]
+    )
+    p = TwoTimelinePredictor(host_model.HostProfile.from_file(host_model.REFERENCE))
+    device = get_device("H100-SXM")
+    wall = {
+        m: p.predict(graph, device, RunConfig(mode=m)).latency_ms.value
+        for m in ("eager", "cuda_graph", "compiled", "compiled_cuda_graph")
+    }
+    assert wall["cuda_graph"] <= wall["eager"] * (1 + 1e-9)
+    assert wall["compiled_cuda_graph"] <= wall["compiled"] * (1 + 1e-9)

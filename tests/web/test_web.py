@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +154,66 @@ def test_a_real_browser_compares_two_gpus_and_sees_a_broken_upload(server, tmp_p
         assert (tmp_path / "compare.png").stat().st_size > 10_000
     finally:
         browser.quit()
+
+
+def test_the_page_has_a_mode_and_a_host_and_says_what_limits_the_run():
+    from perfpredict.devices import get_device
+    from perfpredict.pipeline import report_for_graph
+    from perfpredict.web.app import answer
+    from perfpredict.web.compare import Question, _graph
+
+    args = ("bert-base-uncased", None, "inference", 1, None, "default", "default", ["H100-SXM"], [], None, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager = answer(*args)
+        graphed = answer(*args, 1, 1, 1, False, "auto", "cuda_graph", "dev-vm")
+    # the eager answer is host-bound and says what the other modes would take; the page shows it, not just the CLI
+    assert "What limits the run" in eager[1] and "host-bound" in eager[1] and "cuda_graph" in eager[1]
+    assert "<th>bound</th>" in eager[1] and "<td>host</td>" in eager[1]
+    # the mode selector changes the answer, as --mode does, and the host selector is named
+    graph, _ = _graph(Question(model="bert-base-uncased"), get_device("H100-SXM"))
+    cli = report_for_graph(graph, device="H100-SXM", weights_built_in=None, mode="cuda_graph", host="dev-vm")
+    assert f"<td>H100-SXM</td><td>{fmt_time_ms(cli.latency_ms.value)}</td>" in graphed[1]
+    assert "timelines (cuda_graph)" in graphed[1] and "host profile: dev-vm" in graphed[1]
+    message, *_ = answer(*args, 1, 1, 1, False, "auto", "eager", "nope")
+    assert "unknown host &#x27;nope&#x27;" in message and "h100-server, dev-vm, calibrated" in message
+
+
+def test_the_generation_view_answers_what_perfpredict_generate_answers(tmp_path, monkeypatch):
+    """The page's generation fields (engine, new tokens, weights, mode, host) ask what `perfpredict generate` asks:
+    the same figures, tokens/s against batch drawn for every device, and generate --html's page to download."""
+    from perfpredict.web.app import answer
+
+    monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
+    steps = (1, 1, 1, False)  # dp, tp, pp, fsdp
+    asks = {
+        # transformers' generate, int8 weights, CUDA graphs, on the slow dev VM host
+        ("gpt2", "hf", "int8", "cuda_graph", "dev-vm", 2, 16, 4): ["--engine", "hf", "--weights", "int8", "--mode",
+                                                                     "cuda_graph", "--host", "dev-vm"],
+        # the vLLM-class engine (auto picks it when no mode is given), fp8 weights, the default host
+        ("llama-2-7b", "auto", "fp8", "default", "default", 4, 16, 8): ["--weights", "fp8"],
+    }  # fmt: skip
+    for (model, engine, weights, mode, host, batch, prompt, new), flags in asks.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            message, table, plot, _, files = answer(
+                model, None, "generation", batch, prompt, "default", "default", ["H100-SXM"], [], None, None,
+                *steps, engine, "eager", host, new, weights, mode,
+            )  # fmt: skip
+            out = tmp_path / f"{model}.json"
+            argv = ["generate", "--hf", model, "--device", "H100-SXM", "--batch", str(batch), "--prompt-tokens"]
+            argv += [str(prompt), "--new-tokens", str(new), *flags, "--no-cache", "--json", str(out)]
+            assert main(argv) == 0
+        cli = json.loads(out.read_text())
+        assert message == "" and cli["weights"] == weights and (host == "default" or f"host: {host}" in table)
+        assert cli["engine"] == ("hf" if engine == "hf" else "vllm") and (mode == "default" or cli["mode"] == mode)
+        row = f"<td>{cli['weights']}</td><td>{fmt_time_ms(cli['ttft_ms'])}</td><td>{fmt_time_ms(cli['tpot_mean_ms'])}</td>"
+        assert row in table, (row, table)
+        assert "Tokens/s against batch" in plot and "<svg" in plot
+        page = next(f for f in files if f.endswith(".html"))
+        html = Path(page).read_text(encoding="utf-8")
+        assert "perfpredict generate:" in html and "Tokens/s against batch" in html and "<svg" in html
+        assert fmt_time_ms(cli["tpot_mean_ms"]) in html
+    message, *_ = answer("gpt2", None, "generation", 1, 16, "default", "default", ["H100-SXM"], [], None, None,
+                         *steps, "hf", "eager", "nope", 2)  # fmt: skip
+    assert "unknown host &#x27;nope&#x27;" in message

@@ -1,0 +1,141 @@
+"""Every report says what limits the run: device, host and wall time and the bound, in text, JSON and HTML; a
+host-bound step says what cuda_graph and compiled would take; the host is a choice the report names; multi-GPU
+reports say when their ranks are host-bound."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfpredict.pipeline import report_for_graph
+from perfpredict.predictors import host_model
+from perfpredict.render_text import fmt_time_ms, timeline_lines
+
+
+@pytest.fixture(scope="module")
+def bert_b1():
+    """BERT-base at batch 1, seq 128, bf16: eager on an H100 it waits on its host."""
+    from perfpredict.api import featurize
+    from perfpredict.compiler_hooks.hf_frontend import model_from_hf
+
+    model, inputs, _ = model_from_hf("bert-base-uncased", 1, 128, dtype="bfloat16")
+    return featurize(model, inputs)
+
+
+def test_a_host_bound_bert_report_says_what_cuda_graph_and_compiled_would_take_everywhere(bert_b1):
+    from perfpredict.render_html import render_html
+
+    report = report_for_graph(bert_b1, device="H100-SXM", weights_built_in=None)
+    t = report.timeline
+    assert t.bound == "host" and t.launch_bound and t.host_ms > t.device_ms
+    assert t.wall_ms == pytest.approx(report.latency_ms.value)
+    # a CUDA graph replays the device timeline without the host's dispatch; compile fuses and drops ATen dispatch
+    assert t.other_modes_ms["cuda_graph"] < t.wall_ms / 1.5 and t.other_modes_ms["compiled"] < t.wall_ms / 1.5
+    lines = timeline_lines(report)
+    assert lines[0].startswith("timelines (eager): device ") and "bound: host" in lines[0]
+    advice = lines[1]
+    for mode in ("cuda_graph", "compiled", "compiled_cuda_graph"):
+        assert f"{mode} {fmt_time_ms(t.other_modes_ms[mode])}" in advice
+    html = render_html(report)
+    assert 'id="timeline"' in html and "What limits the run" in html
+    assert f"cuda_graph {fmt_time_ms(t.other_modes_ms['cuda_graph'])}" in html and "host-bound" in html
+    data = json.loads(report.to_json())["timeline"]
+    assert {"device_ms", "host_ms", "wall_ms", "bound", "other_modes_ms"} <= set(data)
+    assert data["bound"] == "host" and set(data["other_modes_ms"]) == {"cuda_graph", "compiled", "compiled_cuda_graph"}
+    # a CUDA graph run is no longer host-bound: no advice line, and the bound is the GPU's
+    graphed = report_for_graph(bert_b1, device="H100-SXM", weights_built_in=None, mode="cuda_graph")
+    assert graphed.timeline.bound in ("compute", "memory") and len(timeline_lines(graphed)) == 1
+
+
+def test_a_big_gemm_is_bound_by_the_gpu_and_says_which():
+    import torch
+
+    from perfpredict.api import predict, predict_many
+
+    layer, x = torch.nn.Linear(4096, 4096), (torch.randn(8192, 4096),)
+    report = predict(layer, x, device="H100-SXM")
+    # 2*8192*4096*4096 = 550 GFLOP over 64 MiB + 128 MiB + 128 MiB moved: far above the H100's ridge point
+    assert report.timeline.bound == "compute" and not report.timeline.launch_bound
+    assert "bound: compute" in timeline_lines(report)[0] and len(timeline_lines(report)) == 1
+    # predict_many takes the host too: a batch-1 layer is host-bound, and the dev VM's host is slower
+    small = [{"device": "H100-SXM", "batch_size": 1}]
+    server = predict_many(layer, x, small)["latency_ms"][0]
+    dev_vm = predict_many(layer, x, small, host="dev-vm")["latency_ms"][0]
+    assert dev_vm > server
+
+
+def test_the_host_is_a_choice_that_moves_host_time_and_is_named_in_the_assumptions(bert_b1):
+    server = report_for_graph(bert_b1, device="H100-SXM", weights_built_in=None)
+    dev_vm = report_for_graph(bert_b1, device="H100-SXM", weights_built_in=None, host="dev-vm")
+    named = report_for_graph(bert_b1, device="H100-SXM", weights_built_in=None, host="h100-server")
+    assert server.timeline.host_profile == named.timeline.host_profile == "h100-server"  # the GPU default
+    assert named.timeline.host_ms == pytest.approx(server.timeline.host_ms)
+    # the same GPU work; the dev VM's profile dispatches each op about twice as slowly (dispatch scale 11.3 vs 5.7)
+    assert dev_vm.timeline.device_ms == pytest.approx(server.timeline.device_ms)
+    assert dev_vm.timeline.host_ms > 1.5 * server.timeline.host_ms
+    assert dev_vm.latency_ms.value > server.latency_ms.value
+    assert "'h100-server'" in server.assumptions["host"] and "16-vCPU Intel Xeon" in server.assumptions["host"]
+    assert "'dev-vm'" in dev_vm.assumptions["host"] and "development VM" in dev_vm.assumptions["host"]
+    assert "--host" in server.assumptions["host"]
+
+
+def test_the_cli_takes_host_and_an_unknown_one_is_one_line_and_exit_2(capsys):
+    from perfpredict.cli import main
+
+    base = ["predict", "--hf", "distilbert-base-uncased", "--device", "H100-SXM", "--top", "0", "--json", "-"]
+    assert main([*base, "--host", "dev-vm"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["timeline"]["host_profile"] == "dev-vm" and "dev-vm" in out["assumptions"]["host"]
+    assert main([*base, "--host", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown host 'nope'" in err[0] and "h100-server, dev-vm, calibrated" in err[0]
+    assert main([*base, "--host", "calibrated"]) == 2  # none on this machine yet: says how to make one
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "calibrate-host" in err[0]
+    assert main(["explain", "--hf", "distilbert-base-uncased", "--device", "H100-SXM", "--top", "1"]) == 0
+    assert "timelines (eager): device " in capsys.readouterr().out  # explain shows the timelines too
+    cpu = ["predict", "--hf", "distilbert-base-uncased", "--device", "cpu", "--top", "0", "--host", "h100-server"]
+    assert main(cpu) == 2  # a GPU server's profile has no CPU op model
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--host dev-vm" in err[0]
+
+
+def test_a_cpu_is_its_own_host_the_dev_vm_by_default(bert_b1):
+    report = report_for_graph(bert_b1, device="cpu", weights_built_in=None)
+    assert report.timeline.host_profile == "dev-vm" and report.timeline.bound
+
+
+def test_multi_gpu_reports_say_when_ranks_are_host_bound_and_what_it_does_to_scaling(bert_b1):
+    from perfpredict.parallel import parallel_report, render_parallel_text
+    from perfpredict.parallel.report import ParallelReport
+
+    tp = parallel_report(bert_b1, {"tp": 2}, device="H100-SXM")
+    assert tp.bound == "host" and tp.rank_timeline is not None and tp.rank_timeline.launch_bound
+    # each rank still dispatches every op: two GPUs barely beat one
+    assert tp.scaling_efficiency < 0.6
+    (note,) = tp.notes
+    assert "host-bound" in note and "tp=2" in note and f"{tp.scaling_efficiency:.0%}" in note and "--mode" in note
+    text = render_parallel_text(tp)
+    assert f"note: {note}" in text and "bound                host" in text
+    again = ParallelReport.from_dict(json.loads(tp.to_json()))
+    assert again.rank_timeline == tp.rank_timeline and again.notes == tp.notes
+    # with CUDA graphs the ranks are no longer host-bound, and nothing claims they are
+    graphed = parallel_report(bert_b1, {"tp": 2}, device="H100-SXM", mode="cuda_graph")
+    assert graphed.bound != "host" and graphed.notes == ()
+
+
+def test_the_shipped_server_profile_states_its_source_and_its_fit():
+    """h100-server: the dispatch scale is the median of the per-row scales fitted on the H100 host's measured host
+    time (benchmarks/host_profile_h100.py); every shipped profile names where its figures come from."""
+    import statistics
+
+    server = host_model.load_profile(host="h100-server")
+    rows = server.details["rows"]
+    assert len(rows) >= 5 and all(r["host_dispatch_ms"] > 0 for r in rows)
+    assert server.dispatch_scale["gpu"] == pytest.approx(statistics.median(r["scale"] for r in rows), abs=1e-3)
+    assert server.gpu_launch_us == pytest.approx(6.698, abs=0.01)  # the H100 roofline run's back-to-back launch
+    assert "16 vCPUs" in server.cpu_model and "host_dispatch_ms" in server.source
+    for name in host_model.HOSTS:
+        profile = host_model.load_profile(host=name)
+        assert profile.name == name and len(profile.source) > 40
