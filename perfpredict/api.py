@@ -9,6 +9,7 @@ phase, dtype, capture), so asking about another device is cheap. Many candidate 
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -134,7 +135,7 @@ def featurize(
     args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
     kwargs = dict(example_kwargs or {})
     _check(phase, dtype)
-    key = (id(model), _signature(args), _signature(tuple(sorted(kwargs.items()))), phase, dtype, capture)
+    key = (id(model), _signature(args), _signature(tuple(sorted(kwargs.items()))), phase, dtype, capture, name)
     hit = _CACHE.get(key)
     if hit is not None and hit[0]() is model:
         _CACHE.move_to_end(key)
@@ -273,7 +274,13 @@ def affine_arrays(capture_at: Any, args: tuple, capture: str) -> Any:
     base = capture_at(args)
     try:
         return CostArrays.fit(base, capture_at(rebatch(args, base.batch_size + 1, capture)))
-    except FrontendError:
+    except FrontendError as err:
+        # said, not silent: the arrays below cost every batch as batch b
+        warnings.warn(
+            f"perfpredict: no second capture at batch {base.batch_size + 1} ({err}); every batch is costed as batch "
+            f"{base.batch_size}: predict other batches one by one with perfpredict.predict",
+            stacklevel=3,
+        )
         return CostArrays.from_graph(base)
 
 

@@ -103,7 +103,12 @@ class MemoryBreakdown:
             ("autocast copies", self.weight_copies_bytes),
             ("weights load (cast)", self.load_transient_bytes),
             ("runtime (CUDA context, allocator)", self.runtime_overhead_bytes),
-            ("rest of the learned peak", self.unattributed_bytes),
+            (
+                "rest of the learned peak"
+                if self.unattributed_bytes >= 0
+                else "learned peak below these terms (correction)",  # the learned model knows less than the sum
+                self.unattributed_bytes,
+            ),
         ]
 
     @property

@@ -81,6 +81,7 @@ def test_op_kinds_and_the_outside_line_sum_to_the_latency(kw):
         # the per-op rows are the device timeline (after every scale, a fused kernel split over its ops), and the
         # rest of the wall time is the host's, never negative
         assert kinds == pytest.approx(report.timeline.device_ms, rel=1e-9)
+        assert latency == pytest.approx(report.timeline.wall_ms, rel=1e-9)  # the latency is the simulated wall
         assert report.outside_ops_ms >= 0 and report.outside_ops_label
     else:  # the analytical per-op times (launch overhead included) are the latency itself
         assert report.outside_ops_ms == pytest.approx(0.0, abs=1e-9 * latency)

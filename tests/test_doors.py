@@ -140,7 +140,11 @@ def test_intervals_bracket_their_point_for_every_predictor(predictor, device, sh
         for phase in ("inference", "training"):
             try:
                 report = perfpredict.predict(m, (inputs,), device=device, predictor=predictor, phase=phase)
-            except (ArtifactError, MissingDependencyError) as err:  # a learned model not trained for this device
+            except MissingDependencyError as err:
+                pytest.skip(str(err))
+            except ArtifactError as err:  # only a device it was never trained for; a broken artifact fails
+                if "artifact trained for" not in str(err):
+                    raise
                 pytest.skip(str(err))
             _brackets(report)
 

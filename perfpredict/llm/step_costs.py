@@ -155,7 +155,7 @@ class StepCosts:
         seconds += self._lookup(self._head["eager"], self._seq_columns, min(seqs, self.max_seqs))
         pairs_axis, pair_s = self._prefill_attention
         pairs = sum(q * c - q * (q - 1) / 2 for q, c in chunks)
-        seconds += float(np.interp(pairs, pairs_axis, pair_s))
+        seconds += self._lookup(pair_s, pairs_axis, pairs)  # several prompts in one step may pass the grid
         if decode_seqs:
             seconds += self._decode_attention(decode_seqs, decode_context_sum / decode_seqs, 0, "eager")
         return seconds + self.collectives_s(tokens, seqs)

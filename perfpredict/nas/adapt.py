@@ -4,7 +4,8 @@ Zero-shot, the two-timeline model predicts a step from per-op costs: host dispat
 device time (roofline over an efficiency). On a GPU and software stack it has never seen, three things move a
 ranking most, and a few measured candidates pin them down:
 
-- ``host_scale``: how slow the measuring host dispatches an op, against the reference host;
+- ``host_scale``: how slow the measuring host dispatches an op, against the default GPU host
+  (``host_model.DEFAULT_HOST``);
 - ``memory_scale`` and ``depthwise_scale``: how far the GPU's memory-bound kernels and its depthwise convolutions
   (grouped per channel: compute-bound at a few percent of peak on older GPUs) are from the zero-shot device time;
 - ``queue_depth``: how many kernels the host runs ahead of the GPU. The zero-shot model lets it run ~1,000 ahead
@@ -108,10 +109,11 @@ def node_parts(arrays: Any, device: Any, batches: Any, config: Any = None, learn
     if config.phase != "inference" or config.mode != "eager" or device.kind != "gpu":
         raise InvalidInputError("adaptation models an eager inference step on a GPU; predict the rest zero-shot")
     predictor = get_predictor("two_timeline") if learned_device else TwoTimelinePredictor(learned=False)
+    predictor = predictor.for_host(config.host)  # the host the zero-shot answer would use (RunConfig.host)
     batches = np.atleast_1d(np.asarray(batches, dtype=float))
     ev = AnalyticalPredictor().evaluate(arrays, device, config, batches)
     device_s = predictor.device_node_s(arrays, device, config, batches, ev)
-    host = predictor.host_profile
+    host = predictor.profile_for(device)
     unit = replace(host, dispatch_scale={"gpu": 1.0})
     dispatch = host_model.node_host_s(arrays.graph, unit, 0.0, gpu=True)
     launch = host_model.node_host_s(arrays.graph, unit, predictor.launch_s(device), gpu=True) - dispatch

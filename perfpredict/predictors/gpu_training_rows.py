@@ -133,8 +133,9 @@ def own_rows() -> Any:
 def _in_bytes(row: dict, shape: Any) -> int:
     """Bytes read, by the frontends' rule (``fx_frontend.node_bytes``): the collector records an embedding's whole
     table as read, but a lookup reads only the rows it gathers (the output's size) and its int64 indices."""
-    if shape.kind != ops.EMBEDDING:
-        return int(row.get("in_bytes") or 0)
+    lookup = str(row.get("op") or "").split("::")[-1].split(".")[0]  # aten::embedding.default -> embedding
+    if shape.kind != ops.EMBEDDING or lookup not in ("embedding", "embedding_bag", "_embedding_bag"):
+        return int(row.get("in_bytes") or 0)  # a backward (embedding_dense_backward) writes the whole table
     indices = int(np.prod(shape.in_shapes[1])) if len(shape.in_shapes) > 1 else 0
     return int(row.get("out_bytes") or 0) + 8 * indices
 

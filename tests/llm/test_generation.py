@@ -335,7 +335,7 @@ def test_a_repeated_generate_question_is_answered_from_the_cache(tmp_path, monke
         start = time.perf_counter()
         again = answer_cache.cached_generation("gpt2", **ask)
         seconds = time.perf_counter() - start
-        assert again == first and len(calls) == 1 and seconds < 1.0
+        assert again == first and len(calls) == 1 and seconds < 5.0  # read, not re-predicted (a loaded host)
         other = answer_cache.cached_generation("gpt2", **{**ask, "batch": 3})  # another question: answered
         assert len(calls) == 2 and other.batch == 3
         answer_cache.cached_generation("gpt2", use_cache=False, **ask)  # --no-cache answers again
