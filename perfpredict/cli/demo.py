@@ -54,9 +54,8 @@ def _demo_summary(reports: Sequence[Any]):
     # names are never cut ("bert-base-un…"): the name columns keep their width, the numbers wrap if they must
     table.add_column("model", no_wrap=True, min_width=max((len(r.model_name) for r in reports), default=5))
     table.add_column("device", no_wrap=True, min_width=max((len(r.device) for r in reports), default=6))
-    for name in (
+    for name in (  # no predictor column: the title names it, and it is the same on every row
         "batch",
-        "predictor",
         "latency",
         "throughput",
         "peak memory",
@@ -70,7 +69,6 @@ def _demo_summary(reports: Sequence[Any]):
             r.model_name,
             r.device,
             str(r.batch_size),
-            r.predictor,
             fmt_time_ms(r.latency_ms.value),
             fmt_rate(r.throughput_per_s.value),
             fmt_bytes(r.peak_memory_bytes.value),
