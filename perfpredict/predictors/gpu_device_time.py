@@ -23,7 +23,13 @@ Efficiency = Callable[[Sequence[OpShape]], np.ndarray]
 
 
 def efficiency_fn(model: ge.GpuEfficiencyModel, device: Any, config: Any) -> Efficiency:
-    """Efficiency of a list of op shapes on ``device`` under ``config``'s tensor-core rules."""
+    """Efficiency of a list of op shapes on ``device`` under ``config``'s tensor-core rules. A MIG slice runs each
+    kernel at the efficiency its whole GPU reaches on it (the slice's bound has its own SMs and bandwidth), so one
+    evaluation serves every slice of a MIG table."""
+    if getattr(device, "parent", None):
+        from perfpredict.devices import get_device
+
+        device = get_device(device.parent)
     basis = gf.datasheet_basis(device)
 
     def efficiency(shapes: Sequence[OpShape]) -> np.ndarray:

@@ -45,6 +45,7 @@ EFFICIENCY_FLOOR = 1e-3
 L2_SPEEDUP = 3.0
 LEVEL_BOUND_S = 20e-6  # a GPU's level in a class is read on ops at least this long at the bound
 NEIGHBOURS = 2
+MEMO_OPS = 200_000  # distinct (device, op, unit) efficiencies kept before the memo starts again
 ARTIFACT = Path(__file__).resolve().parent / "artifacts" / "op-efficiency-gpu"
 TREES = "trees.npz"
 PARAMS = {
@@ -89,6 +90,7 @@ class GpuEfficiencyModel:
     levels: dict[str, dict[str, float]] = field(default_factory=dict)
     dtypes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=lambda: dict(PARAMS))
+    _memo: dict[tuple, float] = field(default_factory=dict, repr=False, compare=False)  # (device, op, unit) -> eff
 
     def fit(
         self,
@@ -102,6 +104,7 @@ class GpuEfficiencyModel:
         """Levels from the rows, then the trees on what the levels leave."""
         from xgboost import XGBRegressor
 
+        self._memo.clear()
         self.levels = fit_levels(log_eff, classes, devices, bounds_s)
         offset = np.array([self.levels.get(c, {}).get(d, 0.0) for c, d in zip(classes, devices)])
         fitted = XGBRegressor(**self.params).fit(X, log_eff - offset, sample_weight=weight)
@@ -126,9 +129,20 @@ class GpuEfficiencyModel:
         return value, "+".join(names)
 
     def efficiency(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
-        """Learned efficiency per op on ``device`` (datasheet basis), clipped to [EFFICIENCY_FLOOR, max]."""
+        """Learned efficiency per op on ``device`` (datasheet basis), clipped to [EFFICIENCY_FLOOR, max]; each
+        (device, op, unit) is evaluated once per model (a report asks again for every mode and MIG slice)."""
         if not shapes:
             return np.zeros(0)
+        keys = [(device, op, u) for op, u in zip(shapes, units)]
+        missing = list({k: None for k in keys if k not in self._memo})
+        if missing:
+            if len(self._memo) > MEMO_OPS:
+                self._memo.clear()
+            values = self._evaluate([k[1] for k in missing], device, [k[2] for k in missing])
+            self._memo.update(zip(missing, values))
+        return np.array([self._memo[k] for k in keys])
+
+    def _evaluate(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
         X = np.asarray([gf.features(op, device, u) for op, u in zip(shapes, units)], dtype=float)
         cache: dict[str, float] = {}
         offset = np.array([self._cached_level(device, efficiency_class(op, u), cache) for op, u in zip(shapes, units)])
