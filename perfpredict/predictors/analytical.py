@@ -9,7 +9,7 @@ moves between idle and TDP with each op's utilisation of its binding ceiling.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -263,22 +263,25 @@ def _contributions(graph: OpGraph, ev: Evaluation, latency_s: float, config: Run
         )
     optimizer_s = float(ev.optimizer_s[0])
     if optimizer_s > 0:
-        rows.append(
-            OpContribution(
-                name="optimizer_step",
-                op=ops.OPTIMIZER,
-                target=config.optimizer,
-                module_path="",
-                time_ms=optimizer_s * 1e3,
-                share=optimizer_s / latency_s,
-                bound="memory",
-                flops=10 * graph.trainable_param_count,
-                bytes_moved=_optimizer_bytes(graph, config),
-                arithmetic_intensity_flop_per_byte=0.0,
-            )
-        )
+        rows.append(optimizer_row(graph, config, optimizer_s, latency_s))
     rows.sort(key=lambda r: r.time_ms, reverse=True)
     return tuple(rows)  # every op: the caller keeps the top ones and totals them all
+
+
+def optimizer_row(graph: Any, config: Any, optimizer_s: float, total_s: float) -> OpContribution:
+    """The optimizer step as a per-op row (memory-bound: it streams the parameters, gradients and state)."""
+    return OpContribution(
+        name="optimizer_step",
+        op=ops.OPTIMIZER,
+        target=config.optimizer,
+        module_path="",
+        time_ms=optimizer_s * 1e3,
+        share=optimizer_s / total_s if total_s else 0.0,
+        bound="memory",
+        flops=10 * graph.trainable_param_count,
+        bytes_moved=_optimizer_bytes(graph, config),
+        arithmetic_intensity_flop_per_byte=0.0,
+    )
 
 
 @register_predictor(NAME)

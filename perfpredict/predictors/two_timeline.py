@@ -517,22 +517,9 @@ def device_contributions(
             )
         )
     if optimizer_s > 0:
-        from perfpredict.predictors.analytical import _optimizer_bytes
+        from perfpredict.predictors.analytical import optimizer_row
 
-        rows.append(
-            OpContribution(
-                name="optimizer_step",
-                op=ops.OPTIMIZER,
-                target=config.optimizer,
-                module_path="",
-                time_ms=optimizer_s * 1e3,
-                share=optimizer_s / wall_s if wall_s else 0.0,
-                bound="memory",
-                flops=10 * graph.trainable_param_count,
-                bytes_moved=_optimizer_bytes(graph, config),
-                arithmetic_intensity_flop_per_byte=0.0,
-            )
-        )
+        rows.append(optimizer_row(graph, config, optimizer_s, wall_s))
     rows.sort(key=lambda r: r.time_ms, reverse=True)
     return tuple(rows)
 
