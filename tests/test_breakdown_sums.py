@@ -11,26 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-class Block(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.mlp = torch.nn.Linear(64, 64)
-        self.norm = torch.nn.LayerNorm(64)
-
-    def forward(self, x):
-        return self.norm(self.mlp(x).relu())
-
-
-class Stack(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.blocks = torch.nn.ModuleList(Block() for _ in range(4))
-        self.head = torch.nn.Linear(64, 10)
-
-    def forward(self, x):
-        for b in self.blocks:
-            x = b(x)
-        return self.head(x)
+from block_stack import Stack  # noqa: E402 - tests/ is on pythonpath (pyproject)
 
 
 class Cnn(torch.nn.Module):

@@ -254,30 +254,11 @@ def test_write_report_by_suffix(tmp_path, report: PerfReport) -> None:
 
 def test_explain_totals_time_by_op_kind_and_by_repeated_block(tmp_path):
     import torch
+    from block_stack import Stack
 
     import perfpredict
     from perfpredict.render_html import render_html
     from perfpredict.render_text import explain_renderables
-
-    class Block(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.mlp = torch.nn.Linear(64, 64)
-            self.norm = torch.nn.LayerNorm(64)
-
-        def forward(self, x):
-            return self.norm(self.mlp(x).relu())
-
-    class Stack(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.blocks = torch.nn.ModuleList(Block() for _ in range(4))
-            self.head = torch.nn.Linear(64, 10)
-
-        def forward(self, x):
-            for b in self.blocks:
-                x = b(x)
-            return self.head(x)
 
     report = perfpredict.predict(Stack().eval(), (torch.randn(8, 64),), device="H100-SXM", top_ops=3)
     assert len(report.per_op) == 3  # the listed ops are cut; the totals are over all of them
