@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfpredict.devices import get_device
+from perfpredict.hardware.devices import get_device
 from perfpredict.predictors.evaluation import (
     AnalyticalBaseline,
     FlopsLinearBaseline,

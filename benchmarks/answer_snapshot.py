@@ -24,28 +24,98 @@ CLI_ANSWERS: dict[str, list[str]] = {
     "demo.txt": ["demo"],
     "predict-bert-h100.json": ["predict", "--hf", "bert", "--device", "H100-SXM", "--json", "-"],
     "predict-gpt2-l4-fp16-b8.json": [
-        "predict", "--hf", "gpt2", "--device", "L4", "--batch", "8", "--dtype", "float16", "--json", "-",
+        "predict",
+        "--hf",
+        "gpt2",
+        "--device",
+        "L4",
+        "--batch",
+        "8",
+        "--dtype",
+        "float16",
+        "--json",
+        "-",
     ],
     "predict-resnet-a100-train.json": [
-        "predict", "--hf", "resnet-50", "--device", "A100-80GB-SXM", "--batch", "32", "--training", "--json", "-",
+        "predict",
+        "--hf",
+        "resnet-50",
+        "--device",
+        "A100-80GB-SXM",
+        "--batch",
+        "32",
+        "--training",
+        "--json",
+        "-",
     ],
     "predict-vit-h100-cudagraph-mig.json": [
-        "predict", "--hf", "vit", "--device", "H100-SXM", "--mode", "cuda_graph", "--max-latency-ms", "5",
-        "--json", "-",
+        "predict",
+        "--hf",
+        "vit",
+        "--device",
+        "H100-SXM",
+        "--mode",
+        "cuda_graph",
+        "--max-latency-ms",
+        "5",
+        "--json",
+        "-",
     ],
     "predict-bert-cpu.json": ["predict", "--hf", "bert", "--device", "cpu", "--json", "-"],
     "predict-llama-tp2-dp2.json": [
-        "predict", "--hf", "llama-2-7b", "--device", "H100-SXM", "--tp", "2", "--dp", "2", "--training", "--json", "-",
+        "predict",
+        "--hf",
+        "llama-2-7b",
+        "--device",
+        "H100-SXM",
+        "--tp",
+        "2",
+        "--dp",
+        "2",
+        "--training",
+        "--json",
+        "-",
     ],
     "predict-bert-analytical-tf32.json": [
-        "predict", "--hf", "bert", "--device", "A100-80GB-SXM", "--predictor", "analytical", "--tf32",
-        "--dtype", "float32", "--json", "-",
+        "predict",
+        "--hf",
+        "bert",
+        "--device",
+        "A100-80GB-SXM",
+        "--predictor",
+        "analytical",
+        "--tf32",
+        "--dtype",
+        "float32",
+        "--json",
+        "-",
     ],
     "explain-mobilenet-t4.txt": ["explain", "--hf", "mobilenet-v2", "--device", "T4"],
-    "generate-qwen2-vllm-tp2.json": ["generate", "--hf", "qwen2-7b", "--device", "H100-SXM", "--tp", "2", "--json", "-"],
+    "generate-qwen2-vllm-tp2.json": [
+        "generate",
+        "--hf",
+        "qwen2-7b",
+        "--device",
+        "H100-SXM",
+        "--tp",
+        "2",
+        "--json",
+        "-",
+    ],
     "generate-qwen2-hf-static.json": [
-        "generate", "--hf", "qwen2", "--device", "L4", "--engine", "hf", "--cache", "static", "--mode", "cuda_graph",
-        "--json", "-",
+        "generate",
+        "--hf",
+        "qwen2",
+        "--device",
+        "L4",
+        "--engine",
+        "hf",
+        "--cache",
+        "static",
+        "--mode",
+        "cuda_graph",
+        "--json",
+        "-",
     ],
     "devices.txt": ["devices", "--wide"],
 }
@@ -63,8 +133,12 @@ API_ANSWERS = {"api-mlp-h100.json": "H100-SXM", "api-mlp-cpu.json": "cpu"}
 def _environment(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFPREDICT_")}
     env.update(
-        HOME=str(home), XDG_CACHE_HOME=str(home / "cache"), XDG_CONFIG_HOME=str(home / "config"),
-        COLUMNS="120", TERM="dumb", PYTHONHASHSEED="0",
+        HOME=str(home),
+        XDG_CACHE_HOME=str(home / "cache"),
+        XDG_CONFIG_HOME=str(home / "config"),
+        COLUMNS="120",
+        TERM="dumb",
+        PYTHONHASHSEED="0",
     )
     return env
 
@@ -107,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.writelines(
             line + "\n" for line in difflib.unified_diff(want, got[name].splitlines(), name, "now", lineterm="", n=1)
         )
-    print(f"{len(got) - len(differing)} of {len(got)} answers byte-identical" + (f"; differ: {differing}" if differing else ""))
+    print(
+        f"{len(got) - len(differing)} of {len(got)} answers byte-identical"
+        + (f"; differ: {differing}" if differing else "")
+    )
     return 1 if differing else 0
 
 

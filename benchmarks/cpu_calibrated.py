@@ -107,8 +107,8 @@ def predict_all(
 ) -> dict[tuple[str, int], dict]:
     """Predicted milliseconds per (model, batch): the calibrated default, the learned efficiency before, xgboost,
     and with ``spread`` the default calibrated with the probe rounds timed between the measurement rounds."""
-    from perfpredict import devices
-    from perfpredict.hf_capture import capture
+    from perfpredict.compiler_hooks.hf_capture import capture
+    from perfpredict.hardware import devices
     from perfpredict.pipeline import report_for_graph
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.host_model import HostProfile

@@ -42,8 +42,8 @@ def rows() -> list[dict]:
 
 
 def catalog(name: str) -> str | None:
-    from perfpredict.devices import get_device
-    from perfpredict.errors import UnknownDeviceError
+    from perfpredict.core.errors import UnknownDeviceError
+    from perfpredict.hardware.devices import get_device
 
     try:
         return get_device(name.replace("_", " ")).name

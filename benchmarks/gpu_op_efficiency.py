@@ -110,7 +110,7 @@ def balanced_weights(cols: Columns, rows: np.ndarray) -> np.ndarray:
 
 
 def predict_s(model: ge.GpuEfficiencyModel, a: tr.Arrays, rows: np.ndarray, device_name: str) -> np.ndarray:
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors import gpu_op_features as gf
 
     device = gf.datasheet_basis(get_device(device_name))

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timeline_accuracy import sweeps_of
 
-from perfpredict.devices import get_device
+from perfpredict.hardware.devices import get_device
 from perfpredict.predictors import host_model
 from perfpredict.predictors.training_data import GraphCache
 from perfpredict.profiling.dataset import load_dataset

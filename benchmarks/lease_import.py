@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.lease_stages import git_commit
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 ROW_FILES = ("rows.jsonl", "ops/rows.jsonl", "generation/rows.jsonl")
 LOG_FILES = ("rounds.jsonl", "attempts.jsonl", "ops/rounds.jsonl", "ops/attempts.jsonl")

@@ -89,7 +89,7 @@ def vllm_rows() -> list[dict]:
 def simulate(rows: list[dict], constants: dict) -> list[dict]:
     """Each row's run with host time zero: its GPU seconds and what the host constants multiply (the scheduler's
     decisions do not depend on time, so the host terms add linearly). A row vLLM would refuse gets ``error``."""
-    from perfpredict.errors import PerfPredictError
+    from perfpredict.core.errors import PerfPredictError
     from perfpredict.llm.vllm_config import EngineConfig
     from perfpredict.llm.vllm_engine import run, setup
 

@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-from perfpredict.devices import get_device
 from perfpredict.external.help import BATCHES, GPUS, load_fbnet
+from perfpredict.hardware.devices import get_device
 from perfpredict.nas import adapt, fbnet
 from perfpredict.nas.candidates import Candidates
 from perfpredict.nas.fbnet import LAYERS, OPS

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfpredict.devices import get_device
+from perfpredict.hardware.devices import get_device
 from perfpredict.predictors import cpu_op_model
 from perfpredict.predictors import op_efficiency as oe
 from perfpredict.predictors.analytical import ACHIEVED_FRACTION

@@ -206,7 +206,7 @@ def _err(pred: float | None, meas: float | None) -> float | None:
 
 
 def report(predictions: dict, measured: dict, command: str) -> str:
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     # The prediction's peak memory includes the device's runtime overhead (CUDA context, allocator slack); the
     # measurement is the torch allocator's peak above the level before the build. Compare tensors with tensors.

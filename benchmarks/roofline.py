@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     command = "python benchmarks/roofline.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
 
-    from perfpredict.devices import apply_ceilings, get_device, local_cpu
+    from perfpredict.hardware.devices import apply_ceilings, get_device, local_cpu
     from perfpredict.kernels.ceilings import write_ceilings
     from perfpredict.kernels.plot import plot_roofline
     from perfpredict.kernels.suite import run_roofline

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfpredict.devices import get_device
+from perfpredict.hardware.devices import get_device
 from perfpredict.predictors.analytical import AnalyticalPredictor
 from perfpredict.predictors.base import RunConfig
 from perfpredict.predictors.training_data import GraphCache, arrays_for

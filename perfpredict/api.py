@@ -15,8 +15,8 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from perfpredict.errors import FrontendError, InvalidInputError
-from perfpredict.graph import OpGraph
+from perfpredict.core.errors import FrontendError, InvalidInputError
+from perfpredict.core.graph import OpGraph
 from perfpredict.pipeline import DEFAULT_DEVICE, report_for_graph
 from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR, MEASURED_BUILD_DTYPE
 
@@ -60,7 +60,7 @@ def predict(
     ``Model(config).to(torch.bfloat16)`` builds them); ``None`` for weights loaded straight in the run dtype.
     ``mode`` is how the step runs: "eager", "cuda_graph", "compiled" or "compiled_cuda_graph" (the two-timeline
     predictor, ``predictor="two_timeline"``, reads it). ``precision`` is a training recipe of
-    :mod:`perfpredict.precision` ("fp32", "bf16", "amp-bf16", "amp-fp16"): the weights, gradients and optimizer
+    :mod:`perfpredict.hardware.precision` ("fp32", "bf16", "amp-bf16", "amp-fp16"): the weights, gradients and optimizer
     state it holds per parameter; ``None`` keeps the model's dtype for all of them. ``host`` is the CPU host that
     drives the GPU (its dispatch and launch cost set an eager step's host timeline): a shipped profile's name
     ("h100-server", "dev-vm") or "calibrated" (``perfpredict calibrate-host``); None: this machine's calibrated
@@ -71,7 +71,7 @@ def predict(
     and memory, communication, the pipeline bubble and the scaling efficiency. The batch of ``example_inputs`` is
     then one rank's micro-batch.
     """
-    from perfpredict.delivery import forget
+    from perfpredict.render.delivery import forget
 
     forget()  # a prediction that fails must not leave the previous model's report as last_report()
     graph = featurize(
@@ -167,7 +167,7 @@ class ManyPredictions(dict):
     """
 
     def to_pandas(self) -> Any:
-        from perfpredict.errors import require
+        from perfpredict.core.errors import require
 
         return require("pandas", "data").DataFrame(dict(self))
 
@@ -204,7 +204,7 @@ def predict_many(
     """
     import numpy as np
 
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.base import RunConfig
 
     arrays = _batch_affine_arrays(model, example_inputs, phase, dtype, capture)

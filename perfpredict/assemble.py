@@ -12,13 +12,13 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from perfpredict.core.report import GraphSummary, PerfReport, Prediction
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.registry import get_predictor, resolve_predictor
-from perfpredict.report import GraphSummary, PerfReport, Prediction
 
 if TYPE_CHECKING:
-    from perfpredict.devices import Device
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
+    from perfpredict.hardware.devices import Device
 
 INFERENCE_WORKLOAD_SAMPLES = 1000
 TRAINING_WORKLOAD_STEPS = 1000
@@ -41,8 +41,9 @@ def build_report(
 ) -> PerfReport:
     """The report for ``graph`` on ``device``. ``assumed``: what the caller chose for the user (where the dtype
     came from, ...), listed first in the report's assumptions."""
-    from perfpredict import breakdown, carbon, cost, mig
+    from perfpredict import breakdown
     from perfpredict.assumptions import assumptions, dtype_warnings
+    from perfpredict.hardware import carbon, cost, mig
 
     predictor, choice_note = resolve_predictor(predictor, device.parent or device.name)
     model = get_predictor(predictor)

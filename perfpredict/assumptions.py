@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from perfpredict.ops import TENSOR_CORE_OPS
-from perfpredict.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
+from perfpredict.core.ops import TENSOR_CORE_OPS
+from perfpredict.hardware.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 
 if TYPE_CHECKING:
-    from perfpredict.devices import Device
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
+    from perfpredict.hardware.devices import Device
     from perfpredict.predictors.base import PredictorOutput, RunConfig
 
 

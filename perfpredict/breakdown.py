@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from perfpredict.report import BlockShare, OpContribution, TimeShare
+from perfpredict.core.report import BlockShare, OpContribution, TimeShare
 
 # dynamo's prefix for the traced module or its first argument: L['self'].encoder..., L['args'][0].model...
 _ROOT = re.compile(r"^L\[[^\]]*\](\[\d+\])?\.?")

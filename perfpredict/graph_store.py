@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from perfpredict.graph import OpGraph, graph_from_dict, graph_to_dict
+from perfpredict.core.graph import OpGraph, graph_from_dict, graph_to_dict
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
@@ -32,10 +32,9 @@ logger.addHandler(logging.NullHandler())
 _PACKAGE = Path(__file__).resolve().parent
 # the code that turns a model into an OpGraph: a change to any of it must miss the cache
 _CAPTURE_CODE = (
-    "graph.py",
-    "ops.py",
+    "core/graph.py",
+    "core/ops.py",
     "api.py",
-    "hf_capture.py",
     "compiler_hooks",
     "data/hf_configs/index.json",
     "llm/decode_trace.py",

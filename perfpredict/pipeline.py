@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from perfpredict.errors import FrontendError
-from perfpredict.graph import OpGraph
+from perfpredict.core.errors import FrontendError
+from perfpredict.core.graph import OpGraph
+from perfpredict.core.report import PerfReport
 from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR, MEASURED_BUILD_DTYPE
-from perfpredict.report import PerfReport
 
 DEFAULT_DEVICE = "H100-SXM"
 
@@ -42,9 +42,9 @@ def report_for_graph(
     name (``perfpredict.predictors.host_model.HOSTS``) or ``"calibrated"``; None: the calibrated one, else the
     default for the device's kind (a GPU server)."""
     from perfpredict.assemble import build_report
-    from perfpredict.delivery import forget, record
-    from perfpredict.devices import Device, get_device
+    from perfpredict.hardware.devices import Device, get_device
     from perfpredict.predictors.base import RunConfig
+    from perfpredict.render.delivery import forget, record
 
     forget()
     if not graph.nodes:

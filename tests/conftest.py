@@ -19,7 +19,7 @@ def _fresh_dynamo():
 def _datasheet_catalog(monkeypatch, tmp_path_factory):
     """Tests reason from datasheet numbers, so the measured ceilings shipped in ``perfpredict/data/measured/``
     (which change whenever a GPU is re-measured) are kept out; ``shipped_ceilings`` lets a test see them."""
-    from perfpredict import devices
+    from perfpredict.hardware import devices
 
     monkeypatch.setattr(devices, "MEASURED_DIR", tmp_path_factory.mktemp("no_measured"))
     devices.reset_catalog()
@@ -31,7 +31,7 @@ def _datasheet_catalog(monkeypatch, tmp_path_factory):
 def _no_user_calibration(monkeypatch, tmp_path_factory):
     """No test sees this machine's calibration (``perfpredict calibrate-host`` writes it to the user's config
     folder): predictions use the shipped reference profile and the detected CPU unless a test calibrates."""
-    from perfpredict import devices
+    from perfpredict.hardware import devices
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
     monkeypatch.delenv("PERFPREDICT_HOST_PROFILE", raising=False)
@@ -43,7 +43,7 @@ def _no_user_calibration(monkeypatch, tmp_path_factory):
 @pytest.fixture
 def shipped_ceilings(monkeypatch):
     """The catalog as users get it: with the measured ceilings shipped in the package."""
-    from perfpredict import devices
+    from perfpredict.hardware import devices
 
     monkeypatch.setattr(devices, "MEASURED_DIR", devices.DATA_DIR / "measured")
     devices.reset_catalog()

@@ -45,7 +45,7 @@ def synthetic_targets(ts) -> None:
 def traced_set():
     """(TrainingSet, device): every spec at every batch in BATCHES, on the local CPU entry."""
     import perfpredict
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays
     from perfpredict.predictors.features import tabular_matrix

@@ -81,8 +81,8 @@ def test_a_whole_model_predictor_says_its_latency_is_not_the_op_rows():
 
 def test_text_html_and_json_state_the_total_and_the_latency():
     import perfpredict
-    from perfpredict.render_html import render_html
-    from perfpredict.render_text import explain_renderables, fmt_time_ms
+    from perfpredict.render.html import render_html
+    from perfpredict.render.text import explain_renderables, fmt_time_ms
 
     report = _predict(device="L4")
     latency = fmt_time_ms(report.latency_ms.value)
@@ -103,7 +103,7 @@ def test_text_html_and_json_state_the_total_and_the_latency():
 
 def test_html_groups_identical_ops():
     from perfpredict.breakdown import group_ops
-    from perfpredict.render_html import render_html
+    from perfpredict.render.html import render_html
 
     report = _predict(device="L4", top_ops=25)
     groups = group_ops(report.per_op)
@@ -118,7 +118,7 @@ def test_html_groups_identical_ops():
 
 def test_roofline_shares_are_the_tables_and_its_labels_sit_in_the_legend():
     pytest.importorskip("matplotlib")
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.kernels.plot import _figure, kind_points, report_rest, report_shares, roofline_points
 
     report = _predict(device="L4")

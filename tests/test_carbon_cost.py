@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from perfpredict import devices
-from perfpredict.carbon import DEFAULT_GRID, carbon_g, grid_intensity_g_per_kwh, resolve_grid
-from perfpredict.cost import (
+from perfpredict.core.errors import InvalidInputError, UnknownDeviceError
+from perfpredict.hardware import devices
+from perfpredict.hardware.carbon import DEFAULT_GRID, carbon_g, grid_intensity_g_per_kwh, resolve_grid
+from perfpredict.hardware.cost import (
     cost_per_1k_inferences_usd,
     cost_usd,
     load_prices,
@@ -16,8 +17,7 @@ from perfpredict.cost import (
     price_usd_per_hour,
     training_run_cost_usd,
 )
-from perfpredict.devices import get_device, load_device_file
-from perfpredict.errors import InvalidInputError, UnknownDeviceError
+from perfpredict.hardware.devices import get_device, load_device_file
 
 
 @pytest.fixture(autouse=True)

@@ -8,9 +8,18 @@ import sys
 
 import pytest
 
-from perfpredict import cpu_detection, devices
-from perfpredict.devices import GIB, MIB, Device, apply_ceilings, get_device, list_devices, load_device_file, local_cpu
-from perfpredict.errors import InvalidInputError, PerfPredictError, UnknownDeviceError
+from perfpredict.core.errors import InvalidInputError, PerfPredictError, UnknownDeviceError
+from perfpredict.hardware import cpu_detection, devices
+from perfpredict.hardware.devices import (
+    GIB,
+    MIB,
+    Device,
+    apply_ceilings,
+    get_device,
+    list_devices,
+    load_device_file,
+    local_cpu,
+)
 
 REQUIRED = [
     "V100-SXM2-16GB",
@@ -317,7 +326,7 @@ def test_ceilings_measured_elsewhere_warn():
 
 def test_device_modules_import_light():
     code = (
-        "import sys, perfpredict.devices, perfpredict.mig, perfpredict.carbon, perfpredict.cost; "
+        "import sys, perfpredict.hardware.devices, perfpredict.hardware.mig, perfpredict.hardware.carbon, perfpredict.hardware.cost; "
         "print(sorted(m for m in ('torch', 'yaml') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 import perfpredict
+from perfpredict.core.report import Prediction
 from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR
-from perfpredict.report import Prediction
 
 DEVICE = "H100-SXM"
 
@@ -132,7 +132,7 @@ def test_a_small_cnn_gets_one_answer_through_torch_onnx_and_relax(tmp_path, caps
 def test_intervals_bracket_their_point_for_every_predictor(predictor, device, shipped_ceilings):
     """A launch-bound step's roofline low end is its point (the Relax pass's [0.048, 0.077] around 0.048 ms), and
     xgboost's quantile models can cross (its median above its q90): both ends now bracket the point."""
-    from perfpredict.errors import ArtifactError, MissingDependencyError
+    from perfpredict.core.errors import ArtifactError, MissingDependencyError
 
     model, x = _cnn()
     without_norm = nn.Sequential(*(m for m in model if not isinstance(m, nn.BatchNorm2d)))  # launch-bound on H100

@@ -56,8 +56,8 @@ def test_eight_bit_adamw_has_no_temporary_and_its_activations_are_the_backwards(
 
 
 def test_every_output_lists_the_terms_that_sum_to_the_peak():
-    from perfpredict.render_html import render_html
-    from perfpredict.render_text import fmt_bytes, render_text
+    from perfpredict.render.html import render_html
+    from perfpredict.render.text import fmt_bytes, render_text
 
     report = _train("adamw")
     for page in (render_text(report, top_ops=0, width=400), render_html(report)):
@@ -105,9 +105,9 @@ def test_a_peak_above_ninety_percent_warns_with_remedies():
 def test_the_report_carries_the_warning_and_says_tight():
     from perfpredict.assemble import build_report
     from perfpredict.compiler_hooks.capture import capture_graph
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.base import RunConfig
-    from perfpredict.render_text import fits_text
+    from perfpredict.render.text import fits_text
 
     graph = capture_graph(Net(), (torch.randn(16, 256),), {}, phase="training", dtype=None, name="net")
     h100 = get_device("H100-SXM")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from perfpredict import devices
-from perfpredict.devices import Device
-from perfpredict.errors import InvalidInputError
-from perfpredict.mig import advise_mig
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.hardware import devices
+from perfpredict.hardware.devices import Device
+from perfpredict.hardware.mig import advise_mig
 
 
 @pytest.fixture(autouse=True)

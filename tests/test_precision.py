@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from perfpredict import ops
 from perfpredict.cli import main
-from perfpredict.errors import InvalidInputError
-from perfpredict.precision import bytes_per_parameter, resolve_run_dtype
+from perfpredict.core import ops
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.hardware.precision import bytes_per_parameter, resolve_run_dtype
 
 GIB = 2**30
 
@@ -130,7 +130,7 @@ def test_a_convolution_in_float32_is_costed_at_the_tf32_rate_on_a_gpu():
     import torch
 
     import perfpredict
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.analytical import AnalyticalPredictor
     from perfpredict.predictors.base import RunConfig
 
@@ -181,7 +181,7 @@ def test_bf16_on_a_gpu_without_bf16_hardware_warns_and_costs_the_emulation(tmp_p
 
 
 def test_the_default_training_precision_is_what_runs_on_the_device():
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     assert resolve_run_dtype(None, None, None, True, get_device("H100-SXM")).precision == "amp-bf16"
     v100 = resolve_run_dtype(None, None, None, True, get_device("V100"))

@@ -10,9 +10,18 @@ import json
 
 import pytest
 
-from perfpredict.errors import InvalidInputError
-from perfpredict.render_html import render_html, write_report
-from perfpredict.render_text import (
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.report import (
+    GraphSummary,
+    MemoryBreakdown,
+    MigAdvice,
+    MigOption,
+    OpContribution,
+    PerfReport,
+    Prediction,
+)
+from perfpredict.render.html import render_html, write_report
+from perfpredict.render.text import (
     fmt_bytes,
     fmt_carbon_g,
     fmt_energy_j,
@@ -21,15 +30,6 @@ from perfpredict.render_text import (
     mig_rows,
     print_report,
     render_text,
-)
-from perfpredict.report import (
-    GraphSummary,
-    MemoryBreakdown,
-    MigAdvice,
-    MigOption,
-    OpContribution,
-    PerfReport,
-    Prediction,
 )
 
 GIB = 2**30
@@ -257,8 +257,8 @@ def test_explain_totals_time_by_op_kind_and_by_repeated_block(tmp_path):
     from block_stack import Stack
 
     import perfpredict
-    from perfpredict.render_html import render_html
-    from perfpredict.render_text import explain_renderables
+    from perfpredict.render.html import render_html
+    from perfpredict.render.text import explain_renderables
 
     report = perfpredict.predict(Stack().eval(), (torch.randn(8, 64),), device="H100-SXM", top_ops=3)
     assert len(report.per_op) == 3  # the listed ops are cut; the totals are over all of them
@@ -298,7 +298,7 @@ def test_mig_meets_targets_is_shown_only_when_a_target_was_given() -> None:
 
 
 def test_mig_recommendation_claims_targets_only_when_given() -> None:
-    from perfpredict.mig import advise_mig
+    from perfpredict.hardware.mig import advise_mig
 
     plain = advise_mig("A100-80GB", 5 * 2**30, lambda d: 2.0, batch_size=1)
     aimed = advise_mig("A100-80GB", 5 * 2**30, lambda d: 2.0, batch_size=1, max_latency_ms=10.0)
@@ -307,7 +307,7 @@ def test_mig_recommendation_claims_targets_only_when_given() -> None:
 
 def test_show_into_a_pipe_is_not_squeezed_into_80_columns(capsys) -> None:
     import perfpredict
-    from perfpredict.render_text import PIPED_WIDTH
+    from perfpredict.render.text import PIPED_WIDTH
 
     perfpredict.show(synthetic_report())  # capsys's stdout is not a terminal, as a pipe is not
     lines = capsys.readouterr().out.splitlines()

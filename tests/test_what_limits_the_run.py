@@ -10,7 +10,7 @@ import pytest
 
 from perfpredict.pipeline import report_for_graph
 from perfpredict.predictors import host_model
-from perfpredict.render_text import fmt_time_ms, timeline_lines
+from perfpredict.render.text import fmt_time_ms, timeline_lines
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def bert_b1():
 
 
 def test_a_host_bound_bert_report_says_what_cuda_graph_and_compiled_would_take_everywhere(bert_b1):
-    from perfpredict.render_html import render_html
+    from perfpredict.render.html import render_html
 
     report = report_for_graph(bert_b1, device="H100-SXM", weights_built_in=None)
     t = report.timeline

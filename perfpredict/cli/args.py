@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 PROG = "perfpredict"
 DTYPE_CHOICES = ("float32", "float16", "bfloat16")
@@ -56,7 +56,7 @@ def positive_float(text: str) -> float:
 
 
 def console():
-    from perfpredict.render_text import terminal_console
+    from perfpredict.render.text import terminal_console
 
     # Piped output gets a fixed width, so tables do not squeeze into 80 columns.
     return terminal_console()

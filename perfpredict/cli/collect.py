@@ -1,6 +1,6 @@
 """The measurement commands: ``perfpredict collect`` and ``perfpredict zoo {families,graphs,features}``.
 
-Bad input raises :class:`perfpredict.errors.InvalidInputError` (one line and exit code 2).
+Bad input raises :class:`perfpredict.core.errors.InvalidInputError` (one line and exit code 2).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 
 def _csv(kind: type, what: str):

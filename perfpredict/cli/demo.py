@@ -21,8 +21,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
 def cmd_demo(args: argparse.Namespace) -> int:
     from rich.rule import Rule
 
-    from perfpredict.devices import get_device
-    from perfpredict.render_text import print_report
+    from perfpredict.hardware.devices import get_device
+    from perfpredict.render.text import print_report
 
     out = console()
     devices = [get_device(name).name for name in DEMO_DEVICES]
@@ -43,7 +43,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _demo_summary(reports: Sequence[Any]):
     from rich.table import Table
 
-    from perfpredict.render_text import fmt_bytes, fmt_energy_j, fmt_rate, fmt_time_ms
+    from perfpredict.render.text import fmt_bytes, fmt_energy_j, fmt_rate, fmt_time_ms
 
     # "auto" is the two-timeline model on every device, so the rows compare like with like
     table = Table(

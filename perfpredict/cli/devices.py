@@ -44,7 +44,7 @@ def _device_row(d: Any) -> dict[str, Any]:
 def _link(d: Any) -> dict[str, Any] | None:
     """The GPU's links to its peers (perfpredict/data/interconnects.json), for multi-GPU plans; None for a CPU or a
     device without an entry."""
-    from perfpredict.errors import PerfPredictError
+    from perfpredict.core.errors import PerfPredictError
     from perfpredict.parallel.interconnect import interconnect_for
 
     if d.kind != "gpu":
@@ -74,7 +74,7 @@ def _tflops(value: float | None) -> str:
 def cmd_devices(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from perfpredict.devices import list_devices
+    from perfpredict.hardware.devices import list_devices
 
     devices = list_devices()
     if args.json:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 
 def _count(what: str, minimum: int):
@@ -142,7 +142,7 @@ def engine_config(args: argparse.Namespace):
 def run_generate(args: argparse.Namespace) -> int:
     from perfpredict.llm.answer_cache import cached_generation
     from perfpredict.llm.render_generation import print_generation, render_generation_html
-    from perfpredict.render_text import terminal_console
+    from perfpredict.render.text import terminal_console
 
     # a repeated question is read from the on-disk answer cache (llm/answer_cache.py), in well under a second
     report = cached_generation(

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.cli.args import DTYPE_CHOICES, non_negative_int, positive_float, positive_int
-from perfpredict.precision import OPTIMIZERS, PRECISIONS
+from perfpredict.hardware.precision import OPTIMIZERS, PRECISIONS
 from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR, RUN_MODES
 
 
@@ -108,7 +108,7 @@ def graph_from_args(args: argparse.Namespace, phase: str) -> tuple[Any, str]:
         from perfpredict.compiler_hooks.onnx_file import graph_from_onnx_args
 
         return graph_from_onnx_args(args.onnx, args.input_shape or [], phase=phase), Path(args.onnx).stem
-    from perfpredict.hf_capture import cached
+    from perfpredict.compiler_hooks.hf_capture import cached
 
     # built in the run dtype on the meta device (a deep layer stack traced with two layers and copied), or read
     # from the on-disk graph cache
@@ -123,8 +123,8 @@ def graph_from_args(args: argparse.Namespace, phase: str) -> tuple[Any, str]:
 
 
 def run_dtype(args: argparse.Namespace, device: Any) -> Any:
-    """The run dtype and training precision (perfpredict.precision.resolve_run_dtype), kept on ``args.run``."""
-    from perfpredict.precision import resolve_run_dtype
+    """The run dtype and training precision (perfpredict.hardware.precision.resolve_run_dtype), kept on ``args.run``."""
+    from perfpredict.hardware.precision import resolve_run_dtype
 
     declared = None
     if not args.onnx:
@@ -136,7 +136,7 @@ def run_dtype(args: argparse.Namespace, device: Any) -> Any:
 
 def model_from_args(args: argparse.Namespace) -> tuple[Any, str, Any, str]:
     """(device, phase, OpGraph, model name) the arguments name; the run dtype is kept on ``args.run``."""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     device = get_device(args.device)  # fail fast, before a model is built
     phase = "training" if args.training else "inference"

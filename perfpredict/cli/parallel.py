@@ -8,7 +8,7 @@ from typing import Any
 
 from perfpredict.cli.args import EXIT_OK, PROG, non_negative_int, positive_int, write_text
 from perfpredict.cli.model_args import model_from_args
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:

@@ -69,8 +69,8 @@ def predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[Any
 def _roofline_section(graph: Any, device_name: str, report: Any = None) -> dict[str, str]:
     """The model's ops on the device's roofline, as inline SVG for the HTML report (a line saying why, if the plot
     cannot be drawn: never a section that silently disappears)."""
-    from perfpredict.devices import get_device
-    from perfpredict.errors import MissingDependencyError
+    from perfpredict.core.errors import MissingDependencyError
+    from perfpredict.hardware.devices import get_device
     from perfpredict.kernels.plot import roofline_svg
 
     try:
@@ -80,8 +80,8 @@ def _roofline_section(graph: Any, device_name: str, report: Any = None) -> dict[
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from perfpredict.render_html import render_html
-    from perfpredict.render_text import print_report
+    from perfpredict.render.html import render_html
+    from perfpredict.render.text import print_report
 
     plan = plan_from_args(args)
     if plan is not None:
@@ -102,7 +102,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from perfpredict.render_text import explain_renderables
+    from perfpredict.render.text import explain_renderables
 
     report, _ = predict_from_args(args, keep_ops=1_000_000)  # explain shows every op
     out = console()

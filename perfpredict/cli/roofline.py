@@ -76,7 +76,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
 
 def run(args: argparse.Namespace) -> int:
     """Entry point for the subcommand; returns the exit code."""
-    from perfpredict.errors import PerfPredictError
+    from perfpredict.core.errors import PerfPredictError
 
     try:
         if args.list:
@@ -121,7 +121,7 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
 
 def _native(args: argparse.Namespace) -> dict[str, Any]:
     """Run perfpredict-roofline and finish its JSON (catalog name, datasheet fractions) in Python."""
-    from perfpredict.errors import InvalidInputError
+    from perfpredict.core.errors import InvalidInputError
     from perfpredict.kernels.native import finish_native
 
     cmd = (
@@ -174,7 +174,7 @@ def _summary(data: dict[str, Any]) -> None:
 
 
 def _plot(args: argparse.Namespace, data: dict[str, Any] | None) -> int:
-    from perfpredict.devices import apply_ceilings, get_device, local_cpu
+    from perfpredict.hardware.devices import apply_ceilings, get_device, local_cpu
     from perfpredict.kernels.ceilings import read_ceilings
     from perfpredict.kernels.plot import plot_roofline
 

@@ -14,7 +14,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from perfpredict.errors import require
+    from perfpredict.core.errors import require
 
     require("gradio", "ui")
     from perfpredict.web.app import serve

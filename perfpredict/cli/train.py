@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _hyper(args: argparse.Namespace) -> dict[str, Any]:
-    from perfpredict.errors import InvalidInputError
+    from perfpredict.core.errors import InvalidInputError
 
     if args.base_lm is None:
         return {}

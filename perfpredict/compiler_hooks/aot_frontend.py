@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
-from perfpredict.graph import OpGraph
+from perfpredict.core.graph import OpGraph
 
 
 def graph_from_joint(joint_module: Any, dynamo_gm: Any, dynamo_inputs: Sequence[Any], name: str = "") -> OpGraph:

@@ -11,7 +11,7 @@ Three captures (``capture=``):
 - ``"real"``: dynamo on the real model and inputs. It runs the model's arithmetic on the CPU at the inputs' size,
   and warns so; it is for a forward that reads tensor values (``.item()``), which meta tensors cannot answer.
 
-Any error a capture meets leaves as a :class:`~perfpredict.errors.FrontendError` of one line that says what to do.
+Any error a capture meets leaves as a :class:`~perfpredict.core.errors.FrontendError` of one line that says what to do.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from perfpredict.errors import FrontendError, InvalidInputError, PerfPredictError
-from perfpredict.graph import OpGraph, merge_graphs
+from perfpredict.core.errors import FrontendError, InvalidInputError, PerfPredictError
+from perfpredict.core.graph import OpGraph, merge_graphs
 
 CAPTURES = ("meta", "dynamo", "real")
 

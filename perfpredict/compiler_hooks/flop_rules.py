@@ -11,9 +11,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from perfpredict import ops
 from perfpredict.compiler_hooks import op_table
-from perfpredict.graph import TensorMeta
+from perfpredict.core import ops
+from perfpredict.core.graph import TensorMeta
 
 Metas = Sequence[TensorMeta | None]
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from perfpredict import ops
 from perfpredict.compiler_hooks import op_table
 from perfpredict.compiler_hooks.flop_rules import node_flops
-from perfpredict.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.core import ops
+from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
 
 
 @dataclass

@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfpredict.errors import InvalidInputError, UnknownModelError, close_matches, require
+from perfpredict.core.errors import InvalidInputError, UnknownModelError, close_matches, require
 
 if TYPE_CHECKING:
     import torch

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from perfpredict.graph import OpGraph
+from perfpredict.core.graph import OpGraph
 
 #: the config field that holds the layer count, per architecture family
 LAYER_FIELDS = ("num_hidden_layers", "n_layer", "num_layers")

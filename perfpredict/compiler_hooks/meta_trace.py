@@ -25,7 +25,7 @@ import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
 from perfpredict.compiler_hooks import block_reuse, shape_rules
-from perfpredict.errors import FrontendError
+from perfpredict.core.errors import FrontendError
 
 # torch functions that create a tensor and take a ``device=``: made on the meta device wherever the forward asks for
 # them (op_table's creation kind is wider: it also holds bernoulli and dropout masks, which take no device)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from perfpredict.errors import FrontendError, InvalidInputError, MissingDependencyError, close_matches
-from perfpredict.graph import OpGraph
+from perfpredict.core.errors import FrontendError, InvalidInputError, MissingDependencyError, close_matches
+from perfpredict.core.graph import OpGraph
 
 _ONNX_MAGIC_HINT = "export one with torch.onnx.export(model, args, 'model.onnx', dynamo=True)"
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict import ops
 from perfpredict.compiler_hooks.dataflow_builder import DataflowBuilder, RawOp
 from perfpredict.compiler_hooks.op_names import ONNX_FOLDED, ONNX_NAMES
-from perfpredict.errors import FrontendError, InvalidInputError, require
-from perfpredict.graph import OpGraph, TensorMeta
+from perfpredict.core import ops
+from perfpredict.core.errors import FrontendError, InvalidInputError, require
+from perfpredict.core.graph import OpGraph, TensorMeta
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())

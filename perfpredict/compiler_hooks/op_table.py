@@ -8,7 +8,7 @@ spellings (``add_``, ``__add__``, ``iadd``) reduce to the plain name.
 
 from __future__ import annotations
 
-from perfpredict import ops
+from perfpredict.core import ops
 
 _MATMUL = {
     "linear",

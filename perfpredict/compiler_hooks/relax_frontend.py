@@ -20,11 +20,11 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from perfpredict import ops
 from perfpredict.compiler_hooks.dataflow_builder import DataflowBuilder, RawOp
 from perfpredict.compiler_hooks.op_names import RELAX_IGNORED, RELAX_NAMES
-from perfpredict.errors import FrontendError
-from perfpredict.graph import OpGraph, TensorMeta
+from perfpredict.core import ops
+from perfpredict.core.errors import FrontendError
+from perfpredict.core.graph import OpGraph, TensorMeta
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())

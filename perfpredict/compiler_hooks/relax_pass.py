@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from perfpredict.errors import InvalidInputError, PerfPredictError, require
+from perfpredict.core.errors import InvalidInputError, PerfPredictError, require
 from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR
 
 logger = logging.getLogger(__name__)
@@ -112,14 +112,14 @@ def PredictPerformance(  # noqa: N802 - TVM pass style
     tvm = require("tvm", "tvm")
     if phase not in ("inference", "training"):
         raise InvalidInputError(f"phase {phase!r} is not one of 'inference', 'training'")
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     if not hasattr(device, "name"):
         get_device(device)  # an unknown device name fails here, with the catalog's suggestions
     hints = dict(shape_hints or {})
 
     def transform(mod: Any, ctx: Any) -> Any:
-        from perfpredict.delivery import deliver, forget
+        from perfpredict.render.delivery import deliver, forget
 
         forget()  # a failure must not leave the previous module's report as last_report()
         start = time.perf_counter()
@@ -207,7 +207,7 @@ def instrument(device: Any = DEFAULT_DEVICE, before: str = "LegalizeOps", **opti
             if self.done or str(info.name) != before:
                 return
             self.done = True
-            from perfpredict.delivery import deliver
+            from perfpredict.render.delivery import deliver
 
             try:
                 deliver(predict_module(mod, device=device, **options), report_target)

@@ -27,7 +27,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfpredict.errors import InvalidInputError, PerfPredictError
+from perfpredict.core.errors import InvalidInputError, PerfPredictError
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
@@ -112,7 +112,7 @@ _CURRENT: list[_Session] = []
 def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, Any] | None = None, **_: Any) -> Any:
     """A torch.compile backend: predict performance of ``gm``, then compile it with the inner backend."""
     strict = bool((options or {}).get("strict", False))
-    from perfpredict.delivery import forget
+    from perfpredict.render.delivery import forget
 
     forget()  # a failure below must not leave the previous model's report as the last one
     try:
@@ -184,9 +184,9 @@ def _measure(compiled: Any, example_inputs: list[Any]) -> Any:
 
 def _observe(graph: Any, opts: BackendOptions, measurement: Any = None) -> None:
     """Add one subgraph to its session, re-predict the session's whole graph, and deliver the report."""
-    from perfpredict.delivery import deliver
-    from perfpredict.graph import merge_graphs
+    from perfpredict.core.graph import merge_graphs
     from perfpredict.pipeline import report_for_graph
+    from perfpredict.render.delivery import deliver
 
     session = _session()
     session.graphs.append(graph)
@@ -217,7 +217,7 @@ def _with_measurement(report: Any, measurements: list[Any], opts: BackendOptions
     """The report with the measured subgraphs (summed) beside the prediction."""
     import dataclasses
 
-    from perfpredict.report import MeasuredVsPredicted
+    from perfpredict.core.report import MeasuredVsPredicted
 
     latency = sum(m.latency_ms for m in measurements)
     energies = [m.energy_j for m in measurements]

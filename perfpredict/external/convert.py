@@ -24,7 +24,7 @@ CONVERTERS = {"neusight": neusight.convert, "vidur": vidur.convert}
 
 def catalog_name(gpu: str) -> str:
     """The catalog name of a GPU as a source wrote it (``NVIDIA H100 80GB HBM3`` -> ``H100-SXM``)."""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     return get_device(gpu.replace("_", " ")).name
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfpredict.errors import InvalidInputError, require
+from perfpredict.core.errors import InvalidInputError, require
 
 #: HELP's file prefix -> (perfpredict catalog name, what HELP calls it)
 GPUS = {

@@ -19,8 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from perfpredict.core.graph import OpGraph
 from perfpredict.external.op_rows import EXTERNAL_DIR
-from perfpredict.graph import OpGraph
 
 CONFIGS = EXTERNAL_DIR / "neusight" / "configs"
 MODELS = ("bert_large", "gpt2_large", "gpt3_xl", "gpt3_27", "opt_13", "switchxl4")
@@ -67,7 +67,7 @@ def capture(model: str, batch: int, seq: int, phase: str) -> OpGraph:
     """The OpGraph of one NeuSight row's program (a deep stack traced with two layers and copied where alike)."""
     from perfpredict.api import featurize
     from perfpredict.compiler_hooks import moe_routing
-    from perfpredict.hf_capture import traced_stack
+    from perfpredict.compiler_hooks.hf_capture import traced_stack
 
     cfg = config(model)
 

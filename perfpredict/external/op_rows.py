@@ -21,11 +21,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfpredict import ops
 from perfpredict.compiler_hooks.flop_rules import node_flops
 from perfpredict.compiler_hooks.fx_frontend import node_bytes
 from perfpredict.compiler_hooks.op_table import classify
-from perfpredict.graph import TensorMeta
+from perfpredict.core import ops
+from perfpredict.core.graph import TensorMeta
 
 #: where converted sources live, one folder each (``data/external/<source>/ops.parquet``)
 EXTERNAL_DIR = Path(__file__).resolve().parents[2] / "data" / "external"

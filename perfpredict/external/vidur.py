@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from perfpredict import ops
+from perfpredict.core import ops
 from perfpredict.external.op_rows import op_row
 from perfpredict.external.source_tree import SourceTree
 

@@ -6,7 +6,7 @@ and the min; the spread ``(max - min) / median`` over 5% is flagged. For an over
 Each ceiling is also given as a fraction of the datasheet (the catalog's value) and as a fraction of the
 theoretical value at the clock actually observed during the run (clocks throttle; boost is not guaranteed).
 
-The JSON shape is what :func:`perfpredict.devices.apply_ceilings` reads::
+The JSON shape is what :func:`perfpredict.hardware.devices.apply_ceilings` reads::
 
     {"schema": "perfpredict.device_ceilings/1", "device": "H100-SXM",
      "ceilings": {"hbm_bandwidth_bytes_per_s": {"min": ..., "median": ..., "max": ..., "unit": "B/s",
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.kernels.table import COMPOSITES, KernelSpec
 
 SCHEMA = "perfpredict.device_ceilings/1"

@@ -36,7 +36,7 @@ def run(
 ) -> dict[str, Any]:
     import numba
 
-    from perfpredict.devices import detect_local_cpu
+    from perfpredict.hardware.devices import detect_local_cpu
     from perfpredict.kernels.environment import environment
 
     reps = reps or (10 if quick else 20)
@@ -83,7 +83,7 @@ def run(
         },
         "environment": environment(),
         "notes": [
-            "datasheet values for the CPU are the catalog's estimates (perfpredict.devices.detect_local_cpu)",
+            "datasheet values for the CPU are the catalog's estimates (perfpredict.hardware.devices.detect_local_cpu)",
             "theoretical_at_observed_clock = threads x lanes x 2 x FMA units x measured clock",
             "a shared host's other tenants lower every number; see clocks.before/after.loadavg",
         ],

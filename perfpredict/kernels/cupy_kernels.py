@@ -11,7 +11,7 @@ import functools
 import os
 from pathlib import Path
 
-from perfpredict.errors import MissingDependencyError
+from perfpredict.core.errors import MissingDependencyError
 
 CUDA_DIR = Path(__file__).parent / "cuda"
 KERNEL_HEADER = CUDA_DIR / "roofline_kernels.cuh"

@@ -70,8 +70,8 @@ def run(
 ) -> dict[str, Any]:
     import cupy
 
-    from perfpredict.devices import get_device
-    from perfpredict.errors import UnknownDeviceError
+    from perfpredict.core.errors import UnknownDeviceError
+    from perfpredict.hardware.devices import get_device
     from perfpredict.kernels.environment import environment
 
     reps = reps or (10 if quick else 30)

@@ -11,8 +11,8 @@ from perfpredict.kernels.ceilings import COMPOSITES, SCHEMA, datasheet_value, fr
 
 
 def finish_native(raw: dict[str, Any], command: str = "") -> dict[str, Any]:
-    from perfpredict.devices import get_device
-    from perfpredict.errors import UnknownDeviceError
+    from perfpredict.core.errors import UnknownDeviceError
+    from perfpredict.hardware.devices import get_device
 
     name = raw.get("device_name_reported", "")
     try:

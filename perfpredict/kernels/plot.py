@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import InvalidInputError, MissingDependencyError
+from perfpredict.core.errors import InvalidInputError, MissingDependencyError
 
 COMPUTE_CEILINGS = (
     ("fp8_tensor", "FP8 tensor"),
@@ -44,7 +44,7 @@ _MARKERS = {"compute": "o", "memory": "s"}
 
 def roofline_points(graph: Any, device: Any, *, tf32: bool = False) -> list[dict[str, Any]]:
     """One row per op with FLOPs and bytes: intensity, attainable FLOP/s, the ceiling that binds it."""
-    from perfpredict import ops
+    from perfpredict.core import ops
 
     rows = []
     bw = device.memory_bandwidth_bytes_per_s
@@ -248,7 +248,7 @@ def plot_roofline(
     ``report`` (a PerfReport of ``graph`` on ``device``): the op kinds' shares are its own (``by_kind``).
     Returns the written paths.
     """
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     device = get_device(device)
     if isinstance(ceilings, (str, os.PathLike)):
@@ -279,7 +279,7 @@ def roofline_svg(
 ) -> str:
     """The roofline as inline SVG text (no XML prolog), for embedding in the HTML report. With ``report``, the op
     kinds' shares are the report's (the numbers of its op-kind table)."""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     fig = _figure(graph, get_device(device), ceilings, measured, None, tf32, report_shares(report), report_rest(report))
     buf = io.StringIO()

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import InvalidInputError, PerfPredictError
+from perfpredict.core.errors import InvalidInputError, PerfPredictError
 from perfpredict.kernels import table
 from perfpredict.kernels.ceilings import KernelResult, build_ceilings, cpu_theoretical
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfpredict.errors import InvalidInputError, close_matches
+from perfpredict.core.errors import InvalidInputError, close_matches
 
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "uint8": 1, "none": 0}
 

@@ -65,7 +65,7 @@ def key(source: Any, device: str, **question: Any) -> str | None:
     if not isinstance(source, (str, os.PathLike)):
         return None
     from perfpredict.compiler_hooks.hf_frontend import raw_config
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.llm.generation import predict_generation
     from perfpredict.predictors import host_model
 

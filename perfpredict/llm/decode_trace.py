@@ -13,8 +13,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from perfpredict.errors import InvalidInputError
-from perfpredict.graph import OpGraph
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.graph import OpGraph
 
 CACHES = ("dynamic", "static")
 
@@ -64,7 +64,7 @@ def _captured(config: Any, dtype: str, trace, replicate: bool, question: dict) -
     (``hf_capture.traced_stack``), answered from the on-disk graph cache (``graph_store``) when the same step of
     the same config was traced before: a repeated ``generate --engine hf`` question traces nothing."""
     from perfpredict import graph_store
-    from perfpredict.hf_capture import traced_stack
+    from perfpredict.compiler_hooks.hf_capture import traced_stack
 
     key = graph_store.key(config=config.to_dict(), dtype=dtype, replicate=replicate, **question)
     graph = graph_store.load(key)
@@ -79,7 +79,7 @@ def _causal_lm(config: Any, dtype: str):
     import torch
 
     from perfpredict.compiler_hooks.hf_frontend import torch_dtype
-    from perfpredict.errors import UnknownModelError, require
+    from perfpredict.core.errors import UnknownModelError, require
 
     transformers = require("transformers", "hf")
     config = copy.deepcopy(config)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from perfpredict.errors import InvalidInputError, UnknownModelError
+from perfpredict.core.errors import InvalidInputError, UnknownModelError
 
 #: model types whose blocks are Llama's (RMSNorm, rotary, gated SiLU MLP or its MoE); vLLM runs each with the same
 #: fused kernels (its llama.py, mistral via llama, mixtral.py, qwen2.py)

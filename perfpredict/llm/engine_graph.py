@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfpredict import ops
-from perfpredict.errors import InvalidInputError
-from perfpredict.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.core import ops
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
 from perfpredict.llm import moe
 from perfpredict.llm.decoder_spec import DecoderSpec
 

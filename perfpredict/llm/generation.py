@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.llm.generation_report import BatchPoint, DecodePoint, GenerationReport
 
 DECODE_POINTS = 3
@@ -99,7 +99,7 @@ def _with_host(report: GenerationReport, host: str | None) -> GenerationReport:
     """``report`` with the host profile its steps were timed on among its assumptions."""
     import dataclasses
 
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors import host_model
 
     profile = host_model.load_profile(host=host, kind=get_device(report.device).kind)
@@ -139,8 +139,8 @@ def choose_engine(engine: str, model_or_config: Any, device: str, mode: str | No
         return engine
     if mode is not None or cache is not None:
         return "hf"
-    from perfpredict.devices import get_device
-    from perfpredict.errors import PerfPredictError
+    from perfpredict.core.errors import PerfPredictError
+    from perfpredict.hardware.devices import get_device
     from perfpredict.llm.decoder_spec import spec_from
 
     if get_device(device).kind != "gpu":
@@ -170,9 +170,9 @@ def _predict_hf(
     host: str | None = None,
 ) -> GenerationReport:
     """transformers' generate on ``tp`` GPUs (see the module docstring)."""
-    from perfpredict import cost
     from perfpredict.compiler_hooks import hf_frontend as hf
-    from perfpredict.devices import get_device
+    from perfpredict.hardware import cost
+    from perfpredict.hardware.devices import get_device
     from perfpredict.llm import kv_cache, moe, tp_ranks, weight_formats
     from perfpredict.llm.decode_trace import prefill_graph
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from perfpredict.graph import OpGraph
+from perfpredict.core.graph import OpGraph
 
 
 def experts_of(config: Any) -> tuple[int, int] | None:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfpredict.errors import InvalidInputError
-from perfpredict.ops import DTYPE_BYTES
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.ops import DTYPE_BYTES
 
 GIB = 2**30
 

@@ -219,6 +219,6 @@ class StepCosts:
 
 
 def _bytes(dtype: str) -> int:
-    from perfpredict.ops import DTYPE_BYTES
+    from perfpredict.core.ops import DTYPE_BYTES
 
     return DTYPE_BYTES[dtype]

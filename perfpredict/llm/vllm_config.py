@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, replace
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 VLLM_VERSION = "0.6"
 CAPTURE_BATCHES = (1, 2, 4, *(8 * i for i in range(1, 33)))  # vLLM's _BATCH_SIZES_TO_CAPTURE

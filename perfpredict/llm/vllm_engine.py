@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.ops import DTYPE_BYTES
 from perfpredict.llm import engine_calibration, paged_kv, weight_formats
 from perfpredict.llm.engine_graph import Numerics, rank_shape, weight_elements
 from perfpredict.llm.generation_report import BatchPoint, DecodePoint, GenerationReport
@@ -22,7 +23,6 @@ from perfpredict.llm.scheduler import Scheduler
 from perfpredict.llm.step_costs import EngineModel, StepCosts
 from perfpredict.llm.tp_ranks import link_for
 from perfpredict.llm.vllm_config import VLLM_VERSION, EngineConfig, resolve
-from perfpredict.ops import DTYPE_BYTES
 
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -42,7 +42,7 @@ def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None =
           kv_dtype: str | None = None, engine: EngineConfig | None = None, constants: dict | None = None,
           host: str | None = None) -> Setup:  # fmt: skip
     """The engine for one model on ``tp`` GPUs of ``device``; refuses what vLLM would refuse at start-up."""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.llm.decoder_spec import spec_from
 
     dev = get_device(device)
@@ -118,7 +118,7 @@ def run(s: Setup, batch: int, prompt: int, new: int):
 
 
 def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bool) -> GenerationReport:
-    from perfpredict import cost
+    from perfpredict.hardware import cost
 
     m, kv, dev = s.model, s.kv, s.model.device
     e2e_ms = trace.e2e_s * 1e3

@@ -32,9 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from perfpredict import ops
-from perfpredict.errors import InvalidInputError
-from perfpredict.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.core import ops
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict import ops
-from perfpredict.errors import InvalidInputError
+from perfpredict.core import ops
+from perfpredict.core.errors import InvalidInputError
 
 #: the host's run-ahead the grid tries (kernels); the zero-shot model's is timeline.QUEUE_DEPTH
 QUEUE_DEPTHS = (1, 2, 3, 4, 8, 32, 1024)
@@ -261,7 +261,7 @@ def adapt(
     ``example_inputs`` are the inputs each model was timed with (or a callable ``model -> inputs``);
     ``batch_size`` overrides their batch. Pass the result to ``perfpredict.predict_models(..., adapted=...)``.
     """
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.nas.candidates import Candidates
 
     target = get_device(device)

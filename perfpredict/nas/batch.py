@@ -17,7 +17,7 @@ import numpy as np
 
 from perfpredict.api import fill_columns, many_columns, vector_predictor
 from perfpredict.compiler_hooks.block_reuse import BlockCache
-from perfpredict.errors import InvalidInputError, PerfPredictError
+from perfpredict.core.errors import InvalidInputError, PerfPredictError
 from perfpredict.nas.candidates import Candidates
 from perfpredict.pipeline import DEFAULT_DEVICE
 from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
@@ -68,7 +68,7 @@ def predict_models(
     ``perfpredict.nas.adapt.AdaptedLatency``, from ``perfpredict.nas.adapt.adapt``) gives the latency on its
     device from the model fitted to measured candidates instead of zero-shot (eager inference only).
     """
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.base import RunConfig
 
     if on_error not in ("raise", "skip"):
@@ -118,7 +118,7 @@ def _one(i: int, model: Any, inputs: Any, run: ModelsRun, model_predictor: Any, 
 
 
 def _by_device(adapted: Any, names: list[str], phase: str, mode: str) -> dict[str, Any]:
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     if adapted is None:
         return {}

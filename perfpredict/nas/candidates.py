@@ -11,7 +11,7 @@ import numpy as np
 
 from perfpredict.api import affine_arrays
 from perfpredict.compiler_hooks.block_reuse import BlockCache
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 #: the nine choices per layer, in the order HELP's and HW-NAS-Bench's encodings index them
 OPS = ("k3_e1", "k3_e1_g2", "k3_e3", "k3_e6", "k5_e1", "k5_e1_g2", "k5_e3", "k5_e6", "skip")

@@ -37,10 +37,10 @@ def parallel_report(
 ) -> ParallelReport:
     """Predict one step of ``graph`` (a training or inference OpGraph at the micro-batch size) spread over GPUs as
     ``parallel`` says (``{"dp", "tp", "pp", "fsdp", "sp", "microbatches", "zero_stage", "gpus_per_node",
-    "bucket_mb"}``). ``precision``: a recipe of perfpredict.precision, or ``master-bf16``/``master-fp16`` (the
+    "bucket_mb"}``). ``precision``: a recipe of perfpredict.hardware.precision, or ``master-bf16``/``master-fp16`` (the
     ZeRO paper's 2+2+12 bytes per parameter); None keeps the graph's dtype. ``interconnect``: an
     ``Interconnect`` to use in place of the catalog's (another cluster)."""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.parallel.interconnect import interconnect_for
     from perfpredict.parallel.simulate import links_of, run_stages, step_s
 
@@ -141,7 +141,7 @@ def _report(
 
 
 def pipeline_bubble(plan: ParallelPlan) -> float:
-    from perfpredict.parallel.pipeline import bubble_fraction
+    from perfpredict.parallel.pipeline_parallel import bubble_fraction
 
     return bubble_fraction(plan.pp, plan.microbatches) if plan.pp > 1 else 0.0
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from perfpredict.core.report import TimelineSummary
     from perfpredict.parallel.plan import ParallelPlan
-    from perfpredict.report import TimelineSummary
 
 
 def step_bound(timeline: TimelineSummary | None, exposed_s: float, compute_s: float) -> str:
@@ -30,7 +30,7 @@ def host_bound_note(timeline: TimelineSummary | None, plan: ParallelPlan, scalin
     """One line for a step whose ranks are host-bound ("" otherwise)."""
     if timeline is None or not timeline.launch_bound:
         return ""
-    from perfpredict.render_text import fmt_time_ms
+    from perfpredict.render.text import fmt_time_ms
 
     what = []
     if plan.tp > 1:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from perfpredict.parallel import memory as mem
-from perfpredict.parallel import pipeline
+from perfpredict.parallel import pipeline_parallel
 from perfpredict.parallel.collectives import bus_bandwidth_gb_per_s, collective_s
 from perfpredict.parallel.data_parallel import DEFAULT_BUCKET_MB
 from perfpredict.parallel.plan import ParallelPlan
@@ -30,7 +30,7 @@ def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, de
     if training and (pp > 1 or m > 1):  # gradients accumulate over the microbatches: resident in their backwards
         parts = mem.pipeline_stage_activations(  # the activation received is kept for the backward too
             mem.saved_activation_bytes(graph, run.start) + run.recv_bytes,
-            pipeline.in_flight(run.stage.index, pp, m) if pp > 1 else 1,
+            pipeline_parallel.in_flight(run.stage.index, pp, m) if pp > 1 else 1,
             own.activations_bytes,
             own.workspace_bytes,
             own.optimizer_temporaries_bytes,
@@ -82,7 +82,7 @@ def stage_report(run: StageRun, plan: ParallelPlan, memory: RankMemory, device: 
         dp_comm_ms=run.dp.comm_s_per_step * 1e3,
         dp_exposed_ms=(m * run.dp.per_microbatch_exposed_s + run.dp.last_microbatch_exposed_s + run.dp.after_step_s)
         * 1e3,
-        in_flight_microbatches=pipeline.in_flight(run.stage.index, plan.pp, m) if plan.pp > 1 else 1,
+        in_flight_microbatches=pipeline_parallel.in_flight(run.stage.index, plan.pp, m) if plan.pp > 1 else 1,
         memory=memory,
         fits_in_memory=memory.total_bytes <= device.memory_bytes,
     )

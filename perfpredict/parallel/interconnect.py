@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 INTERCONNECTS_FILE = Path(__file__).resolve().parents[1] / "data" / "interconnects.json"
 
@@ -107,7 +107,7 @@ def _catalog() -> dict[str, Any]:
 
 def interconnect_for(device: Any) -> Interconnect:
     """The interconnect of a catalog device (a Device or its name; a MIG slice uses its parent's)."""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     dev = get_device(device) if isinstance(device, str) else device
     name = dev.parent or dev.name

@@ -1,7 +1,7 @@
 """Memory per rank: the rank's weights, gradients and optimizer state, sharded as ZeRO and FSDP shard them, plus
 its activations, communication buffers and the runtime.
 
-Bytes per parameter come from the precision recipe (``perfpredict.precision``: ``amp-bf16`` keeps float32 weights
+Bytes per parameter come from the precision recipe (``perfpredict.hardware.precision``: ``amp-bf16`` keeps float32 weights
 and gradients, AdamW two float32 states) or from a ``master-*`` recipe, the one the ZeRO paper and Megatron-LM
 count: half-precision weights and gradients, with the float32 master weights inside the optimizer state
 (2 + 2 + 12 = 16 bytes per parameter with Adam). Over a data-parallel group of N ranks, ZeRO stage 1 divides the
@@ -19,15 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from perfpredict.errors import InvalidInputError
-from perfpredict.ops import DTYPE_BYTES
-from perfpredict.precision import OPTIMIZERS, PRECISIONS, training_bytes
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.ops import DTYPE_BYTES
+from perfpredict.hardware.precision import OPTIMIZERS, PRECISIONS, training_bytes
 
 if TYPE_CHECKING:
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
 
 #: recipes with float32 master weights kept by the optimizer: name -> (compute dtype, the equivalent
-#: perfpredict.precision recipe for the compute-time prediction)
+#: perfpredict.hardware.precision recipe for the compute-time prediction)
 MASTER_RECIPES = {"master-bf16": ("bfloat16", "amp-bf16"), "master-fp16": ("float16", "amp-fp16")}
 MASTER_WEIGHT_BYTES = 4
 
@@ -48,7 +48,7 @@ def precision_names() -> list[str]:
 
 
 def compute_precision(precision: str | None) -> str | None:
-    """The perfpredict.precision recipe that computes like ``precision`` (for the single-GPU predictors)."""
+    """The perfpredict.hardware.precision recipe that computes like ``precision`` (for the single-GPU predictors)."""
     return MASTER_RECIPES[precision][1] if precision in MASTER_RECIPES else precision
 
 

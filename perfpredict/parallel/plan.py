@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.parallel.data_parallel import DEFAULT_BUCKET_MB
 
 GPUS_PER_NODE = 8  # a DGX/HGX node

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfpredict.report import TimelineSummary
+from perfpredict.core.report import TimelineSummary
 
 PARALLEL_SCHEMA_VERSION = 1
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from perfpredict.graph import OpNode, TensorMeta
+from perfpredict.core.graph import OpNode, TensorMeta
 
 
 def divide(meta: TensorMeta, dim: int, parts: int) -> TensorMeta:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from perfpredict.parallel import pipeline, tensor_parallel
+from perfpredict.parallel import pipeline_parallel, tensor_parallel
 from perfpredict.parallel.collectives import SEND_RECV, Collective, collective_s
 from perfpredict.parallel.dp_timing import DataParallelTime, data_parallel_time, units_of
 from perfpredict.parallel.interconnect import GroupLink, Interconnect
@@ -33,7 +33,7 @@ class Links:
 class StageRun:
     """Everything computed for one stage: its cut, its compute, its collectives and their time."""
 
-    stage: pipeline.Stage
+    stage: pipeline_parallel.Stage
     labels: list[int]
     start: int
     time: RankTime
@@ -84,7 +84,7 @@ def run_stages(
     labels = layer_labels(rank_graph)
     start = backward_start(rank_graph)
     weights = analytical_node_s(rank_graph, device, options)[0] if plan.pp > 1 else [0.0] * len(labels)
-    stages = pipeline.split_stages(rank_graph, plan.pp, labels, weights)
+    stages = pipeline_parallel.split_stages(rank_graph, plan.pp, labels, weights)
     training = graph.phase == "training"
     runs = []
     for st in stages:
@@ -132,6 +132,6 @@ def _tp_by_label(collectives, labels: list[int], ranks: int, link: GroupLink):
 
 def step_s(runs: list[StageRun], microbatches: int) -> float:
     """1F1B over the stages, then the reduction left after the last backward, then the optimizer step."""
-    body = pipeline.pipeline_s([r.microbatch_s for r in runs], microbatches)
+    body = pipeline_parallel.pipeline_s([r.microbatch_s for r in runs], microbatches)
     tail = max(r.dp.last_microbatch_exposed_s for r in runs)
     return body + tail + max(r.time.optimizer_s + r.dp.after_step_s for r in runs)

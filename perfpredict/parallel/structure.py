@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from perfpredict.compiler_hooks.layer_replication import layer_of
 
 if TYPE_CHECKING:
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
 
 PRE = -1  # label of ops before the layer stack
 POST = -2  # label of ops after it

@@ -10,7 +10,7 @@ from perfpredict.parallel.structure import backward_start, module_params
 from perfpredict.predictors.memory_model import storage_roots
 
 if TYPE_CHECKING:
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
 
 
 def subgraph(graph: OpGraph, keep: Collection[int], name: str = "") -> OpGraph:

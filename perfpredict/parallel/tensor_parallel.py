@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from perfpredict import ops
-from perfpredict.errors import InvalidInputError
-from perfpredict.graph import OpNode, TensorMeta
+from perfpredict.core import ops
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.graph import OpNode, TensorMeta
 from perfpredict.parallel import shard_shapes as sh
 from perfpredict.parallel import tp_roles
 from perfpredict.parallel.structure import backward_start, layer_labels, module_name
@@ -26,7 +26,7 @@ from perfpredict.parallel.subgraph import with_param_share
 from perfpredict.parallel.tp_collectives import Event, collectives_of, sequence_split
 
 if TYPE_CHECKING:
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
     from perfpredict.parallel.collectives import Collective
 
 

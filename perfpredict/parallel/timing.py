@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from perfpredict.graph import OpGraph
-    from perfpredict.report import PerfReport
+    from perfpredict.core.graph import OpGraph
+    from perfpredict.core.report import PerfReport
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class RunOptions:
 
     predictor: str = "auto"
     optimizer: str = "adamw"
-    precision: str | None = None  # a recipe of perfpredict.precision (compute-equivalent for master-* ones)
+    precision: str | None = None  # a recipe of perfpredict.hardware.precision (compute-equivalent for master-* ones)
     mode: str = "eager"
     tf32: bool = False
     host: str | None = None  # the host profile (predictors.host_model), None: the default
@@ -78,7 +78,7 @@ def analytical_node_s(graph: OpGraph, device: Any, options: RunOptions):
     """(roofline seconds per op, the optimizer step's seconds) from the analytical predictor."""
     import numpy as np
 
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.analytical import AnalyticalPredictor
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays

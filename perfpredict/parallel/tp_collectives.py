@@ -18,15 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from perfpredict import ops
-from perfpredict.graph import OpNode, TensorMeta
+from perfpredict.core import ops
+from perfpredict.core.graph import OpNode, TensorMeta
 from perfpredict.parallel import shard_shapes as sh
 from perfpredict.parallel.collectives import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, Collective
 from perfpredict.parallel.structure import module_name
 from perfpredict.parallel.tp_roles import matmul_operands
 
 if TYPE_CHECKING:
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
     from perfpredict.parallel.tp_roles import Linear
 
 SEQUENCE_SPLIT_OPS = frozenset({ops.NORM, ops.ELEMENTWISE, ops.COPY, ops.REDUCTION, ops.VIEW})

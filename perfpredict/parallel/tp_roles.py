@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from perfpredict import ops
+from perfpredict.core import ops
 from perfpredict.parallel.structure import POST, PRE, module_name
 
 if TYPE_CHECKING:
-    from perfpredict.graph import OpGraph, OpNode, TensorMeta
+    from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
 
 COLUMN = "column"
 ROW = "row"

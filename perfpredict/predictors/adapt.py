@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict.errors import ArtifactError, InvalidInputError
+from perfpredict.core.errors import ArtifactError, InvalidInputError
 from perfpredict.predictors.artifacts import (
     Manifest,
     artifact_path,
@@ -65,7 +65,7 @@ def pick_shots(data: TrainingSet, shots: int, seed: int = 0) -> tuple[np.ndarray
 
 def source_learner(predictor: str, from_device: str | None, kind: str) -> tuple[Any, Manifest]:
     """The learner to start from: the artifact for ``from_device``, else the first one of a device of ``kind``."""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.train import learner_class
 
     if predictor not in ADAPTABLE:
@@ -118,7 +118,7 @@ def adapt(
     include_busy_host: bool = False,
 ) -> AdaptResult:
     """Fine-tune ``predictor`` on ``shots`` rows of ``data_path`` measured on ``device``; write its artifact."""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.training_data import load_training_set
 
     target = get_device(device)

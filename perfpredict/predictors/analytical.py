@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfpredict import breakdown, ops
+from perfpredict import breakdown
+from perfpredict.core import ops
+from perfpredict.core.report import OpContribution, Prediction
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.intervals import bracket
@@ -29,11 +31,10 @@ from perfpredict.predictors.memory_model import (
     training_bytes,
 )
 from perfpredict.predictors.registry import register_predictor
-from perfpredict.report import OpContribution, Prediction
 
 if TYPE_CHECKING:
-    from perfpredict.devices import Device
-    from perfpredict.graph import OpGraph, OpNode
+    from perfpredict.core.graph import OpGraph, OpNode
+    from perfpredict.hardware.devices import Device
 
 NAME = "analytical"
 VERSION = "1"

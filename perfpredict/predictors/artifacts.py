@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import ArtifactError, PerfPredictError
+from perfpredict.core.errors import ArtifactError, PerfPredictError
 
 SHIPPED_DIR = Path(__file__).parent / "artifacts"
 ENV_ARTIFACTS = "PERFPREDICT_ARTIFACTS"
@@ -51,7 +51,7 @@ def slug(name: str) -> str:
 def device_physics(device: str) -> dict[str, int] | None:
     """The physics versions a prediction for ``device`` computes its features with today (None: a device this
     perfpredict does not know, so there is nothing to record or compare)."""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.memory_model import physics_versions
 
     try:

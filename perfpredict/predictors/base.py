@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from perfpredict.errors import InvalidInputError
-from perfpredict.ops import CONV, FLOAT_DTYPES, TENSOR_CORE_OPS
-from perfpredict.precision import OPTIMIZERS, PRECISIONS
-from perfpredict.report import BlockShare, MemoryBreakdown, OpContribution, Prediction, TimelineSummary, TimeShare
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.ops import CONV, FLOAT_DTYPES, TENSOR_CORE_OPS
+from perfpredict.core.report import BlockShare, MemoryBreakdown, OpContribution, Prediction, TimelineSummary, TimeShare
+from perfpredict.hardware.precision import OPTIMIZERS, PRECISIONS
 
 if TYPE_CHECKING:
-    from perfpredict.devices import Device
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
+    from perfpredict.hardware.devices import Device
 
-# Optimizer states per trainable parameter (their bytes: perfpredict.precision).
+# Optimizer states per trainable parameter (their bytes: perfpredict.hardware.precision).
 OPTIMIZER_STATES = {name: states for name, (states, _) in OPTIMIZERS.items()}
 # Scratch of one step of torch's multi-tensor (foreach) optimizer, the CUDA default, in trainable-parameter sizes:
 # Adam/AdamW take sqrt(exp_avg_sq) into a new tensor list, RMSprop and Adagrad the sqrt of their running sum; SGD
@@ -59,7 +59,9 @@ class RunConfig:
     top_ops: int = 25
     weights_built_in: str | None = MEASURED_BUILD_DTYPE
     mode: str = "eager"  # eager, cuda_graph, compiled, compiled_cuda_graph (the two-timeline predictor reads it)
-    precision: str | None = None  # a training recipe of perfpredict.precision; None: the graph's dtype throughout
+    precision: str | None = (
+        None  # a training recipe of perfpredict.hardware.precision; None: the graph's dtype throughout
+    )
     conv_tf32: bool = True  # cuDNN may run float32 convolutions as TF32: PyTorch's default (matmuls: ``tf32``)
     # the host that drives the device (predictors.host_model.HOSTS, or "calibrated"); None: this machine's calibrated
     # profile where there is one, else the default for the device's kind (a GPU server for a GPU)

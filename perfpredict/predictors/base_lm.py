@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfpredict.errors import ArtifactError, InvalidInputError
+from perfpredict.core.errors import ArtifactError, InvalidInputError
 
 if TYPE_CHECKING:
     from torch import nn

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfpredict import ops
-from perfpredict.errors import FrontendError
-from perfpredict.graph import OpGraph
+from perfpredict.core import ops
+from perfpredict.core.errors import FrontendError
+from perfpredict.core.graph import OpGraph
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict import ops
+from perfpredict.core import ops
 from perfpredict.kernels import cpu_op_probes as probes
 
 CPU_OP_MODEL_VERSION = 1

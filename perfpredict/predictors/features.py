@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfpredict import ops
+from perfpredict.core import ops
 
 if TYPE_CHECKING:
-    from perfpredict.devices import Device
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
+    from perfpredict.hardware.devices import Device
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays
 

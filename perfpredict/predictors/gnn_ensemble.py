@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from perfpredict.errors import ArtifactError, InvalidInputError
+from perfpredict.core.errors import ArtifactError, InvalidInputError
 from perfpredict.predictors.features import NODE_FEATURES
 from perfpredict.predictors.gnn_data import (
     GRAPHS,

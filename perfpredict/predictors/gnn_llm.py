@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from perfpredict.errors import ArtifactError
+from perfpredict.core.errors import ArtifactError
 from perfpredict.predictors.features import DTYPES, TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.gnn_data import NODE_FEATURES, schema_extra
 from perfpredict.predictors.gnn_ensemble import GNNEnsembleLearner
@@ -236,7 +236,7 @@ class GNNLLMLearner(GNNEnsembleLearner):
     def row_inputs(self, ts: TrainingSet) -> dict[str, torch.Tensor]:
         import torch
 
-        from perfpredict.devices import get_device
+        from perfpredict.hardware.devices import get_device
         from perfpredict.predictors.lm_prompts import row_prompt
 
         tok = self.base().tokenizer

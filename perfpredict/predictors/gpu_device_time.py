@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict import ops
+from perfpredict.core import ops
 from perfpredict.predictors import gpu_efficiency as ge
 from perfpredict.predictors import gpu_op_features as gf
 from perfpredict.predictors.op_efficiency import OpShape, node_shape
@@ -27,7 +27,7 @@ def efficiency_fn(model: ge.GpuEfficiencyModel, device: Any, config: Any) -> Eff
     kernel at the efficiency its whole GPU reaches on it (the slice's bound has its own SMs and bandwidth), so one
     evaluation serves every slice of a MIG table."""
     if getattr(device, "parent", None):
-        from perfpredict.devices import get_device
+        from perfpredict.hardware.devices import get_device
 
         device = get_device(device.parent)
     basis = gf.datasheet_basis(device)

@@ -233,7 +233,7 @@ def fit_levels(
 def distance(device: Any, name: str) -> float:
     """How unlike two GPUs are for the level of their efficiency: board power (log2 watts: the 70 W cards run far
     below boost) first, then compute capability (half a point per generation)."""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     other = get_device(name)
     power = abs(math.log2(max(float(device.tdp_w), 1.0) / max(float(other.tdp_w), 1.0)))

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from perfpredict import ops
+from perfpredict.core import ops
 from perfpredict.predictors.op_efficiency import OpShape
 
 KINDS = (
@@ -81,7 +81,7 @@ def datasheet_basis(device: Any) -> Any:
     datasheet figures, so every GPU's bound is on one basis. A MIG slice keeps its slice of the datasheet."""
     if not getattr(device, "measured", None):
         return device
-    from perfpredict.devices import datasheet_device
+    from perfpredict.hardware.devices import datasheet_device
 
     return datasheet_device(device)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict import ops
+from perfpredict.core import ops
 from perfpredict.predictors import gpu_efficiency as ge
 from perfpredict.predictors import gpu_op_features as gf
 from perfpredict.predictors.base import RunConfig
@@ -75,7 +75,7 @@ def neusight_timing(frame: Any) -> dict[str, Timing]:
     """Per GPU of NeuSight's rows: the per-call timing floor and overhead (milliseconds), see the module doc."""
     from scipy.stats import siegelslopes
 
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     floors, overheads = {}, {}
     for name, rows in frame.groupby("device"):
@@ -97,7 +97,7 @@ def own_rows() -> Any:
     external rows' columns, or an empty frame."""
     import pandas as pd
 
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.op_efficiency import row_shape
     from perfpredict.profiling.dataset import load_dataset
 
@@ -181,7 +181,7 @@ class Arrays:
 def arrays(frame: Any) -> Arrays:
     """The labelled rows of ``frame``, featurised on each GPU's datasheet basis; units as the rows ran (no TF32:
     NeuSight turned it off; half precision on tensor cores)."""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     frame = frame[frame["device_s"].notna()]
     shapes = shapes_of(frame)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from perfpredict import ops
+from perfpredict.core import ops
 from perfpredict.predictors.host_model import DEFAULT_HOST, HostProfile
 
 

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict import ops, user_config
-from perfpredict.errors import InvalidInputError
+from perfpredict.core import ops
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.hardware import user_config
 
 HOST_PROFILE_VERSION = 3  # 2: dispatch scales re-fitted with the device-time scale, gpu_launch_us; 3: cpu_ops
 HOST_PROFILES_DIR = Path(__file__).resolve().parents[1] / "data" / "host_profiles"

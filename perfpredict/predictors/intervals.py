@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from perfpredict.report import Prediction
+    from perfpredict.core.report import Prediction
 
 #: the band given to a point whose interval has no width at all: x/1.1 to x*1.1, about the run-to-run variation of
 #: a measured latency (9-11%, README), so no interval claims more certainty than a measurement has

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
-from perfpredict.errors import ArtifactError
+from perfpredict.core.errors import ArtifactError
+from perfpredict.core.report import MemoryBreakdown, Prediction
 from perfpredict.predictors.base import MEASURED_BUILD_DTYPE, PredictorOutput, RunConfig
 from perfpredict.predictors.intervals import bracket
-from perfpredict.report import MemoryBreakdown, Prediction
 
 if TYPE_CHECKING:
-    from perfpredict.devices import Device
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
+    from perfpredict.hardware.devices import Device
     from perfpredict.predictors.artifacts import Manifest
     from perfpredict.predictors.training_data import TrainingSet
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from perfpredict.devices import Device
+    from perfpredict.hardware.devices import Device
     from perfpredict.predictors.cost_arrays import CostArrays
 
 TASK = "predict the run time, peak memory, energy and power of this model"

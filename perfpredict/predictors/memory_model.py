@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfpredict.ops import CONV, DTYPE_BYTES, FLOAT_DTYPES
-from perfpredict.report import MemoryBreakdown
+from perfpredict.core.ops import CONV, DTYPE_BYTES, FLOAT_DTYPES
+from perfpredict.core.report import MemoryBreakdown
 
 # Bumped when the memory model changes what it predicts on a GPU only (CPU rows' features stay put, so the CPU
 # artifacts and the feature schema keep their hash). 2: cuDNN's layout workspace (gpu_conv_workspace_bytes), and
@@ -36,8 +36,8 @@ def physics_versions(device_kind: str) -> dict[str, int]:
 
 
 if TYPE_CHECKING:
-    from perfpredict.devices import Device
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
+    from perfpredict.hardware.devices import Device
     from perfpredict.predictors.base import RunConfig
 
 
@@ -263,8 +263,8 @@ def cpu_math_attention_bytes(graph: OpGraph, out_bytes: np.ndarray) -> np.ndarra
 
 
 def training_bytes(graph: OpGraph, config: RunConfig):
-    """Weights, gradients, optimizer state and AMP's weight copies for this config (perfpredict.precision)."""
-    from perfpredict.precision import training_bytes as held
+    """Weights, gradients, optimizer state and AMP's weight copies for this config (perfpredict.hardware.precision)."""
+    from perfpredict.hardware.precision import training_bytes as held
 
     return held(graph, config.phase, config.optimizer, config.precision)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict import ops
+from perfpredict.core import ops
 
 KINDS = tuple(sorted(ops.KNOWN_OPS | {ops.UNKNOWN}))
 DTYPE_CLASSES = ("float32", "bfloat16", "float16", "int", "other")

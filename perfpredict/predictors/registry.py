@@ -12,7 +12,7 @@ import importlib.util
 import warnings
 from collections.abc import Callable
 
-from perfpredict.errors import InvalidInputError, UnknownPredictorError, close_matches
+from perfpredict.core.errors import InvalidInputError, UnknownPredictorError, close_matches
 from perfpredict.predictors.base import Predictor
 
 _FACTORIES: dict[str, Callable[[], Predictor]] = {}

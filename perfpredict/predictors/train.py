@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import InvalidInputError, close_matches
+from perfpredict.core.errors import InvalidInputError, close_matches
 from perfpredict.predictors.artifacts import Manifest, artifact_path, save_artifact
 from perfpredict.predictors.training_data import TARGETS, load_training_set
 

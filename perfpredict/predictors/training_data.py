@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict.errors import InvalidInputError
-from perfpredict.graph import OpGraph, graph_from_dict, graph_to_dict
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.graph import OpGraph, graph_from_dict, graph_to_dict
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.features import TABULAR_FEATURES, tabular_matrix
 
@@ -179,7 +179,7 @@ class TrainingSet:
 
 def device_for_rows(rows: Sequence[Mapping[str, Any]]) -> Any:
     """The catalog device the rows were measured on (the local CPU entry for CPU rows)."""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     kinds = {r.get("device_type", "cpu") for r in rows}
     if kinds == {"cpu"}:

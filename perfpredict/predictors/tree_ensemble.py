@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict.errors import ArtifactError
+from perfpredict.core.errors import ArtifactError
 
 
 @dataclass(frozen=True)

@@ -29,14 +29,15 @@ from pathlib import Path
 
 import numpy as np
 
-from perfpredict import breakdown, ops
+from perfpredict import breakdown
+from perfpredict.core import ops
+from perfpredict.core.report import HOST_BOUND_IDLE_SHARE, OpContribution, Prediction, TimelineSummary
 from perfpredict.predictors import gpu_device_time, host_model, op_efficiency, timeline
 from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor, attainable_bandwidth
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.gpu_efficiency import GpuEfficiencyModel
 from perfpredict.predictors.registry import register_predictor
-from perfpredict.report import HOST_BOUND_IDLE_SHARE, OpContribution, Prediction, TimelineSummary
 
 NAME = "two_timeline"
 VERSION = "1"
@@ -129,7 +130,7 @@ class TwoTimelinePredictor:
         its kind. A GPU server's profile cannot time a CPU: it has no CPU model (one line saying what to use)."""
         profile = self._host_profile or host_model.load_profile(kind=device.kind)
         if device.kind == "cpu" and "cpu" not in profile.dispatch_scale:
-            from perfpredict.errors import InvalidInputError
+            from perfpredict.core.errors import InvalidInputError
 
             raise InvalidInputError(
                 f"host profile {profile.name!r} has no CPU model (it times a GPU's host only); for the cpu device "

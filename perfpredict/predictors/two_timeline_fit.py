@@ -77,7 +77,7 @@ class TwoTimelineLearner:
 
     def device_time_learned(self, data: Any) -> bool:
         """Whether the rows' device has its device time learned from GPU op rows (then only the host is fitted)."""
-        from perfpredict.devices import get_device
+        from perfpredict.hardware.devices import get_device
         from perfpredict.predictors.two_timeline import TwoTimelinePredictor
 
         device = get_device(data.devices[0])
@@ -92,7 +92,7 @@ class TwoTimelineLearner:
         return float(self.device_grid[self.device_index])
 
     def predict(self, data: Any) -> dict[str, Any]:
-        from perfpredict.devices import get_device
+        from perfpredict.hardware.devices import get_device
         from perfpredict.predictors.learned import TargetPrediction
         from perfpredict.predictors.timeline import Timeline
         from perfpredict.predictors.two_timeline import busy_power_w
@@ -116,7 +116,7 @@ class TwoTimelineLearner:
     def simulate(self, data: Any) -> dict[str, np.ndarray]:
         """Per row: ``wall_s`` [host scale, device scale, row], the unscaled ``device_s`` and the roofline's
         ``power_w`` [row]."""
-        from perfpredict.devices import get_device
+        from perfpredict.hardware.devices import get_device
         from perfpredict.predictors.analytical import AnalyticalPredictor
         from perfpredict.predictors.base import RunConfig
         from perfpredict.predictors.two_timeline import TwoTimelinePredictor
@@ -162,6 +162,6 @@ def _training_rows(data: Any) -> np.ndarray:
 
 
 def _device_kind(data: Any) -> str:
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     return get_device(data.devices[0]).kind

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from perfpredict.errors import require
+from perfpredict.core.errors import require
 from perfpredict.predictors.features import STATIC_ONLY_FEATURES, TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.intervals import bracket
 from perfpredict.predictors.learned import LearnedPredictor, TargetPrediction

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import InvalidInputError, MissingDependencyError, PerfPredictError
+from perfpredict.core.errors import InvalidInputError, MissingDependencyError, PerfPredictError
 from perfpredict.profiling import collect as v2
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import parts, shard_run

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import parts, shards, zoo
 from perfpredict.profiling.graph_features import GraphFeatureCache

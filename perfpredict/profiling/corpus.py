@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.profiling import zoo
 
 DEFAULT_DIR = Path("data") / "graph_corpus"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import MissingDependencyError
+from perfpredict.core.errors import MissingDependencyError
 from perfpredict.profiling import parts as _parts
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Measurement: what the profiler measured for one window, with PerfReport's field names.
 
 A :class:`Measurement` is plain data. The latency, throughput, memory and energy fields carry the same names as
-:class:`perfpredict.report.PerfReport` (``latency_ms``, ``throughput_per_s``, ``peak_memory_bytes``, ``energy_j``,
+:class:`perfpredict.core.report.PerfReport` (``latency_ms``, ``throughput_per_s``, ``peak_memory_bytes``, ``energy_j``,
 ``avg_power_w``) so that a prediction and a measurement line up field by field. Spread statistics and the
 environment travel with every measurement, because a number without its noise and its clocks is not ground truth.
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.profiling import cpu as cpu_probe
 from perfpredict.profiling.measurement import Environment, Measurement, spread
 

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from perfpredict import ops
 from perfpredict.compiler_hooks.op_table import bare_name, classify
-from perfpredict.errors import InvalidInputError
+from perfpredict.core import ops
+from perfpredict.core.errors import InvalidInputError
 
 OP_KEY_VERSION = 1
 #: canonical kinds that launch no kernel (views) or that the collector cannot time alone

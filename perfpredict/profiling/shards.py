@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from perfpredict.profiling.zoo import ModelSpec

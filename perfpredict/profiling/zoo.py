@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from perfpredict.errors import InvalidInputError, close_matches
+from perfpredict.core.errors import InvalidInputError, close_matches
 from perfpredict.profiling import zoo_text, zoo_torch, zoo_vision
 from perfpredict.profiling.zoo_family import NUM_LABELS, Family
 

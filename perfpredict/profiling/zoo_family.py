@@ -38,7 +38,7 @@ class Family:
 
 
 def hf():
-    from perfpredict.errors import require
+    from perfpredict.core.errors import require
 
     return require("transformers", "hf")
 

@@ -26,7 +26,7 @@ def build_app():
     import gradio as gr
 
     from perfpredict.compiler_hooks.hf_frontend import known_models
-    from perfpredict.devices import list_devices
+    from perfpredict.hardware.devices import list_devices
     from perfpredict.llm.weight_formats import FORMATS
     from perfpredict.predictors.host_model import host_names
 
@@ -173,7 +173,7 @@ def answer(
     """The page's handler: every error becomes one line in the page, never a traceback. ``mode`` is a step's
     (inference, training); ``generation_mode``, ``new_tokens`` and ``weights`` are generation's, as `perfpredict
     generate`'s --mode, --new-tokens and --weights ("default": the option left out)."""
-    from perfpredict.errors import PerfPredictError
+    from perfpredict.core.errors import PerfPredictError
 
     try:
         q = _question(
@@ -211,7 +211,7 @@ def _given(choice: Any) -> Any:
 
 
 def _question(model, upload, phase, batch, seq, dtype, precision, devices, max_latency, min_throughput) -> Question:
-    from perfpredict.errors import InvalidInputError
+    from perfpredict.core.errors import InvalidInputError
 
     source: Any = model or None
     onnx = None
@@ -261,7 +261,7 @@ def table_html(result: Answer) -> str:
 
 def timelines_html(result: Answer) -> str:
     """What limits each device's run: device, host and wall time, the bound, and, host-bound, the other modes."""
-    from perfpredict.render_text import timeline_lines
+    from perfpredict.render.text import timeline_lines
 
     items = [
         f"<li><b>{escape(r.device)}</b>: " + "<br>".join(escape(line) for line in timeline_lines(r)) + "</li>"
@@ -280,7 +280,7 @@ def _roofline(result: Answer) -> str:
         return '<h3 id="batch-sweep">Tokens/s against batch</h3>' + batch_sweep_svg(result.reports)
     if result.graph is None or not result.reports:
         return ""
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.kernels.plot import roofline_svg
 
     return f"<h3>Roofline on {escape(result.reports[0].device)}</h3>" + roofline_svg(
@@ -292,7 +292,7 @@ def _kinds(result: Answer) -> str:
     first = result.reports[0] if result.reports else None
     if first is None or not getattr(first, "by_kind", ()):
         return ""
-    from perfpredict.render_text import kind_rows, kinds_title
+    from perfpredict.render.text import kind_rows, kinds_title
 
     rows = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in kind_rows(first))
     return (
@@ -309,7 +309,7 @@ def _downloads(result: Answer) -> list[str]:
         (folder / f"{stem}.json").write_text(r.to_json() + "\n")
         paths.append(str(folder / f"{stem}.json"))
         if hasattr(r, "memory"):  # a PerfReport
-            from perfpredict.render_html import render_html
+            from perfpredict.render.html import render_html
 
             page = render_html(r)
         elif hasattr(r, "batch_sweep"):  # a GenerationReport: `perfpredict generate --html`'s page

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few KB; anything near this is not one
 MAX_ONNX_BYTES = 512 << 20
@@ -66,7 +66,7 @@ def config_from_upload(data: bytes) -> dict:
 def compare(q: Question) -> Answer:
     """The comparison table of ``q`` across its devices."""
     from perfpredict.compiler_hooks.hf_frontend import resolve_id
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
 
     if isinstance(q.model, str) and resolve_id(q.model) is None:  # never a path on the server's disk
         raise InvalidInputError(f"{q.model!r} is not a shipped model id; upload its config.json instead")
@@ -88,7 +88,7 @@ def compare(q: Question) -> Answer:
 def _parallel(q: Question, devices: list) -> Answer:
     """One step over ``q.parallel``'s GPUs, per device: step time, communication, bubble, memory per GPU."""
     from perfpredict.parallel import parallel_report
-    from perfpredict.render_text import fmt_bytes, fmt_rate, fmt_share, fmt_time_ms
+    from perfpredict.render.text import fmt_bytes, fmt_rate, fmt_share, fmt_time_ms
 
     reports = []
     for device in devices:
@@ -143,7 +143,7 @@ def _parallel(q: Question, devices: list) -> Answer:
 
 def _step(q: Question, devices: list) -> Answer:
     from perfpredict.pipeline import report_for_graph
-    from perfpredict.render_text import fmt_bytes, fmt_carbon_g, fmt_energy_j, fmt_rate, fmt_time_ms, fmt_usd
+    from perfpredict.render.text import fmt_bytes, fmt_carbon_g, fmt_energy_j, fmt_rate, fmt_time_ms, fmt_usd
 
     reports, first_graph = [], None
     for device in devices:
@@ -204,9 +204,9 @@ def _step(q: Question, devices: list) -> Answer:
 
 def _graph(q: Question, device: Any):
     """(the graph for this device's run dtype, the RunDtype chosen)."""
+    from perfpredict.compiler_hooks.hf_capture import cached
     from perfpredict.compiler_hooks.hf_frontend import declared_dtype, raw_config
-    from perfpredict.hf_capture import cached
-    from perfpredict.precision import resolve_run_dtype
+    from perfpredict.hardware.precision import resolve_run_dtype
 
     if q.onnx_path:
         from perfpredict.compiler_hooks.onnx_file import graph_from_onnx_args
@@ -233,7 +233,7 @@ def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
     """``perfpredict generate``'s answer on each device, through the same on-disk answer cache (a config uploaded
     as fields is answered afresh)."""
     from perfpredict.llm.answer_cache import cached_generation
-    from perfpredict.render_text import fmt_bytes, fmt_rate, fmt_time_ms, fmt_usd
+    from perfpredict.render.text import fmt_bytes, fmt_rate, fmt_time_ms, fmt_usd
 
     if isinstance(q.model, dict):
         from perfpredict.compiler_hooks.hf_frontend import config_from_dict

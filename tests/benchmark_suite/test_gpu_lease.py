@@ -20,7 +20,7 @@ if str(REPO) not in sys.path:  # the benchmarks package lives at the repository 
 
 from benchmarks import gpu_lease, lease_import, lease_stages  # noqa: E402
 from benchmarks import lease_runner as lr  # noqa: E402
-from perfpredict.errors import InvalidInputError  # noqa: E402
+from perfpredict.core.errors import InvalidInputError  # noqa: E402
 
 PY = sys.executable
 

@@ -54,7 +54,7 @@ def test_unknown_device_lists_close_names(capsys) -> None:
 
 
 def test_unexpected_error_is_exit_1_unless_debug(capsys, mocker) -> None:
-    mocker.patch("perfpredict.devices.list_devices", side_effect=RuntimeError("boom"))
+    mocker.patch("perfpredict.hardware.devices.list_devices", side_effect=RuntimeError("boom"))
     assert main(["devices"]) == 1
     line = _error_line(capsys)
     assert "RuntimeError: boom" in line and "rerun with --debug for the traceback" in line
@@ -94,7 +94,7 @@ def test_python_dash_m_devices() -> None:
 
 @pytest.mark.skipif(not HAVE_API, reason="api not yet available")
 def test_predict_end_to_end_json_and_html(capsys, tmp_path) -> None:
-    from perfpredict.report import PerfReport
+    from perfpredict.core.report import PerfReport
 
     html = tmp_path / "report.html"
     code = main(["predict", "--hf", "bert-base-uncased", "--device", "H100-SXM", "--json", "-", "--html", str(html)])
@@ -168,7 +168,7 @@ def test_devices_fits_80_columns_and_wide_shows_every_column_uncut(capsys):
 
 
 def test_small_costs_print_without_an_exponent():
-    from perfpredict.render_text import fmt_usd
+    from perfpredict.render.text import fmt_usd
 
     assert fmt_usd(9.1e-05) == "$0.000091" and fmt_usd(0.0091) == "$0.0091" and fmt_usd(12.345) == "$12.35"
 

@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import perfpredict
 from perfpredict.compiler_hooks.capture import capture_graph
-from perfpredict.errors import FrontendError, InvalidInputError
+from perfpredict.core.errors import FrontendError, InvalidInputError
 from perfpredict.nas import fbnet
 
 _ROOT = re.compile(r"^L\[[^\]]*\](\[\d+\])?\.?")

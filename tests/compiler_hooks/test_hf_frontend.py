@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
 from perfpredict.compiler_hooks import hf_frontend as hf  # noqa: E402
-from perfpredict.errors import InvalidInputError, UnknownModelError  # noqa: E402
+from perfpredict.core.errors import InvalidInputError, UnknownModelError  # noqa: E402
 
 SHIPPED = hf.known_models()
 

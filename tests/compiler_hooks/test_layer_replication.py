@@ -7,11 +7,11 @@ import warnings
 
 import pytest
 
-from perfpredict import hf_capture
 from perfpredict.api import featurize
+from perfpredict.compiler_hooks import hf_capture
 from perfpredict.compiler_hooks import hf_frontend as hf
 from perfpredict.compiler_hooks import layer_replication as lr
-from perfpredict.devices import get_device
+from perfpredict.hardware.devices import get_device
 from perfpredict.predictors.analytical import AnalyticalPredictor
 from perfpredict.predictors.base import RunConfig
 
@@ -64,7 +64,7 @@ def test_layer_indices_are_read_from_module_paths():
 def test_stacks_that_are_not_one_layer_repeated_are_traced_whole():
     import torch
 
-    from perfpredict.hf_capture import layers_alike
+    from perfpredict.compiler_hooks.hf_capture import layers_alike
 
     class Stack(torch.nn.Module):
         def __init__(self, widths):

@@ -19,7 +19,7 @@ def test_balanced_rows_are_capped_by_capacity():
 def test_switch_transformers_capture_from_a_config(tmp_path):
     import json
 
-    from perfpredict import hf_capture
+    from perfpredict.compiler_hooks import hf_capture
 
     config = {
         "model_type": "switch_transformers",

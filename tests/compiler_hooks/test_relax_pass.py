@@ -171,9 +171,9 @@ def test_unsupported_op_lowers_coverage_and_warns_without_crashing():
 
 def test_bad_options_fail_early_and_prediction_errors_never_break_the_build(cnn):
     _, _, mod = cnn
-    with pytest.raises(perfpredict.errors.PerfPredictError):
+    with pytest.raises(perfpredict.core.errors.PerfPredictError):
         PredictPerformance(device="no-such-gpu")
-    with pytest.raises(perfpredict.errors.InvalidInputError):
+    with pytest.raises(perfpredict.core.errors.InvalidInputError):
         PredictPerformance(phase="serving")
     with pytest.warns(UserWarning, match="passed on unchanged"):
         out = PredictPerformance(predictor="no-such-predictor")(mod)

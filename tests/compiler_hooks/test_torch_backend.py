@@ -13,7 +13,7 @@ import torch
 
 import perfpredict
 from perfpredict.compiler_hooks import fx_frontend
-from perfpredict.render_text import render_text
+from perfpredict.render.text import render_text
 
 
 class Block(torch.nn.Module):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.external import help as help_data
 
 pytest.importorskip("pyarrow")

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.external.source_tree import SourceTree
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfpredict import ops
+from perfpredict.core import ops
 from perfpredict.kernels import cpu_op_probes as probes
 from perfpredict.predictors import host_model
 

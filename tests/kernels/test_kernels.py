@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from perfpredict.devices import apply_ceilings, get_device
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.hardware.devices import apply_ceilings, get_device
 from perfpredict.kernels import ceilings as C
 from perfpredict.kernels import table as T
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from perfpredict.devices import apply_ceilings, get_device, local_cpu
+from perfpredict.hardware.devices import apply_ceilings, get_device, local_cpu
 
 pytest.importorskip("numba")
 
@@ -79,7 +79,7 @@ def test_cpu_ceilings_apply_to_the_local_cpu(cpu_run):
 
 
 def test_measured_dir_is_picked_up(cpu_run, tmp_path, monkeypatch):
-    from perfpredict.devices import reset_catalog
+    from perfpredict.hardware.devices import reset_catalog
 
     data, _ = cpu_run
     (tmp_path / "cpu.json").write_text(json.dumps(data))
@@ -111,7 +111,7 @@ def test_missing_gpu_prints_one_line_and_exits_2():
 
 
 def _tiny_graph():
-    from perfpredict.graph import OpGraph, OpNode, TensorMeta
+    from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
 
     t = TensorMeta((64, 64), "float16")
     nodes = (

@@ -10,8 +10,8 @@ import pytest
 
 from perfpredict.cli import main
 from perfpredict.compiler_hooks import hf_frontend as hf
-from perfpredict.devices import get_device
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.hardware.devices import get_device
 from perfpredict.llm import kv_cache, weight_formats
 from perfpredict.llm.decode_trace import decode_graph, prefill_graph
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.llm.paged_kv import KvPlan
 from perfpredict.llm.scheduler import HostTime, Scheduler
 from perfpredict.llm.vllm_config import EngineConfig, ResolvedEngine

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from perfpredict.devices import get_device
-from perfpredict.errors import InvalidInputError, UnknownModelError
+from perfpredict.core.errors import InvalidInputError, UnknownModelError
+from perfpredict.hardware.devices import get_device
 from perfpredict.llm import paged_kv
 from perfpredict.llm.decoder_spec import spec_from
 from perfpredict.llm.engine_graph import Numerics, StepShape, rank_shape, step_graph, weight_elements

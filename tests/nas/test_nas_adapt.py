@@ -8,8 +8,8 @@ import pytest
 from scipy.stats import spearmanr
 
 import perfpredict
-from perfpredict.devices import get_device
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.hardware.devices import get_device
 from perfpredict.nas import adapt, fbnet
 from perfpredict.nas.candidates import Candidates
 from perfpredict.predictors import timeline

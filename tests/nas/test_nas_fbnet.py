@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import perfpredict
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.nas import fbnet
 
 

@@ -11,7 +11,7 @@ from torch import nn
 import perfpredict
 from perfpredict.compiler_hooks.block_reuse import BlockCache
 from perfpredict.compiler_hooks.capture import capture_graph
-from perfpredict.errors import FrontendError, InvalidInputError
+from perfpredict.core.errors import FrontendError, InvalidInputError
 from perfpredict.nas import adapt, fbnet
 
 SPACE = [[0] * 22, [7, 8, 1, 8, 4, 8, 8, 8, 7, 4, 1, 4, 7, 3, 2, 7, 3, 2, 4, 2, 4, 5], [3, 5] * 11]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.parallel.collectives import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -88,7 +88,7 @@ def test_a_group_that_spans_nodes_runs_at_its_nics():
 
 
 def test_every_catalog_gpu_has_a_sourced_interconnect():
-    from perfpredict.devices import list_devices
+    from perfpredict.hardware.devices import list_devices
 
     data = json.loads(INTERCONNECTS_FILE.read_text())
     for device in (d for d in list_devices() if d.kind == "gpu" and not d.parent):
@@ -104,7 +104,7 @@ def test_every_catalog_gpu_has_a_sourced_interconnect():
 
 
 def test_a_device_without_an_interconnect_is_refused():
-    from perfpredict.devices import local_cpu
+    from perfpredict.hardware.devices import local_cpu
 
     with pytest.raises(InvalidInputError, match="no interconnect is known"):
         interconnect_for(local_cpu())

@@ -51,7 +51,7 @@ def test_python_predict_with_parallel_matches_the_graph_api():
 
 
 def test_the_web_question_carries_the_plan():
-    from perfpredict.errors import InvalidInputError
+    from perfpredict.core.errors import InvalidInputError
     from perfpredict.web.app import parallel_plan
     from perfpredict.web.compare import Question, compare
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.parallel import memory as mem
 
 # Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", SC'20, Figure 1:

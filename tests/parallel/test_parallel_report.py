@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from parallel_models import TinyDecoder, capture  # noqa: E402
 
-from perfpredict.errors import InvalidInputError  # noqa: E402
+from perfpredict.core.errors import InvalidInputError  # noqa: E402
 from perfpredict.parallel import ParallelReport, parallel_report, parse_plan, render_parallel_text  # noqa: E402
 
 

@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 
 from parallel_models import BATCH, HIDDEN, SEQ, TinyDecoder, capture  # noqa: E402
 
-from perfpredict import ops  # noqa: E402
-from perfpredict.errors import InvalidInputError  # noqa: E402
+from perfpredict.core import ops  # noqa: E402
+from perfpredict.core.errors import InvalidInputError  # noqa: E402
 from perfpredict.parallel import tensor_parallel, tp_roles  # noqa: E402
 from perfpredict.parallel.structure import backward_start, layer_labels  # noqa: E402
 

@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from perfpredict import ops
-from perfpredict.devices import get_device
-from perfpredict.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.core import ops
+from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.hardware.devices import get_device
 from perfpredict.predictors.analytical import ACHIEVED_FRACTION, AnalyticalPredictor
 from perfpredict.predictors.base import RunConfig
 from perfpredict.predictors.memory_model import activation_peak, element_bytes, free_steps
@@ -192,7 +192,7 @@ def test_the_load_adds_nothing_when_the_step_needs_more_or_nothing_is_cast():
 
 
 def test_weights_built_in_must_be_a_floating_dtype():
-    from perfpredict.errors import InvalidInputError
+    from perfpredict.core.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="weights_built_in"):
         RunConfig(weights_built_in="int8")

@@ -9,9 +9,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from perfpredict import ops
-from perfpredict.devices import get_device, reset_catalog
-from perfpredict.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.core import ops
+from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.hardware.devices import get_device, reset_catalog
 from perfpredict.kernels import cpu_op_probes as probes
 from perfpredict.predictors import cpu_op_model as com
 from perfpredict.predictors import host_model

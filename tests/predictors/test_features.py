@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import perfpredict
-from perfpredict.devices import get_device
+from perfpredict.hardware.devices import get_device
 from perfpredict.predictors.base import RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.features import COUNTED_KINDS, TABULAR_FEATURES, depthwise_conv_mask, tabular_matrix

@@ -151,7 +151,7 @@ def test_default_base_lm_is_the_real_minilm_offline():
 
 
 def test_bad_base_lm_path_says_what_to_do(tmp_path):
-    from perfpredict.errors import InvalidInputError
+    from perfpredict.core.errors import InvalidInputError
     from perfpredict.predictors.base_lm import load_base_lm
 
     with pytest.raises(InvalidInputError, match="HuggingFace model directory"):
@@ -204,7 +204,7 @@ def test_gradients_reach_gnn_and_lora_but_not_the_frozen_base(traced, fitted):
 
 
 def test_artifact_holds_adapters_not_the_base_and_round_trips(traced, fitted):
-    from perfpredict.errors import ArtifactError
+    from perfpredict.core.errors import ArtifactError
     from perfpredict.predictors.gnn_llm import GNNLLMLearner
 
     ts, _ = traced
@@ -263,7 +263,7 @@ def test_adapt_command_registers_an_artifact_for_the_device(tiny_lms, tmp_path, 
     if not (DATA / "rows.parquet").exists():
         pytest.skip("the committed CPU dataset is missing")
     import perfpredict
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.registry import get_predictor
     from perfpredict.predictors.train import train
@@ -318,7 +318,7 @@ def test_adapt_command_registers_an_artifact_for_the_device(tiny_lms, tmp_path, 
 
 
 def test_adapt_refuses_more_shots_than_rows(traced):
-    from perfpredict.errors import InvalidInputError
+    from perfpredict.core.errors import InvalidInputError
     from perfpredict.predictors.adapt import pick_shots
 
     ts, _ = traced

@@ -90,7 +90,7 @@ def test_artifact_round_trip_and_interval(traced, fitted, name):
 
 
 def test_damaged_artifact_raises(fitted):
-    from perfpredict.errors import ArtifactError
+    from perfpredict.core.errors import ArtifactError
     from perfpredict.predictors.graphsage import GraphSAGELearner
 
     files = dict(fitted["graphsage"].to_files())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfpredict.devices import get_device
+from perfpredict.hardware.devices import get_device
 from perfpredict.predictors import gpu_efficiency as ge
 from perfpredict.predictors import gpu_op_features as gf
 from perfpredict.predictors import gpu_training_rows as tr
@@ -140,7 +140,7 @@ def gpt2_fp32():
 
 
 def test_every_catalog_gpu_uses_the_shipped_model_and_names_its_data(gpt2_fp32):
-    from perfpredict.devices import list_devices
+    from perfpredict.hardware.devices import list_devices
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.two_timeline import TwoTimelinePredictor
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import perfpredict
-from perfpredict.errors import ArtifactError, InvalidInputError, UnknownPredictorError
+from perfpredict.core.errors import ArtifactError, InvalidInputError, UnknownPredictorError
 from perfpredict.predictors import artifacts, registry
 from perfpredict.predictors.evaluation import metrics
 from perfpredict.predictors.training_data import GraphCache, load_training_set
@@ -227,7 +227,7 @@ def test_gpu_memory_is_learned_as_tensors_and_reported_with_the_runtime_overhead
     # device's runtime overhead out, and the report adds it back to the learned figure.
     import dataclasses
 
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.features import TABULAR_FEATURES, tabular_matrix
     from perfpredict.predictors.learned import single_row_set
@@ -254,7 +254,7 @@ def test_gpu_memory_is_learned_as_tensors_and_reported_with_the_runtime_overhead
 def test_learned_memory_of_a_model_loaded_in_its_run_dtype_drops_the_float32_load(rows, fitted, tmp_path, monkeypatch):
     # Every measured row built its model in float32 and then cast it, so the trees always see that protocol; a
     # model loaded straight in bfloat16 swaps the load's analytical transient out of the learned peak.
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.learned import single_row_set
     from perfpredict.predictors.xgboost_model import XGBoostLearner

@@ -27,7 +27,7 @@ def test_numpy_trees_predict_what_xgboost_predicts(tmp_path):
 
 
 def test_a_classifier_is_refused():
-    from perfpredict.errors import ArtifactError
+    from perfpredict.core.errors import ArtifactError
 
     X = np.random.default_rng(1).normal(size=(100, 3))
     fitted = xgboost.XGBClassifier(n_estimators=3, max_depth=2).fit(X, X[:, 0] > 0)

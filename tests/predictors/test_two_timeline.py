@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from perfpredict import ops
 from perfpredict.api import MANY_COLUMNS
-from perfpredict.devices import get_device
-from perfpredict.errors import InvalidInputError
-from perfpredict.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.core import ops
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.hardware.devices import get_device
 from perfpredict.predictors import host_model, timeline
 from perfpredict.predictors.base import RunConfig
 from perfpredict.predictors.two_timeline import TwoTimelinePredictor, fused_groups

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from perfpredict.errors import InvalidInputError, MissingDependencyError, PerfPredictError
+from perfpredict.core.errors import InvalidInputError, MissingDependencyError, PerfPredictError
 from perfpredict.profiling import collect as col
 from perfpredict.profiling import collect_v3, parts, shard_run, shards
 from perfpredict.profiling import dataset as ds

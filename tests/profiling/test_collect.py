@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.profiling import collect as col
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import graph_features, zoo

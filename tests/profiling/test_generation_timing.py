@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.profiling import generation_timing as gt
 
 

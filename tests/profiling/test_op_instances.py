@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.profiling import collect as col
 from perfpredict.profiling import collect_ops, zoo
 from perfpredict.profiling import dataset as ds

@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.profiling import cpu as cpu_probe
 from perfpredict.profiling.measurement import Measurement, spread
 from perfpredict.profiling.monitor import Monitor, measure_compiled

@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.profiling import protocol_v3, rounds, step_profile, timing
 from perfpredict.profiling.monitor import Monitor
 

@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.profiling import zoo
 
 pytest.importorskip("transformers")

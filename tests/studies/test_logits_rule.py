@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from perfpredict.devices import get_device
+from perfpredict.hardware.devices import get_device
 from perfpredict.predictors.base import RunConfig
 from perfpredict.predictors.features import TABULAR_FEATURES, tabular_matrix
 from perfpredict.predictors.training_data import GraphCache, arrays_for

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from perfpredict.cli import main
-from perfpredict.render_text import fmt_time_ms
+from perfpredict.render.text import fmt_time_ms
 
 pytest.importorskip("gradio", reason="the web page needs gradio (perfpredict[ui])")
 
@@ -157,7 +157,7 @@ def test_a_real_browser_compares_two_gpus_and_sees_a_broken_upload(server, tmp_p
 
 
 def test_the_page_has_a_mode_and_a_host_and_says_what_limits_the_run():
-    from perfpredict.devices import get_device
+    from perfpredict.hardware.devices import get_device
     from perfpredict.pipeline import report_for_graph
     from perfpredict.web.app import answer
     from perfpredict.web.compare import Question, _graph

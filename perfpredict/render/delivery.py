@@ -11,10 +11,10 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Union
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from perfpredict.report import PerfReport
+    from perfpredict.core.report import PerfReport
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
@@ -50,7 +50,7 @@ def deliver(report: PerfReport, target: ReportTarget = None) -> None:
             raise InvalidInputError(
                 f"report target {target!r} is neither a path nor a callable; pass e.g. 'report.html' or print"
             )
-        from perfpredict.render_html import write_report
+        from perfpredict.render.html import write_report
 
         write_report(report, target)
     logger.info(
@@ -69,7 +69,7 @@ def deliver(report: PerfReport, target: ReportTarget = None) -> None:
 
 def show(report: PerfReport | None = None, top_ops: int | None = 10) -> None:
     """Print ``report`` (by default the last one, :func:`perfpredict.last_report`) as the terminal tables."""
-    from perfpredict.render_text import print_report
+    from perfpredict.render.text import print_report
 
     report = report if report is not None else last_report()
     if report is None:

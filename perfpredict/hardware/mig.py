@@ -1,6 +1,6 @@
 """MIG advisor: which NVIDIA MIG slice is big enough for a model, and fast enough for the targets.
 
-A slice is modelled by :meth:`perfpredict.devices.Device.with_mig` (SMs, bandwidth and L2 scaled down, same
+A slice is modelled by :meth:`perfpredict.hardware.devices.Device.with_mig` (SMs, bandwidth and L2 scaled down, same
 clocks). Memory is compared directly: the peak predicted on the full GPU already includes the per-instance runtime
 overhead (CUDA context), and nothing else about the model shrinks on a smaller slice.
 """
@@ -11,9 +11,9 @@ import logging
 import math
 from collections.abc import Callable
 
-from perfpredict.devices import GIB, Device, MigProfile, get_device
-from perfpredict.errors import InvalidInputError
-from perfpredict.report import MigAdvice, MigOption
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.report import MigAdvice, MigOption
+from perfpredict.hardware.devices import GIB, Device, MigProfile, get_device
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())

@@ -14,10 +14,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from perfpredict.device_types import FLOP_KEYS, GIB, MIB, Device, MigProfile, frozen_mapping
-from perfpredict.errors import InvalidInputError, MissingDependencyError, close_matches
+from perfpredict.core.errors import InvalidInputError, MissingDependencyError, close_matches
+from perfpredict.hardware.device_types import FLOP_KEYS, GIB, MIB, Device, MigProfile, frozen_mapping
 
-DATA_DIR = Path(__file__).parent / "data"
+DATA_DIR = Path(__file__).parent.parent / "data"
 DEVICES_FILE = DATA_DIR / "devices.json"
 ENV_DEVICES = "PERFPREDICT_DEVICES"
 

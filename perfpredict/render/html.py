@@ -1,7 +1,7 @@
 """HTML rendering of a PerfReport: one self-contained page (inline CSS, no scripts, no external links).
 
 The page shows what the terminal table shows; the rows come from the same helpers in
-:mod:`perfpredict.render_text`. ``extra_sections`` embeds trusted HTML such as an inline SVG roofline plot.
+:mod:`perfpredict.render.text`. ``extra_sections`` embeds trusted HTML such as an inline SVG roofline plot.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfpredict.errors import InvalidInputError
-from perfpredict.render_text import (
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.render.text import (
     GROUP_COLUMNS,
     block_lines,
     coverage_line,
@@ -32,7 +32,7 @@ from perfpredict.render_text import (
 )
 
 if TYPE_CHECKING:
-    from perfpredict.report import PerfReport
+    from perfpredict.core.report import PerfReport
 
 REPORT_SUFFIXES = (".json", ".html", ".htm", ".txt")
 
@@ -175,7 +175,7 @@ def render_html(report: PerfReport, extra_sections: dict[str, str] | None = None
     """One self-contained HTML page for the report.
 
     ``extra_sections`` maps a section title (escaped) to trusted HTML inserted as is, e.g. an inline ``<svg>``.
-    ``top_ops`` limits the per-op table as in :func:`perfpredict.render_text.render_text`.
+    ``top_ops`` limits the per-op table as in :func:`perfpredict.render.text.render_text`.
     """
     extra = "".join(
         f"<section><h2>{escape(title)}</h2>{body}</section>" for title, body in (extra_sections or {}).items()
@@ -201,7 +201,7 @@ def render_html(report: PerfReport, extra_sections: dict[str, str] | None = None
 
 def write_report(report: PerfReport, path: str | Path) -> Path:
     """Write the report as JSON, HTML or text, chosen by the file suffix; returns the path written."""
-    from perfpredict.render_text import render_text
+    from perfpredict.render.text import render_text
 
     path = Path(path)
     suffix = path.suffix.lower()

@@ -12,7 +12,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from perfpredict.errors import InvalidInputError, close_matches
+from perfpredict.core.errors import InvalidInputError, close_matches
 
 ENV_GRID = "PERFPREDICT_GRID_G_PER_KWH"
 J_PER_KWH = 3.6e6

@@ -1,7 +1,7 @@
 """Terminal rendering of a PerfReport with rich: a header, the headline table, per-op contributors, MIG advice.
 
 Renderers never compute: every number shown is a field of the report, only formatted here. The ``fmt_*`` helpers
-are shared with :mod:`perfpredict.render_html` so both outputs read the same.
+are shared with :mod:`perfpredict.render.html` so both outputs read the same.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from perfpredict.report import OpContribution, PerfReport, Prediction
+    from perfpredict.core.report import OpContribution, PerfReport, Prediction
 
 NA = "n/a"
 

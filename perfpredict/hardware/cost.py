@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfpredict.devices import ENV_PRICES, PRICES_FILE, Device, get_device, list_devices, read_price_file
-from perfpredict.errors import InvalidInputError, UnknownDeviceError
+from perfpredict.core.errors import InvalidInputError, UnknownDeviceError
+from perfpredict.hardware.devices import ENV_PRICES, PRICES_FILE, Device, get_device, list_devices, read_price_file
 
 SECONDS_PER_HOUR = 3600.0
 __all__ = [

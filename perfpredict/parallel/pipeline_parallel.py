@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 from perfpredict.parallel.structure import POST, PRE, backward_start, layer_indices
 from perfpredict.parallel.subgraph import subgraph
 
 if TYPE_CHECKING:
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
 
 
 @dataclass(frozen=True)

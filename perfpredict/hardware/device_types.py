@@ -1,6 +1,6 @@
 """The device types every predictor reads: Device (one accelerator or the local CPU) and its MIG profiles.
 
-Plain data, units in every name. The catalog that builds them from files is :mod:`perfpredict.devices`.
+Plain data, units in every name. The catalog that builds them from files is :mod:`perfpredict.hardware.devices`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from perfpredict.errors import InvalidInputError
+from perfpredict.core.errors import InvalidInputError
 
 # Keys of Device.peak_flops_per_s. "*_tensor" are dense tensor-core rates (sparse rates are never used).
 FLOP_KEYS = (

@@ -24,10 +24,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perfpredict.ops import DTYPE_BYTES
+from perfpredict.core.ops import DTYPE_BYTES
 
 if TYPE_CHECKING:
-    from perfpredict.graph import OpGraph
+    from perfpredict.core.graph import OpGraph
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def resolve_run_dtype(
     dtype), else the precision a ``dtype`` implies (half precision means AMP), else what most users run on the
     device (``default_training_precision``: ``amp-bf16`` on a recent GPU). A ``dtype`` that contradicts
     ``precision`` is refused."""
-    from perfpredict.errors import InvalidInputError
+    from perfpredict.core.errors import InvalidInputError
 
     if precision is not None:
         if precision not in PRECISIONS:

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfpredict import user_config
-from perfpredict.cpu_detection import detect_local_cpu
-from perfpredict.device_records import (
+from perfpredict.core.errors import InvalidInputError, UnknownDeviceError, close_matches
+from perfpredict.hardware import user_config
+from perfpredict.hardware.cpu_detection import detect_local_cpu
+from perfpredict.hardware.device_records import (
     DATA_DIR,
     DEVICES_FILE,
     ENV_DEVICES,
@@ -40,8 +41,7 @@ from perfpredict.device_records import (
     read_device_file,
     read_price_file,
 )
-from perfpredict.device_types import FLOP_KEYS, GIB, MIB, Device, MigProfile, frozen_mapping
-from perfpredict.errors import InvalidInputError, UnknownDeviceError, close_matches
+from perfpredict.hardware.device_types import FLOP_KEYS, GIB, MIB, Device, MigProfile, frozen_mapping
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())

@@ -12,7 +12,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from perfpredict.graph import OpGraph
+from perfpredict.core.graph import OpGraph
 
 
 def cached(

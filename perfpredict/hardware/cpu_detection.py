@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from perfpredict.device_types import GIB, Device, frozen_mapping
+from perfpredict.hardware.device_types import GIB, Device, frozen_mapping
 
 _CPU_CLOCK_FALLBACK_HZ = 2.5e9  # when neither cpufreq nor /proc/cpuinfo reports a clock
 _CPU_BANDWIDTH_PER_CHANNEL_BYTES_PER_S = 20e9  # ~DDR4-2666/DDR5 sustained per channel: an ESTIMATE

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from perfpredict.ops import DTYPE_BYTES, KNOWN_OPS, VIEW_OPS
+from perfpredict.core.ops import DTYPE_BYTES, KNOWN_OPS, VIEW_OPS
 
 PHASES = ("inference", "training")
 
@@ -38,7 +38,7 @@ class TensorMeta:
 
 @dataclass(frozen=True)
 class OpNode:
-    """One operation. ``op`` is a canonical kind from :mod:`perfpredict.ops`; ``target`` the frontend's own name."""
+    """One operation. ``op`` is a canonical kind from :mod:`perfpredict.core.ops`; ``target`` the frontend's own name."""
 
     name: str
     op: str

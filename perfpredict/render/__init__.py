@@ -1,0 +1,1 @@
+"""render: see docs/architecture.md."""
