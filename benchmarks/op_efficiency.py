@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from perfpredict.core import op_kinds
 from perfpredict.hardware.devices import get_device
 from perfpredict.predictors import cpu_op_model
 from perfpredict.predictors import op_efficiency as oe
@@ -48,7 +49,7 @@ def _baseline(shapes: list[oe.OpShape], device) -> np.ndarray:
         b, compute, memory = oe.bound_s(s, device)
         out.append(
             max(
-                compute / frac["tensor" if s.kind in oe.ops.TENSOR_CORE_OPS else "vector"],
+                compute / frac["tensor" if op_kinds.lookup(s.kind).tensor_cores else "vector"],
                 memory / frac["memory"],
                 1e-9,
             )

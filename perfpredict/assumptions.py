@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from perfpredict.core.ops import TENSOR_CORE_OPS
+from perfpredict.core import op_kinds
 from perfpredict.hardware.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def assumptions(
             f", {value_bytes} byte each" if value_bytes else ""
         )
     if device.kind == "gpu" and any(
-        n.op in TENSOR_CORE_OPS and (n.outputs and n.outputs[0].dtype == "float32") for n in graph.nodes
+        op_kinds.lookup(n.op).tensor_cores and (n.outputs and n.outputs[0].dtype == "float32") for n in graph.nodes
     ):
         found["tf32"] = (
             f"float32 convolutions {'as TF32' if config.conv_tf32 else 'in FP32'} (cuDNN's default: "

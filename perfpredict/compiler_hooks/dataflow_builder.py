@@ -13,7 +13,7 @@ canonicalises such patterns back to the ops the FX frontend sees before it build
 
 The bytes model is the FX frontend's: every input read once and every output written once per op; an embedding
 lookup reads only the rows it gathers. Each frontend maps its own op names to a *bare* (torch-style) name here,
-classifies it with :func:`perfpredict.compiler_hooks.op_table.classify` and counts FLOPs with the ops.py formulas.
+classifies it with :func:`perfpredict.compiler_hooks.op_table.classify` and counts FLOPs with its kind's rule (:mod:`perfpredict.core.op_kinds`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from types import MappingProxyType
 from typing import Any
 
 from perfpredict.compiler_hooks import op_table
-from perfpredict.compiler_hooks.flop_rules import node_flops
-from perfpredict.core import ops
+from perfpredict.core import op_kinds, ops
 from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.core.op_kinds import elementwise_costs
 
 Meta = TensorMeta
 
@@ -372,7 +372,7 @@ class DataflowBuilder:
         params = sum(self.params[t].numel for t in op.inputs if t in self.params and self.params[t].numel > 1)
         attrs = {k: v for k, v in op.attrs.items() if not k.startswith("_")}
         if kind == ops.ELEMENTWISE:
-            attrs["kind"] = op_table.elementwise_kind(op.bare)
+            attrs["kind"] = elementwise_costs.cost_class(op.bare)
         if kind == ops.ATTENTION:
             attrs.setdefault("backward", False)
         if kind == ops.REDUCTION and op.bare == "mean" and _global_spatial_mean(inputs, outputs):
@@ -426,7 +426,7 @@ def rule_flops(
             return ops.pooling_flops(outputs[0].numel if outputs else 0, list(attrs["kernel"]))
     except (IndexError, TypeError, ValueError, AttributeError):
         return 0
-    return node_flops(bare, kind, list(metas), (), {}, outputs)
+    return op_kinds.op_flops(kind, bare, list(metas), (), {}, outputs)
 
 
 def _layout(meta: TensorMeta | None, layout: Any) -> TensorMeta:

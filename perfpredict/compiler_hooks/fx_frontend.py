@@ -14,9 +14,10 @@ from types import MappingProxyType
 from typing import Any
 
 from perfpredict.compiler_hooks import op_table
-from perfpredict.compiler_hooks.flop_rules import node_flops
-from perfpredict.core import ops
+from perfpredict.core import op_kinds, ops
 from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.core.op_kinds import elementwise_costs
+from perfpredict.core.op_kinds.builtin import attention_is_backward
 
 
 @dataclass
@@ -171,8 +172,8 @@ def _op_node(gm: Any, node: Any, walk: _Walk) -> OpNode | None:
     if module is not None:
         arg_metas = _module_arg_metas(module, arg_metas)
     inputs = tuple(m for m in _flat_input_metas(node, walk))
-    flops = node_flops(name, kind, arg_metas, node.args, node.kwargs, outputs) if kind != ops.UNKNOWN else 0
-    read, written = node_bytes(kind, name, inputs, outputs, arg_metas)
+    flops = op_kinds.op_flops(kind, name, arg_metas, node.args, node.kwargs, outputs)
+    read, written = op_kinds.op_bytes(kind, name, inputs, outputs, arg_metas)
     params = sum(m.numel for src in _input_nodes(node) if src in walk.params for m in walk.metas.get(src, ()))
     if module is not None:
         params += sum(p.numel() for p in module.parameters(recurse=False))
@@ -248,41 +249,12 @@ def _module_arg_metas(module: Any, arg_metas: list) -> list:
     return arg_metas
 
 
-def node_bytes(
-    kind: str,
-    name: str,
-    inputs: Sequence[TensorMeta],
-    outputs: Sequence[TensorMeta],
-    arg_metas: Sequence[TensorMeta | None],
-) -> tuple[int, int]:
-    """Bytes each op moves when nothing is fused: every input read once, every output written once."""
-    if kind == ops.VIEW:
-        return 0, 0
-    written = sum(t.nbytes for t in outputs)
-    if kind == ops.EMBEDDING and name in ("embedding", "embedding_bag", "_embedding_bag"):
-        # A lookup reads only the rows it gathers (about the output's size) plus the indices, which are the
-        # integer argument (first in F.embedding, second in aten.embedding).
-        indices = [m for m in arg_metas if m is not None and not m.dtype.startswith(("float", "bfloat"))]
-        return written + sum(m.nbytes for m in indices[:1]), written
-    if kind == ops.CREATION:
-        return 0, written
-    if name in _INDEX_COPIES and len(inputs) >= 2:
-        # ``dest.index_copy_(dim, index, source)`` moves the source's rows into place (a static KV cache's update):
-        # the index and the source are read, the source's size written; the rest of the destination is untouched
-        source = max(inputs[1:], key=lambda t: t.nbytes)
-        return sum(t.nbytes for t in inputs[1:]), source.nbytes
-    return sum(t.nbytes for t in inputs), written
-
-
-_INDEX_COPIES = {"index_copy", "index_copy_"}
-
-
 def _attrs(kind: str, name: str, node: Any) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     if kind == ops.ELEMENTWISE:
-        attrs["kind"] = op_table.elementwise_kind(name)
+        attrs["kind"] = elementwise_costs.cost_class(name)
     if kind == ops.ATTENTION:
-        attrs["backward"] = op_table.is_attention_backward(name)
+        attrs["backward"] = attention_is_backward(name)
         causal = node.kwargs.get("is_causal")
         if causal is not None:
             attrs["is_causal"] = bool(causal)

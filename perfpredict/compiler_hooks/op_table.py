@@ -9,6 +9,7 @@ spellings (``add_``, ``__add__``, ``iadd``) reduce to the plain name.
 from __future__ import annotations
 
 from perfpredict.core import ops
+from perfpredict.core.op_kinds.elementwise_costs import COST_CLASS as ELEMENTWISE_COST_CLASS
 
 _MATMUL = {
     "linear",
@@ -352,140 +353,6 @@ _OPTIMIZER = {
     "_foreach_sub",
 }
 
-_ELEMENTWISE_ALIASES = {
-    "relu": "relu",
-    "relu6": "relu",
-    "leaky_relu": "relu",
-    "hardtanh": "clamp",
-    "threshold": "relu",
-    "threshold_backward": "relu",
-    "elu": "exp",
-    "selu": "exp",
-    "celu": "exp",
-    "prelu": "relu",
-    "rrelu": "relu",
-    "gelu": "gelu",
-    "gelu_backward": "gelu",
-    "silu": "silu",
-    "silu_backward": "silu",
-    "mish": "silu",
-    "sigmoid": "sigmoid",
-    "sigmoid_backward": "sigmoid",
-    "logsigmoid": "sigmoid",
-    "tanh": "tanh",
-    "tanh_backward": "tanh",
-    "softplus": "softplus",
-    "hardswish": "hardswish",
-    "hardsigmoid": "hardswish",
-    "hardswish_backward": "hardswish",
-    "hardsigmoid_backward": "hardswish",
-    "glu": "sigmoid",
-    "exp": "exp",
-    "exp2": "exp",
-    "expm1": "exp",
-    "log": "log",
-    "log2": "log",
-    "log10": "log",
-    "log1p": "log",
-    "sqrt": "sqrt",
-    "rsqrt": "rsqrt",
-    "pow": "pow",
-    "square": "mul",
-    "reciprocal": "div",
-    "erf": "erf",
-    "erfinv": "erf",
-    "sin": "exp",
-    "cos": "exp",
-    "tan": "exp",
-    "atan": "exp",
-    "atan2": "exp",
-    "sign": "abs",
-    "abs": "abs",
-    "neg": "neg",
-    "add": "add",
-    "sub": "sub",
-    "rsub": "sub",
-    "mul": "mul",
-    "div": "div",
-    "truediv": "div",
-    "floordiv": "div",
-    "floor_divide": "div",
-    "mod": "div",
-    "remainder": "div",
-    "fmod": "div",
-    "true_divide": "div",
-    "addcmul": "mul",
-    "addcdiv": "div",
-    "lerp": "mul",
-    "clamp": "clamp",
-    "clamp_min": "clamp",
-    "clamp_max": "clamp",
-    "clip": "clamp",
-    "maximum": "maximum",
-    "minimum": "minimum",
-    "fmax": "maximum",
-    "fmin": "minimum",
-    "where": "where",
-    "eq": "where",
-    "ne": "where",
-    "lt": "where",
-    "le": "where",
-    "gt": "where",
-    "ge": "where",
-    "logical_and": "where",
-    "logical_or": "where",
-    "logical_not": "where",
-    "logical_xor": "where",
-    "and": "where",
-    "or": "where",
-    "xor": "where",
-    "invert": "where",
-    "bitwise_and": "where",
-    "bitwise_or": "where",
-    "bitwise_not": "where",
-    "isnan": "where",
-    "isinf": "where",
-    "isfinite": "where",
-    "nan_to_num": "where",
-    "floor": "abs",
-    "ceil": "abs",
-    "round": "abs",
-    "trunc": "abs",
-    "frac": "abs",
-    "sgn": "abs",
-    "dropout": "dropout",
-    "native_dropout": "dropout",
-    "native_dropout_backward": "dropout",
-    "dropout1d": "dropout",
-    "dropout2d": "dropout",
-    "feature_dropout": "dropout",
-    "alpha_dropout": "dropout",
-    "matmul_bias": "add",
-    "pos": "neg",
-    "mul_scalar": "mul",
-    "softshrink": "relu",
-    "hardshrink": "relu",
-    "tanhshrink": "tanh",
-    "logit": "log",
-    "xlogy": "log",
-    "sinh": "exp",
-    "cosh": "exp",
-    "asinh": "exp",
-    "acosh": "exp",
-    "digamma": "exp",
-    "lgamma": "exp",
-    "polar": "exp",
-    "angle": "exp",
-    "copysign": "abs",
-    "heaviside": "where",
-    "sub_": "sub",
-    "diff": "sub",
-    "lshift": "mul",
-    "rshift": "mul",
-    "le_": "where",
-    "scaled_dot_product_bias": "add",
-}
-
 _TABLE: dict[str, str] = {}
 for _names, _op in (
     (_MATMUL, ops.MATMUL),
@@ -502,7 +369,7 @@ for _names, _op in (
     (_CREATION, ops.CREATION),
     (_LOSS, ops.LOSS),
     (_OPTIMIZER, ops.OPTIMIZER),
-    (set(_ELEMENTWISE_ALIASES), ops.ELEMENTWISE),
+    (set(ELEMENTWISE_COST_CLASS), ops.ELEMENTWISE),
 ):
     for _n in _names:
         _TABLE.setdefault(_n, _op)
@@ -522,7 +389,7 @@ def bare_name(target: object) -> str:
         name = name[2:-2]
         if name.startswith(("r", "i")) and name[1:] in _TABLE:  # __radd__, __iadd__
             name = name[1:]
-    elif name.startswith("i") and name[1:] in _ELEMENTWISE_ALIASES and name not in _TABLE:  # operator.iadd
+    elif name.startswith("i") and name[1:] in ELEMENTWISE_COST_CLASS and name not in _TABLE:  # operator.iadd
         name = name[1:]
     if name.endswith("_") and name[:-1] in _TABLE:  # in-place: add_, relu_
         name = name[:-1]
@@ -532,15 +399,6 @@ def bare_name(target: object) -> str:
 def classify(name: str) -> str:
     """The canonical op kind for a bare name; ``ops.UNKNOWN`` when there is no cost model for it."""
     return _TABLE.get(name, ops.UNKNOWN)
-
-
-def elementwise_kind(name: str) -> str:
-    """The per-element cost class of an elementwise op (a key of ops.ELEMENTWISE_FLOPS_PER_ELEMENT)."""
-    return _ELEMENTWISE_ALIASES.get(name, "add")
-
-
-def is_attention_backward(name: str) -> bool:
-    return name in _ATTENTION_BACKWARD
 
 
 # nn.Module classes that appear as call_module nodes when dynamo does not inline built-in modules.

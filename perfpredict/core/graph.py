@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from perfpredict.core.ops import DTYPE_BYTES, KNOWN_OPS, VIEW_OPS
+from perfpredict.core import op_kinds
+from perfpredict.core.ops import DTYPE_BYTES
 
 PHASES = ("inference", "training")
 
@@ -38,7 +39,7 @@ class TensorMeta:
 
 @dataclass(frozen=True)
 class OpNode:
-    """One operation. ``op`` is a canonical kind from :mod:`perfpredict.core.ops`; ``target`` the frontend's own name."""
+    """One operation. ``op`` is a kind registered in :mod:`perfpredict.core.op_kinds`; ``target`` the frontend's own name."""
 
     name: str
     op: str
@@ -55,12 +56,12 @@ class OpNode:
     @property
     def known(self) -> bool:
         """True when perfpredict has a cost model for this op (it is not ``"unknown"``)."""
-        return self.op in KNOWN_OPS
+        return op_kinds.is_known(self.op)
 
     @property
     def is_view(self) -> bool:
         """Views alias their input: no kernel, no new memory."""
-        return self.op in VIEW_OPS
+        return op_kinds.is_view(self.op)
 
     @property
     def output_bytes(self) -> int:

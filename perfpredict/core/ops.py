@@ -1,4 +1,7 @@
-"""The canonical op vocabulary every frontend maps into, and one FLOP formula per op kind.
+"""The canonical op kinds' names, dtype sizes, and the FLOP formulas the op kinds' rules apply.
+
+Everything else about a kind (which rule picks its arguments, its bytes, tensor-core use, fusibility, host probe)
+is registered once in :mod:`perfpredict.core.op_kinds`.
 
 The matmul, convolution and attention formulas follow ``torch.utils.flop_counter`` exactly (a test compares
 whole models with ``FlopCounterMode``): a multiply-add counts 2 FLOPs, bias adds are not counted. The other
@@ -29,29 +32,6 @@ CREATION = "creation"  # zeros, ones, arange, full, rand: writes only
 LOSS = "loss"
 OPTIMIZER = "optimizer"
 UNKNOWN = "unknown"
-
-KNOWN_OPS = frozenset(
-    {
-        MATMUL,
-        CONV,
-        ATTENTION,
-        NORM,
-        SOFTMAX,
-        ELEMENTWISE,
-        REDUCTION,
-        EMBEDDING,
-        POOLING,
-        VIEW,
-        COPY,
-        CREATION,
-        LOSS,
-        OPTIMIZER,
-    }
-)
-ALL_OPS = tuple(sorted(KNOWN_OPS | {UNKNOWN}))
-VIEW_OPS = frozenset({VIEW})
-# Ops that run on tensor cores when the dtype allows it.
-TENSOR_CORE_OPS = frozenset({MATMUL, CONV, ATTENTION})
 
 DTYPE_BYTES = {
     "float64": 8,

@@ -5,7 +5,7 @@ the catalog ``device``, the canonical ``kind``, ``dtype``, ``flops``, ``in_bytes
 ``device_ms``, plus the op's ``target`` (its aten or fused-kernel name), its tensor shapes (``out_shape``,
 ``in_shapes``, JSON) and, where the op is a plain aten call, its :class:`~perfpredict.profiling.op_instances.OpInstance`
 ``key`` (so a GPU lease can re-time the very same op). FLOPs and bytes follow the frontends' own rules
-(:func:`perfpredict.compiler_hooks.flop_rules.node_flops`; every input read once, every output written once), so a
+(:func:`perfpredict.core.op_kinds.op_flops` and ``op_bytes``; every input read once, every output written once), so a
 feature computed from a row equals the one computed from an OpGraph node of the same shape.
 
 Provenance columns: ``source``, ``source_file``, ``source_split`` (the source's own train/test split, where it has
@@ -21,10 +21,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfpredict.compiler_hooks.flop_rules import node_flops
-from perfpredict.compiler_hooks.fx_frontend import node_bytes
 from perfpredict.compiler_hooks.op_table import classify
-from perfpredict.core import ops
+from perfpredict.core import op_kinds, ops
 from perfpredict.core.graph import TensorMeta
 
 #: where converted sources live, one folder each (``data/external/<source>/ops.parquet``)
@@ -75,8 +73,8 @@ def op_row(
     out = TensorMeta(tuple(int(d) for d in output[0]), output[1])
     kind = kind or classify(target)
     if flops is None:
-        flops = node_flops(target, kind, metas, list(args), {}, [out])
-    read, written = node_bytes(kind, target, metas, [out], metas)
+        flops = op_kinds.op_flops(kind, target, metas, list(args), {}, [out])
+    read, written = op_kinds.op_bytes(kind, target, metas, [out], metas)
     row = dict.fromkeys(COLUMNS)
     row.update(provenance)
     row.update(

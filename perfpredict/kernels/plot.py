@@ -42,9 +42,10 @@ BANDWIDTH_EXTRAS = (
 _MARKERS = {"compute": "o", "memory": "s"}
 
 
-def roofline_points(graph: Any, device: Any, *, tf32: bool = False) -> list[dict[str, Any]]:
-    """One row per op with FLOPs and bytes: intensity, attainable FLOP/s, the ceiling that binds it."""
-    from perfpredict.core import ops
+def roofline_points(graph: Any, device: Any, *, tf32: bool = False, conv_tf32: bool = True) -> list[dict[str, Any]]:
+    """One row per op with FLOPs and bytes: intensity, attainable FLOP/s, the ceiling that binds it. The op's
+    unit is the report's (``op_kinds.attainable_rate``, with RunConfig's TF32 switches and their defaults)."""
+    from perfpredict.core import op_kinds
 
     rows = []
     bw = device.memory_bandwidth_bytes_per_s
@@ -53,12 +54,7 @@ def roofline_points(graph: Any, device: Any, *, tf32: bool = False) -> list[dict
         if node.is_view or node.flops <= 0 or moved <= 0:
             continue
         dtype = node.outputs[0].dtype if node.outputs else graph.dtype
-        tensor = (
-            device.kind == "gpu"
-            and node.op in ops.TENSOR_CORE_OPS
-            and (dtype != "float32" or tf32 or node.op == ops.CONV)
-        )
-        peak, key = device.peak_flops(dtype, tensor)
+        peak, key = op_kinds.attainable_rate(node.op, dtype, device, tf32=tf32, conv_tf32=conv_tf32)
         ai = node.flops / moved
         attainable = min(peak, ai * bw)
         rows.append(
@@ -139,6 +135,7 @@ def _figure(
     tf32: bool,
     shares: Mapping[str, float] | None = None,
     rest: tuple[str, float] | None = None,
+    conv_tf32: bool = True,
 ):
     try:
         from matplotlib.figure import Figure
@@ -148,7 +145,7 @@ def _figure(
         ) from err
     extra = ceilings.get("ceilings", ceilings) if isinstance(ceilings, Mapping) else None
     compute, bandwidth = _ceilings_from(device, extra)
-    points = roofline_points(graph, device, tf32=tf32) if graph is not None else []
+    points = roofline_points(graph, device, tf32=tf32, conv_tf32=conv_tf32) if graph is not None else []
     peak = max(v for _, v, _ in compute)
     xs = [p["intensity_flop_per_byte"] for p in points] or [1.0]
     x_lo = min(0.01, min(xs) / 2)
@@ -239,6 +236,7 @@ def plot_roofline(
     measured: Mapping[str, float] | None = None,
     title: str | None = None,
     tf32: bool = False,
+    conv_tf32: bool = True,
     report: Any = None,
 ) -> list[Path]:
     """Draw the roofline of ``device`` with ``graph``'s ops (``graph`` may be None) and save it.
@@ -246,6 +244,8 @@ def plot_roofline(
     ``path`` ending in .png or .svg writes that file; without a suffix both ``path.png`` and ``path.svg``.
     ``ceilings`` (a DeviceCeilings dict or file) adds L1/L2/L3 diagonals; ``measured`` maps op names to seconds.
     ``report`` (a PerfReport of ``graph`` on ``device``): the op kinds' shares are its own (``by_kind``).
+    ``tf32`` and ``conv_tf32`` are the run's TF32 switches (RunConfig's, with its defaults), so each op sits on the
+    ceiling the report used.
     Returns the written paths.
     """
     from perfpredict.hardware.devices import get_device
@@ -255,7 +255,7 @@ def plot_roofline(
         from perfpredict.kernels.ceilings import read_ceilings
 
         ceilings = read_ceilings(ceilings)
-    fig = _figure(graph, device, ceilings, measured, title, tf32, report_shares(report), report_rest(report))
+    fig = _figure(graph, device, ceilings, measured, title, tf32, report_shares(report), report_rest(report), conv_tf32)
     path = Path(path or "roofline")
     targets = (
         [path] if path.suffix.lower() in (".png", ".svg") else [path.with_suffix(".png"), path.with_suffix(".svg")]
@@ -275,13 +275,16 @@ def roofline_svg(
     ceilings: Mapping[str, Any] | None = None,
     measured: Mapping[str, float] | None = None,
     tf32: bool = False,
+    conv_tf32: bool = True,
     report: Any = None,
 ) -> str:
     """The roofline as inline SVG text (no XML prolog), for embedding in the HTML report. With ``report``, the op
     kinds' shares are the report's (the numbers of its op-kind table)."""
     from perfpredict.hardware.devices import get_device
 
-    fig = _figure(graph, get_device(device), ceilings, measured, None, tf32, report_shares(report), report_rest(report))
+    fig = _figure(
+        graph, get_device(device), ceilings, measured, None, tf32, report_shares(report), report_rest(report), conv_tf32
+    )
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
     text = buf.getvalue()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfpredict import breakdown
-from perfpredict.core import ops
+from perfpredict.core import op_kinds, ops
 from perfpredict.core.report import OpContribution, Prediction
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
@@ -33,7 +33,7 @@ from perfpredict.predictors.memory_model import (
 from perfpredict.predictors.registry import register_predictor
 
 if TYPE_CHECKING:
-    from perfpredict.core.graph import OpGraph, OpNode
+    from perfpredict.core.graph import OpGraph
     from perfpredict.hardware.devices import Device
 
 NAME = "analytical"
@@ -53,10 +53,6 @@ HIGH_FACTOR = 1.6
 ENERGY_BAND = 0.3  # +-30% on energy and power: the power model is not calibrated per device
 # Share of TDP drawn when memory-bound at full bandwidth, relative to compute-bound at full FLOP rate.
 MEMORY_POWER_WEIGHT = 0.7
-
-
-def _uses_tensor_cores(node: OpNode, device: Device, config: RunConfig) -> bool:
-    return config.tensor_cores(node.op, node.outputs[0].dtype if node.outputs else "float32", device.kind == "gpu")
 
 
 def _attainable(device: Device, key: str, kind: str) -> float:
@@ -82,9 +78,8 @@ def _node_rates(graph: OpGraph, device: Device, config: RunConfig, ideal: bool) 
     """FLOP/s each node can attain: its dtype's tensor-core or vector rate (datasheet peak when ``ideal``)."""
     rates = np.empty(len(graph.nodes))
     for i, node in enumerate(graph.nodes):
-        peak, key = device.peak_flops(
-            node.outputs[0].dtype if node.outputs else graph.dtype, _uses_tensor_cores(node, device, config)
-        )
+        dtype = node.outputs[0].dtype if node.outputs else graph.dtype
+        peak, key = op_kinds.attainable_rate(node.op, dtype, device, tf32=config.tf32, conv_tf32=config.conv_tf32)
         rates[i] = peak if ideal else _attainable(device, key, "tensor" if key.endswith("_tensor") else "vector")
     return rates
 

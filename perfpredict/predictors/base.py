@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from perfpredict.core.errors import InvalidInputError
-from perfpredict.core.ops import CONV, FLOAT_DTYPES, TENSOR_CORE_OPS
+from perfpredict.core.op_kinds import uses_tensor_cores
+from perfpredict.core.ops import FLOAT_DTYPES
 from perfpredict.core.report import BlockShare, MemoryBreakdown, OpContribution, Prediction, TimelineSummary, TimeShare
 from perfpredict.hardware.precision import OPTIMIZERS, PRECISIONS
 
@@ -102,10 +103,9 @@ class RunConfig:
 
     def tensor_cores(self, kind: str, dtype: str, gpu: bool) -> bool:
         """Whether an op of ``kind`` in ``dtype`` runs on tensor cores: half precision always; float32 as TF32
-        where PyTorch allows it (convolutions by default, matmuls with ``tf32=True``)."""
-        if not gpu or kind not in TENSOR_CORE_OPS:
-            return False
-        return dtype != "float32" or (self.conv_tf32 if kind == CONV else self.tf32)
+        where PyTorch allows it (convolutions by default, matmuls with ``tf32=True``): the report's policy, which
+        the roofline plot follows (:func:`perfpredict.core.op_kinds.uses_tensor_cores`)."""
+        return uses_tensor_cores(kind, dtype, gpu, tf32=self.tf32, conv_tf32=self.conv_tf32)
 
 
 @dataclass(frozen=True)

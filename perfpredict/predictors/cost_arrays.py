@@ -91,7 +91,7 @@ class CostArrays:
         )
         const_out, slope_out = np.zeros(len(graph.nodes)), np.zeros(len(graph.nodes))
         for i, n in enumerate(graph.nodes):
-            if n.op in ops.VIEW_OPS or i in graph.grad_outputs:
+            if n.is_view or i in graph.grad_outputs:
                 continue
             for t in n.outputs:
                 if any(d % graph.batch_size == 0 for d in t.shape if d):
@@ -136,7 +136,7 @@ def _node_columns(graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     moved = np.array([n.bytes_read + n.bytes_written for n in nodes], dtype=float)
     # Views share storage and parameter gradients are counted in their own memory term.
     out = np.array(
-        [0 if (n.op in ops.VIEW_OPS or i in graph.grad_outputs) else n.output_bytes for i, n in enumerate(nodes)],
+        [0 if (n.is_view or i in graph.grad_outputs) else n.output_bytes for i, n in enumerate(nodes)],
         dtype=float,
     )
     return flops, moved, out

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfpredict.core import ops
+from perfpredict.core import op_kinds, ops
 
 if TYPE_CHECKING:
     from perfpredict.core.graph import OpGraph
@@ -35,10 +35,10 @@ if TYPE_CHECKING:
 # (memory_model.load_peak_bytes), so half-precision rows' log_analytical_memory moved.
 FEATURE_VERSION = 5
 DTYPES = ("float32", "float16", "bfloat16")
-OP_KINDS = ops.ALL_OPS
+OP_KINDS = op_kinds.BUILTIN_KINDS  # the trained one-hot columns
 # Views cost nothing, and each frontend spells reshapes differently (ONNX keeps 19 where FX has one in a ResNet
 # stem), so they are neither counted nor fed to the trees.
-COUNTED_KINDS = tuple(k for k in OP_KINDS if k not in ops.VIEW_OPS)
+COUNTED_KINDS = tuple(k for k in OP_KINDS if not op_kinds.is_view(k))
 ARCH_KEYS = ("layers", "heads", "hidden", "vocab", "widest")
 
 MODEL_FEATURES = (
@@ -305,7 +305,8 @@ def node_matrix(arrays: CostArrays, batch: float, device_kind: str = "gpu") -> n
                 math.log1p((out.numel if out is not None else 0) * scale),
                 float(len(out.shape) if out is not None else 0),
                 float(bool(node.attrs.get("backward"))),
-                float(node.op in ops.TENSOR_CORE_OPS and device_kind == "gpu" and dtype != "float32"),
+                # the trained basis: half-precision tensor-core ops only (see op_kinds.compute_unit)
+                float(op_kinds.uses_tensor_cores(node.op, dtype, device_kind == "gpu", tf32=False, conv_tf32=False)),
             ]
         )
     return np.asarray(rows, dtype=np.float32).reshape(len(graph.nodes), len(NODE_FEATURES))

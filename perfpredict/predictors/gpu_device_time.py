@@ -3,7 +3,7 @@
 The two-timeline predictor asks for device seconds per node at many batch sizes at once (``predict_many``); the
 bound scales with the batch exactly (``CostArrays``), and the efficiency is read at a few anchor batches and
 interpolated (``TwoTimelinePredictor._efficiency_at``). Every GPU is read on its datasheet basis
-(:func:`gpu_op_features.datasheet_basis`), with the units the run allows (``RunConfig.tensor_cores``: TF32 for
+(:func:`gpu_op_features.datasheet_basis`), with the units the run allows (``op_kinds.attainable_rate`` under its TF32 switches: TF32 for
 float32 convolutions by cuDNN's default, for matmuls with ``tf32=True``).
 """
 
@@ -33,7 +33,7 @@ def efficiency_fn(model: ge.GpuEfficiencyModel, device: Any, config: Any) -> Eff
     basis = gf.datasheet_basis(device)
 
     def efficiency(shapes: Sequence[OpShape]) -> np.ndarray:
-        units = [gf.unit_of(s, basis, config.tensor_cores(s.kind, s.dtype, True)) for s in shapes]
+        units = [gf.unit_of(s, basis, config) for s in shapes]
         return model.efficiency(shapes, basis, units)
 
     return efficiency
@@ -43,9 +43,7 @@ def bound_s(arrays: Any, device: Any, config: Any, batches: np.ndarray) -> np.nd
     """The roofline bound [node, config] on the datasheet basis (views: 0)."""
     basis = gf.datasheet_basis(device)
     shapes = [node_shape(n) for n in arrays.graph.nodes]
-    rates = np.array(
-        [gf.rate(s, basis, gf.unit_of(s, basis, config.tensor_cores(s.kind, s.dtype, True))) for s in shapes]
-    )
+    rates = np.array([gf.rate(s, basis, gf.unit_of(s, basis, config)) for s in shapes])
     flops, moved, _, _ = arrays.at(batches)
     bound = np.maximum(flops / rates[:, None], moved / max(basis.memory_bandwidth_bytes_per_s, 1.0))
     views = np.array([n.is_view for n in arrays.graph.nodes], dtype=bool)[:, None]
@@ -74,7 +72,7 @@ def classes_used(graph: Any, device: Any, config: Any) -> set[str]:
     for node in graph.nodes:
         if not node.is_view:
             s = node_shape(node)
-            found.add(ge.efficiency_class(s, gf.unit_of(s, basis, config.tensor_cores(s.kind, s.dtype, True))))
+            found.add(ge.efficiency_class(s, gf.unit_of(s, basis, config)))
     return found
 
 

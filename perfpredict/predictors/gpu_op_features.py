@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from perfpredict.core import ops
+from perfpredict.core import op_kinds, ops
 from perfpredict.predictors.op_efficiency import OpShape
 
 KINDS = (
@@ -104,17 +104,17 @@ class Unit:
     tf32: bool
 
 
-def unit_of(op: OpShape, device: Any, tensor_core: bool) -> Unit:
-    """The unit ``op`` runs on, given whether the run lets it use tensor cores (``RunConfig.tensor_cores``): a
-    tensor core only where the GPU has one for the dtype (a V100 has no TF32, a T4 no bf16), TF32 for float32."""
-    dtype = op.dtype if op.dtype in ops.FLOAT_DTYPES else "float32"
-    used = tensor_core and device.peak_flops(dtype, True)[1].endswith("_tensor")
-    return Unit(used, used and dtype == "float32")
+def unit_of(op: OpShape, device: Any, config: Any) -> Unit:
+    """The unit ``op`` runs on under ``config``'s TF32 switches (a RunConfig's ``tf32`` and ``conv_tf32``), as
+    :func:`perfpredict.core.op_kinds.attainable_rate` decides it for every caller: a tensor core only where the GPU
+    has one for the dtype (a V100 has no TF32, a T4 no bf16), TF32 for float32."""
+    _, key = op_kinds.attainable_rate(op.kind, op.dtype, device, tf32=config.tf32, conv_tf32=config.conv_tf32)
+    used = key.endswith("_tensor")
+    return Unit(used, used and op_kinds.compute_dtype(op.dtype) == "float32")
 
 
 def rate(op: OpShape, device: Any, unit: Unit) -> float:
-    dtype = op.dtype if op.dtype in ops.FLOAT_DTYPES else "float32"
-    return max(device.peak_flops(dtype, unit.tensor_core)[0], 1.0)
+    return max(device.peak_flops(op_kinds.compute_dtype(op.dtype), unit.tensor_core)[0], 1.0)
 
 
 def bound_s(op: OpShape, device: Any, unit: Unit) -> tuple[float, float, float]:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from perfpredict.core import ops
+from perfpredict.core.op_kinds.builtin import EMBEDDING_LOOKUPS, embedding_lookup_read_bytes
 from perfpredict.predictors import gpu_efficiency as ge
 from perfpredict.predictors import gpu_op_features as gf
 from perfpredict.predictors.base import RunConfig
@@ -131,13 +132,13 @@ def own_rows() -> Any:
 
 
 def _in_bytes(row: dict, shape: Any) -> int:
-    """Bytes read, by the frontends' rule (``fx_frontend.node_bytes``): the collector records an embedding's whole
-    table as read, but a lookup reads only the rows it gathers (the output's size) and its int64 indices."""
+    """Bytes read, by the embedding kind's byte rule (``op_kinds.builtin``): the collector records an embedding's
+    whole table as read, but a lookup reads only the rows it gathers (the output's size) and its int64 indices."""
     lookup = str(row.get("op") or "").split("::")[-1].split(".")[0]  # aten::embedding.default -> embedding
-    if shape.kind != ops.EMBEDDING or lookup not in ("embedding", "embedding_bag", "_embedding_bag"):
+    if shape.kind != ops.EMBEDDING or lookup not in EMBEDDING_LOOKUPS:
         return int(row.get("in_bytes") or 0)  # a backward (embedding_dense_backward) writes the whole table
     indices = int(np.prod(shape.in_shapes[1])) if len(shape.in_shapes) > 1 else 0
-    return int(row.get("out_bytes") or 0) + 8 * indices
+    return embedding_lookup_read_bytes(int(row.get("out_bytes") or 0), 8 * indices)
 
 
 def shapes_of(frame: Any) -> list[OpShape]:
@@ -189,7 +190,7 @@ def arrays(frame: Any) -> Arrays:
     devices = {name: gf.datasheet_basis(get_device(name)) for name in frame["device"].unique()}
     for op, name, seconds in zip(shapes, frame["device"], frame["device_s"]):
         device = devices[name]
-        unit = gf.unit_of(op, device, AS_MEASURED.tensor_cores(op.kind, op.dtype, True))
+        unit = gf.unit_of(op, device, AS_MEASURED)
         bound = gf.bound_s(op, device, unit)[0]
         X.append(gf.features(op, device, unit))
         y.append(np.log(np.clip(bound / seconds, ge.EFFICIENCY_FLOOR, ge.max_efficiency(op, device))))

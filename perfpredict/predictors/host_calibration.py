@@ -3,8 +3,8 @@
 Two measurements, both on tiny CPU tensors, so the work inside each op is negligible and what is timed is the
 framework's cost of one call:
 
-1. ``dispatch_us[kind]``: one representative ATen call per canonical op kind, called back to back
-   (:data:`PROBES`); the median of several blocks.
+1. ``dispatch_us[kind]``: one representative ATen call per op kind, called back to back (each kind's
+   ``host_probe``, registered with it in :mod:`perfpredict.core.op_kinds`); the median of several blocks.
 2. ``module_us``: the Python of ``nn.Module`` forwards around each op. A small stack of ``Linear``/``LayerNorm``/
    ``GELU`` modules is timed as a module call and as the same ATen calls made directly; the difference per op is the
    modules' share.
@@ -22,35 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from perfpredict.core import ops
+from perfpredict.core import op_kinds, ops
 from perfpredict.predictors.host_model import DEFAULT_HOST, HostProfile
-
-
-def _probes() -> dict[str, Callable[[], Any]]:
-    import torch
-    import torch.nn.functional as F
-
-    x, y = torch.randn(1, 8), torch.randn(1, 8)
-    m, img, k = torch.randn(8, 8), torch.randn(1, 1, 4, 4), torch.randn(1, 1, 1, 1)
-    q = torch.randn(1, 1, 2, 8)
-    idx, table, target = torch.zeros(1, 2, dtype=torch.long), torch.randn(4, 8), torch.zeros(1, dtype=torch.long)
-    params, grads = [torch.randn(8)], [torch.randn(8)]
-    return {
-        ops.MATMUL: lambda: torch.mm(x, m),
-        ops.CONV: lambda: F.conv2d(img, k),
-        ops.ATTENTION: lambda: F.scaled_dot_product_attention(q, q, q),
-        ops.NORM: lambda: F.layer_norm(x, (8,)),
-        ops.SOFTMAX: lambda: x.softmax(-1),
-        ops.ELEMENTWISE: lambda: x + y,
-        ops.REDUCTION: lambda: x.sum(),
-        ops.EMBEDDING: lambda: F.embedding(idx, table),
-        ops.POOLING: lambda: F.max_pool2d(img, 2),
-        ops.VIEW: lambda: x.view(-1),
-        ops.COPY: lambda: torch.cat([x, y]),
-        ops.CREATION: lambda: torch.zeros(8),
-        ops.LOSS: lambda: F.cross_entropy(x, target),
-        ops.OPTIMIZER: lambda: torch._foreach_add(params, grads),
-    }
 
 
 def time_call_us(
@@ -102,7 +75,7 @@ def measure_dispatch(clock: Callable[[], int] = time.perf_counter_ns) -> tuple[d
     torch.set_num_threads(1)
     try:
         with torch.no_grad():
-            dispatch = {kind: round(time_call_us(fn, clock=clock), 3) for kind, fn in _probes().items()}
+            dispatch = {kind: round(time_call_us(fn, clock=clock), 3) for kind, fn in op_kinds.host_probes().items()}
         module = round(module_overhead_us(clock=clock), 3)
     finally:
         torch.set_num_threads(threads)

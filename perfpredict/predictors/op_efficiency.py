@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict.core import ops
+from perfpredict.core import op_kinds, ops
 
-KINDS = tuple(sorted(ops.KNOWN_OPS | {ops.UNKNOWN}))
+KINDS = op_kinds.BUILTIN_KINDS  # the trained one-hot columns
 DTYPE_CLASSES = ("float32", "bfloat16", "float16", "int", "other")
 FEATURE_NAMES = (
     *(f"kind_{k}" for k in KINDS),
@@ -81,8 +81,7 @@ def dtype_class(dtype: str) -> str:
 
 def bound_s(op: OpShape, device: Any, tf32: bool = False) -> tuple[float, float, float]:
     """(roofline bound, compute time, memory time) in seconds at the device's ceilings."""
-    tensor = op.kind in ops.TENSOR_CORE_OPS and device.kind == "gpu" and (op.dtype != "float32" or tf32)
-    rate, _ = device.peak_flops(op.dtype if op.dtype in ops.FLOAT_DTYPES else "float32", tensor)
+    rate, _ = op_kinds.attainable_rate(op.kind, op.dtype, device, tf32=tf32, conv_tf32=tf32)
     compute = op.flops / max(rate, 1.0)
     memory = op.bytes / max(device.memory_bandwidth_bytes_per_s, 1.0)
     return max(compute, memory, 1e-9), compute, memory
@@ -98,10 +97,8 @@ def max_efficiency(op: OpShape, device: Any) -> float:
 def features(op: OpShape, device: Any) -> list[float]:
     """One feature vector (FEATURE_NAMES order)."""
     b, compute, memory = bound_s(op, device)
-    rate, _ = device.peak_flops(
-        op.dtype if op.dtype in ops.FLOAT_DTYPES else "float32",
-        op.kind in ops.TENSOR_CORE_OPS and device.kind == "gpu" and op.dtype != "float32",
-    )
+    # the trained basis: float32 never on tensor cores (see op_kinds.compute_unit)
+    rate, _ = op_kinds.attainable_rate(op.kind, op.dtype, device, tf32=False, conv_tf32=False)
     dims = sorted(op.out_shape, reverse=True)[:2] or [1]
     out_numel = math.prod(op.out_shape) if op.out_shape else 1
     rows, cols = (op.out_shape[-2] if len(op.out_shape) > 1 else 1), (op.out_shape[-1] if op.out_shape else 1)

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from perfpredict import breakdown
-from perfpredict.core import ops
+from perfpredict.core import op_kinds, ops
 from perfpredict.core.report import HOST_BOUND_IDLE_SHARE, OpContribution, Prediction, TimelineSummary
 from perfpredict.predictors import gpu_device_time, host_model, op_efficiency, timeline
 from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor, attainable_bandwidth
@@ -46,7 +46,6 @@ MIN_KERNEL_S = 2e-6  # the shortest a GPU kernel takes, launch to completion on 
 GRAPH_LAUNCH_S = 10e-6  # host cost of one cudaGraphLaunch
 GRAPH_NODE_GAP_S = 1e-6  # device-side gap between kernels of a replayed graph
 COMPILED_KERNEL_HOST_US = 3.0  # inductor's generated wrapper per kernel, before the launch itself
-FUSIBLE = frozenset({ops.ELEMENTWISE, ops.REDUCTION, ops.NORM, ops.SOFTMAX, ops.COPY})
 #: distinct batches at which predict_many reads the learned efficiency (others are interpolated)
 EFFICIENCY_ANCHORS = 8
 OPTIMIZER_KERNELS = 12  # a multi-tensor (foreach) AdamW step launches about this many kernels per param group
@@ -85,7 +84,7 @@ def fused_groups(graph) -> list[list[int]]:
     for i, node in enumerate(graph.nodes):
         if node.is_view:
             continue
-        if node.op in FUSIBLE:
+        if op_kinds.is_fusible(node.op):
             run.append(i)
             continue
         if run:
@@ -209,9 +208,7 @@ class TwoTimelinePredictor:
             shapes = [op_efficiency.node_shape(n) for n in graph.nodes]
             rates = np.array(
                 [
-                    device.peak_flops(
-                        s.dtype if s.dtype in ops.FLOAT_DTYPES else "float32", config.tensor_cores(s.kind, s.dtype, gpu)
-                    )[0]
+                    op_kinds.attainable_rate(s.kind, s.dtype, device, tf32=config.tf32, conv_tf32=config.conv_tf32)[0]
                     for s in shapes
                 ]
             )

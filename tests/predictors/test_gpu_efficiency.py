@@ -10,6 +10,7 @@ from perfpredict.hardware.devices import get_device
 from perfpredict.predictors import gpu_efficiency as ge
 from perfpredict.predictors import gpu_op_features as gf
 from perfpredict.predictors import gpu_training_rows as tr
+from perfpredict.predictors.gpu_training_rows import AS_MEASURED
 from perfpredict.predictors.op_efficiency import OpShape
 
 pytest.importorskip("xgboost")
@@ -36,11 +37,11 @@ def toy_model():
         for _ in range(60):
             m, n, k = (int(2 ** rng.uniform(9, 13)) for _ in range(3))
             op = _gemm(m, n, k, "float32" if "simt32" in cls_eff else "float16")
-            unit = gf.unit_of(op, device, op.dtype != "float32")
+            unit = gf.unit_of(op, device, AS_MEASURED)
             rows.append((op, device, unit, next(iter(cls_eff.values()))))
             if "simt32" in cls_eff:
                 add = _add(int(2 ** rng.uniform(22, 26)))
-                rows.append((add, device, gf.unit_of(add, device, False), 0.85))
+                rows.append((add, device, gf.unit_of(add, device, AS_MEASURED), 0.85))
     X = np.array([gf.features(op, d, u) for op, d, u, _ in rows])
     y = np.log([e for *_, e in rows])
     bounds = np.array([gf.bound_s(op, d, u)[0] for op, d, u, _ in rows])
@@ -82,7 +83,7 @@ def test_time_is_never_under_the_roofline_bound(toy_model):
     ops_ = [_gemm(4096, 4096, 4096), _gemm(64, 64, 8192), _add(2**27), _add(2**16)]
     for name in ("T4", "A100-40GB-PCIe", "H100-SXM", "L4", "B200"):
         device = gf.datasheet_basis(get_device(name))
-        units = [gf.unit_of(op, device, False) for op in ops_]
+        units = [gf.unit_of(op, device, AS_MEASURED) for op in ops_]
         seconds = toy_model.device_s(ops_, device, units)
         bounds = np.array([gf.bound_s(op, device, u)[0] for op, u in zip(ops_, units)])
         caps = np.array([ge.max_efficiency(op, device) for op in ops_])  # only what fits in L2 may beat HBM

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from perfpredict.api import MANY_COLUMNS
-from perfpredict.core import ops
+from perfpredict.core import op_kinds, ops
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
 from perfpredict.hardware.devices import get_device
@@ -56,7 +56,7 @@ def test_a_cpu_step_adds_its_times_and_a_graph_replays_without_the_host():
 # -- host profiles -----------------------------------------------------------------------------------------------
 def test_the_reference_profile_loads_and_covers_every_kind():
     ref = host_model.HostProfile.from_file(host_model.REFERENCE)
-    assert set(ops.ALL_OPS) <= set(ref.dispatch_us)
+    assert set(op_kinds.BUILTIN_KINDS) <= set(ref.dispatch_us)
     assert all(0 < v < 200 for v in ref.dispatch_us.values()) and ref.module_us >= 0
 
 
@@ -67,7 +67,7 @@ def test_a_calibrated_profile_wins_over_the_shipped_defaults(tmp_path, monkeypat
     assert host_model.load_profile(kind="cpu").name == host_model.HostProfile.from_file(host_model.REFERENCE).name
     with pytest.raises(InvalidInputError, match="calibrate-host"):
         host_model.load_profile(host="calibrated")  # none yet: says how to make one
-    mine = host_model.HostProfile("mine", {k: 1.0 for k in ops.ALL_OPS}, 0.5, "test")
+    mine = host_model.HostProfile("mine", {k: 1.0 for k in op_kinds.BUILTIN_KINDS}, 0.5, "test")
     host_model.profile_path().parent.mkdir(parents=True)
     host_model.profile_path().write_text(mine.to_json())
     assert host_model.load_profile().name == "mine"
@@ -85,7 +85,7 @@ def test_calibrate_host_times_every_kind(tmp_path, capsys):
     out = tmp_path / "host.json"
     assert main(["calibrate-host", "--out", str(out), "--name", "ci", "--quick"]) == 0
     prof = host_model.HostProfile.from_file(out)
-    assert prof.name == "ci" and set(ops.ALL_OPS) <= set(prof.dispatch_us)
+    assert prof.name == "ci" and set(op_kinds.BUILTIN_KINDS) <= set(prof.dispatch_us)
     assert all(0 < v < 1000 for v in prof.dispatch_us.values())
     assert prof.dispatch_us[ops.VIEW] < prof.dispatch_us[ops.CONV]  # a view dispatches less than a convolution
     assert "us" in capsys.readouterr().out
@@ -112,7 +112,7 @@ def _graph(nodes, phase="inference"):
 
 
 def test_host_time_per_node_pays_module_python_only_forward():
-    prof = host_model.HostProfile("p", {k: 2.0 for k in ops.ALL_OPS}, 10.0, "test")
+    prof = host_model.HostProfile("p", {k: 2.0 for k in op_kinds.BUILTIN_KINDS}, 10.0, "test")
     g = _graph(
         [
             _node("a", ops.MATMUL),
