@@ -69,7 +69,7 @@ _MUST_COUNT_FLOPS = ("matmul", "conv", "attention", "norm", "softmax")
 
 
 def _zero_flop_compute(graphs) -> list[str]:
-    """Compute nodes whose FLOPs came out 0: flop_rules swallows an unknown argument layout as 0 FLOPs."""
+    """Compute nodes whose FLOPs came out 0: op_kinds.op_flops swallows an unknown argument layout as 0 FLOPs."""
     return [
         f"{n.target}{[m.shape for m in n.inputs]}"
         for g in graphs

@@ -24,46 +24,13 @@ import torch
 import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
-from perfpredict.compiler_hooks import block_reuse, shape_rules
+from perfpredict.compiler_hooks import block_reuse, op_table, shape_rules
 from perfpredict.core.errors import FrontendError
 
 # torch functions that create a tensor and take a ``device=``: made on the meta device wherever the forward asks for
-# them (op_table's creation kind is wider: it also holds bernoulli and dropout masks, which take no device)
-_FACTORIES = frozenset(
-    {
-        "zeros",
-        "ones",
-        "empty",
-        "full",
-        "arange",
-        "range",
-        "linspace",
-        "logspace",
-        "eye",
-        "rand",
-        "randn",
-        "randint",
-        "randperm",
-        "tensor",
-        "as_tensor",
-        "scalar_tensor",
-        "empty_strided",
-        "tril_indices",
-        "triu_indices",
-        "new_zeros",
-        "new_ones",
-        "new_empty",
-        "new_full",
-        "new_tensor",
-        "zeros_like",
-        "ones_like",
-        "empty_like",
-        "full_like",
-        "rand_like",
-        "randn_like",
-        "randint_like",
-    }
-)
+# them. op_table's creation kind also holds bernoulli and dropout masks, which take no device; the four added here
+# have no cost kind yet (op_table classifies them unknown).
+_FACTORIES = op_table.FACTORIES | {"range", "tril_indices", "triu_indices", "randint_like"}
 _FROM_DATA = frozenset({"tensor", "as_tensor", "scalar_tensor", "new_tensor"})
 # tensor methods that move to a device: the stand-in stays on meta, the node is still recorded
 _MOVES = frozenset({"to", "cuda", "cpu", "type"})

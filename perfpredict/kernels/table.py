@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from perfpredict.core import ops
 from perfpredict.core.errors import InvalidInputError, close_matches
 
-DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "uint8": 1, "none": 0}
+# the package's dtype sizes, plus "none": a kernel row without that operand (no output dtype) moves no bytes for it
+DTYPE_BYTES = {**ops.DTYPE_BYTES, "none": 0}
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from perfpredict.predictors.memory_model import (
 from perfpredict.predictors.registry import register_predictor
 
 if TYPE_CHECKING:
-    from perfpredict.core.graph import OpGraph
+    from perfpredict.core.graph import OpGraph, OpNode
     from perfpredict.hardware.devices import Device
 
 NAME = "analytical"
@@ -234,29 +234,32 @@ def _optimizer_bytes(graph: OpGraph, config: RunConfig) -> int:
     return int(3 * held.gradients + 2 * held.optimizer_state)
 
 
+def op_contribution(node: OpNode, time_s: float, share: float, bound: str) -> OpContribution:
+    """One per-op row of a report: the node's names, FLOPs and bytes, with its time, share and what bounds it."""
+    moved = node.bytes_read + node.bytes_written
+    return OpContribution(
+        name=node.name,
+        op=node.op,
+        target=node.target,
+        module_path=node.module_path,
+        time_ms=time_s * 1e3,
+        share=share,
+        bound=bound,
+        flops=node.flops,
+        bytes_moved=moved,
+        arithmetic_intensity_flop_per_byte=node.flops / moved if moved else 0.0,
+    )
+
+
 def _contributions(graph: OpGraph, ev: Evaluation, latency_s: float, config: RunConfig) -> tuple[OpContribution, ...]:
     rows = []
     for i, node in enumerate(graph.nodes):
         t, compute_s, memory_s = float(ev.node_s[i, 0]), float(ev.compute_s[i, 0]), float(ev.memory_s[i, 0])
         if t <= 0:
             continue
-        moved = node.bytes_read + node.bytes_written
         work_s = max(compute_s, memory_s)
         bound = "overhead" if t - work_s > work_s else ("compute" if compute_s >= memory_s else "memory")
-        rows.append(
-            OpContribution(
-                name=node.name,
-                op=node.op,
-                target=node.target,
-                module_path=node.module_path,
-                time_ms=t * 1e3,
-                share=t / latency_s if latency_s else 0.0,
-                bound=bound,
-                flops=node.flops,
-                bytes_moved=moved,
-                arithmetic_intensity_flop_per_byte=node.flops / moved if moved else 0.0,
-            )
-        )
+        rows.append(op_contribution(node, t, t / latency_s if latency_s else 0.0, bound))
     optimizer_s = float(ev.optimizer_s[0])
     if optimizer_s > 0:
         rows.append(optimizer_row(graph, config, optimizer_s, latency_s))

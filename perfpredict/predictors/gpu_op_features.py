@@ -108,7 +108,9 @@ def unit_of(op: OpShape, device: Any, config: Any) -> Unit:
     """The unit ``op`` runs on under ``config``'s TF32 switches (a RunConfig's ``tf32`` and ``conv_tf32``), as
     :func:`perfpredict.core.op_kinds.attainable_rate` decides it for every caller: a tensor core only where the GPU
     has one for the dtype (a V100 has no TF32, a T4 no bf16), TF32 for float32."""
-    _, key = op_kinds.attainable_rate(op.kind, op.dtype, device, tf32=config.tf32, conv_tf32=config.conv_tf32)
+    _, key = op_kinds.attainable_rate(
+        op.kind, op.dtype, device, tf32=config.tf32, conv_tf32=config.conv_tf32, integers_as_float32=True
+    )
     used = key.endswith("_tensor")
     return Unit(used, used and op_kinds.compute_dtype(op.dtype) == "float32")
 

@@ -81,7 +81,7 @@ def dtype_class(dtype: str) -> str:
 
 def bound_s(op: OpShape, device: Any, tf32: bool = False) -> tuple[float, float, float]:
     """(roofline bound, compute time, memory time) in seconds at the device's ceilings."""
-    rate, _ = op_kinds.attainable_rate(op.kind, op.dtype, device, tf32=tf32, conv_tf32=tf32)
+    rate, _ = op_kinds.attainable_rate(op.kind, op.dtype, device, tf32=tf32, conv_tf32=tf32, integers_as_float32=True)
     compute = op.flops / max(rate, 1.0)
     memory = op.bytes / max(device.memory_bandwidth_bytes_per_s, 1.0)
     return max(compute, memory, 1e-9), compute, memory
@@ -98,7 +98,7 @@ def features(op: OpShape, device: Any) -> list[float]:
     """One feature vector (FEATURE_NAMES order)."""
     b, compute, memory = bound_s(op, device)
     # the trained basis: float32 never on tensor cores (see op_kinds.compute_unit)
-    rate, _ = op_kinds.attainable_rate(op.kind, op.dtype, device, tf32=False, conv_tf32=False)
+    rate, _ = op_kinds.attainable_rate(op.kind, op.dtype, device, tf32=False, conv_tf32=False, integers_as_float32=True)
     dims = sorted(op.out_shape, reverse=True)[:2] or [1]
     out_numel = math.prod(op.out_shape) if op.out_shape else 1
     rows, cols = (op.out_shape[-2] if len(op.out_shape) > 1 else 1), (op.out_shape[-1] if op.out_shape else 1)

@@ -33,7 +33,7 @@ from perfpredict import breakdown
 from perfpredict.core import op_kinds, ops
 from perfpredict.core.report import HOST_BOUND_IDLE_SHARE, OpContribution, Prediction, TimelineSummary
 from perfpredict.predictors import gpu_device_time, host_model, op_efficiency, timeline
-from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor, attainable_bandwidth
+from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor, attainable_bandwidth, op_contribution
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.gpu_efficiency import GpuEfficiencyModel
@@ -498,22 +498,9 @@ def device_contributions(
         if t <= 0:
             continue
         compute_s, memory_s = float(ev.compute_s[i, 0]), float(ev.memory_s[i, 0])
-        moved = node.bytes_read + node.bytes_written
         floored = gpu and t <= MIN_KERNEL_S * (1 + 1e-9) and max(compute_s, memory_s) < MIN_KERNEL_S
-        rows.append(
-            OpContribution(
-                name=node.name,
-                op=node.op,
-                target=node.target,
-                module_path=node.module_path,
-                time_ms=t * 1e3,
-                share=t / wall_s if wall_s else 0.0,
-                bound="overhead" if floored else ("compute" if compute_s >= memory_s else "memory"),
-                flops=node.flops,
-                bytes_moved=moved,
-                arithmetic_intensity_flop_per_byte=node.flops / moved if moved else 0.0,
-            )
-        )
+        bound = "overhead" if floored else ("compute" if compute_s >= memory_s else "memory")
+        rows.append(op_contribution(node, t, t / wall_s if wall_s else 0.0, bound))
     if optimizer_s > 0:
         from perfpredict.predictors.analytical import optimizer_row
 

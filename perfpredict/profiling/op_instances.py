@@ -135,7 +135,7 @@ class OpInstance:
 
     def io_bytes(self) -> int:
         """Bytes of the tensor arguments (what the op reads at least once; outputs are measured on the result)."""
-        return sum(_numel(t["t"]) * _DTYPE_BYTES[t["d"]] for t in self.tensors())
+        return sum(_numel(t["t"]) * ops.DTYPE_BYTES[t["d"]] for t in self.tensors())
 
     def dtype(self) -> str:
         """The dtype of the first floating tensor argument (else the first tensor's)."""
@@ -180,21 +180,6 @@ class OpInstance:
             return fn(*args, **kwargs)
 
         return call
-
-
-_DTYPE_BYTES = {
-    "float64": 8,
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "int64": 8,
-    "int32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-    "complex64": 8,
-}
 
 
 def _numel(shape: Iterable[int]) -> int:

@@ -158,7 +158,9 @@ def test_the_calibration_in_use_sets_the_cpu_devices_ceilings(tmp_path, monkeypa
 
 
 def test_training_steps_get_their_own_dispatch_scale_where_fitted():
-    profile = host_model.HostProfile("p", {k: 1.0 for k in op_kinds.BUILTIN_KINDS}, 0.0, "t", {"cpu": 2.0, "cpu_training": 5.0})
+    profile = host_model.HostProfile(
+        "p", {k: 1.0 for k in op_kinds.BUILTIN_KINDS}, 0.0, "t", {"cpu": 2.0, "cpu_training": 5.0}
+    )
     assert host_model.dispatch_scale(profile, "cpu", "inference") == 2.0
     assert host_model.dispatch_scale(profile, "cpu", "training") == 5.0
     assert host_model.dispatch_scale(profile, "gpu", "training") == 1.0  # none fitted: 1

@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from perfpredict.core import ops
 from perfpredict.core.op_kinds.elementwise_costs import cost_class
-from perfpredict.core.op_kinds.registry import OpKind, register_op_kind
+from perfpredict.core.op_kinds.registry import OpKind, TensorMeta, register_op_kind
 
-if TYPE_CHECKING:
-    from perfpredict.core.graph import TensorMeta
-
-Metas = Sequence["TensorMeta | None"]
-Outputs = Sequence["TensorMeta"]
+Metas = Sequence[TensorMeta | None]
+Outputs = Sequence[TensorMeta]
 
 # The bare names of embedding lookups, as against their backward (which writes the whole table).
 EMBEDDING_LOOKUPS = frozenset({"embedding", "embedding_bag", "_embedding_bag"})

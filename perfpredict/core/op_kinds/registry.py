@@ -15,20 +15,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from perfpredict.core import ops
 from perfpredict.core.errors import InvalidInputError
 
-if TYPE_CHECKING:
-    from perfpredict.core.graph import TensorMeta
+
+class TensorMeta(Protocol):
+    """What a rule reads of a tensor: ``perfpredict.core.graph.TensorMeta`` (not imported: the graph asks this
+    registry whether its nodes are known and views, so the registry cannot import the graph)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def numel(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
 
 #: FLOPs of one call: (bare name, tensor argument metas by position, the call's args, kwargs, output metas)
-FlopRule = Callable[[str, Sequence["TensorMeta | None"], Sequence[Any], dict, Sequence["TensorMeta"]], int]
+FlopRule = Callable[[str, Sequence[TensorMeta | None], Sequence[Any], dict, Sequence[TensorMeta]], int]
 #: (bytes read, bytes written) of one call: (bare name, distinct tensor inputs, outputs, argument metas)
-ByteRule = Callable[
-    [str, Sequence["TensorMeta"], Sequence["TensorMeta"], Sequence["TensorMeta | None"]], tuple[int, int]
-]
+ByteRule = Callable[[str, Sequence[TensorMeta], Sequence[TensorMeta], Sequence[TensorMeta | None]], tuple[int, int]]
 #: builds its own tiny CPU tensors and returns the call that ``calibrate-host`` times (torch imported inside)
 HostProbe = Callable[[], Callable[[], Any]]
 #: which torch switch lets a float32 op of the kind run as TF32: ``torch.backends.cuda.matmul.allow_tf32``
