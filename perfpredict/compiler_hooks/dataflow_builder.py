@@ -11,8 +11,10 @@ canonicalises such patterns back to the ops the FX frontend sees before it build
   ``FoldConstant`` and ONNX Runtime's constant folding do;
 - views (reshape, transpose, slice, expand) cost nothing, as in the FX frontend.
 
-The bytes model is the FX frontend's: every input read once and every output written once per op; an embedding
-lookup reads only the rows it gathers. Each frontend maps its own op names to a *bare* (torch-style) name here,
+The bytes model is the op kinds' byte rules (:mod:`perfpredict.core.op_kinds.builtin`), written out in
+``_node`` for ONNX and Relax operands: every input read once and every output written once per op; an embedding
+lookup reads only the rows it gathers (its indices are the second operand here, where the FX rule takes the
+integer one). Each frontend maps its own op names to a *bare* (torch-style) name here,
 classifies it with :func:`perfpredict.compiler_hooks.op_table.classify` and counts FLOPs with its kind's rule (:mod:`perfpredict.core.op_kinds`).
 """
 
