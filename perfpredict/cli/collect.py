@@ -221,7 +221,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
 
 
 def run_collect(args: argparse.Namespace) -> int:
-    from perfpredict.profiling.collect import CollectConfig, device_slug
+    from perfpredict.profiling.collect_engine import CollectConfig, device_slug
     from perfpredict.profiling.graph_features import fill_graph_features
     from perfpredict.profiling.shards import parse_shard
 
