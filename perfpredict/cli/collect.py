@@ -281,7 +281,7 @@ def run_collect(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if getattr(args, "fill_graph_features", False):
-        fill_graph_features(out)
+        fill_graph_features(out, progress=not args.no_progress)
     return 0
 
 
