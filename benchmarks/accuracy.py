@@ -42,7 +42,7 @@ from perfpredict.predictors.evaluation import (
 from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.memory_model import physics_versions
 from perfpredict.predictors.train import dataset_folder, learner_class
-from perfpredict.predictors.training_data import CACHE_VERSIONS, TARGETS, load_training_set
+from perfpredict.predictors.training_data import TARGETS, load_training_set
 from perfpredict.predictors.two_timeline_fit import TwoTimelineLearner
 from perfpredict.profiling.dataset import batch_sweep_inversions, neighbour_oracle_mape, trusted_label
 
@@ -107,11 +107,17 @@ def parse_shard(text: str) -> tuple[int, int]:
     return int(k), int(n)
 
 
+# The training-graph capture the stored runs were made on (attention traced fused, cross-entropy's backward on meta
+# tensors). The graph cache keys itself by the capture code's digest; this names that capture for the stored
+# runs, which stay valid until the capture's meaning changes (then rename it, and rerun them).
+TRAINING_CAPTURE = "training-capture-2"
+
+
 def features_id(data=None) -> str:
     """What every predictor's inputs depend on: the feature schema, the training-graph capture and, for a GPU's
     rows (``data``), the GPU memory model behind their physics features. A stored run made with other features or
     graphs is stale, and the report leaves it out."""
-    base = f"{schema_hash(TABULAR_FEATURES)}/training-capture-{CACHE_VERSIONS['training']}"
+    base = f"{schema_hash(TABULAR_FEATURES)}/{TRAINING_CAPTURE}"
     physics = physics_versions(get_device(data.devices[0]).kind) if data is not None else {}
     # "gpu_memory_model" -> "/gpu-memory-2": the spelling of the runs stored before the manifests recorded physics
     return base + "".join(f"/{name.removesuffix('_model').replace('_', '-')}-{v}" for name, v in physics.items())

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from perfpredict.profiling.collect import CollectConfig, collect
+from perfpredict.profiling.collect_engine import CollectConfig
+from perfpredict.profiling.collect_v2 import collect
 from perfpredict.profiling.cpu import cpu_model
 from perfpredict.profiling.dataset import load_dataset
 

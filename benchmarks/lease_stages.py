@@ -79,7 +79,7 @@ def snapshot_env(into: Path, when: str, device: str) -> dict[str, Any]:
     import torch
 
     from perfpredict.profiling import cpu as cpu_probe
-    from perfpredict.profiling.collect import device_slug
+    from perfpredict.profiling.collect_engine import device_slug
 
     into.mkdir(parents=True, exist_ok=True)
     query = ",".join(NVSMI_FIELDS)
@@ -152,7 +152,7 @@ def run_ops(folder: Path, device: str, budget_s: float) -> Any:
     import torch
 
     from perfpredict.profiling import op_plan
-    from perfpredict.profiling.collect import CollectConfig
+    from perfpredict.profiling.collect_engine import CollectConfig
     from perfpredict.profiling.collect_ops import OPS_FOLDER, collect_ops
 
     t0 = time.monotonic()
@@ -191,7 +191,7 @@ def run_generation(folder: Path, device: str, budget_s: float) -> Any:
     """The generation rows (:mod:`perfpredict.profiling.generation_timing`) into ``folder``, resumably; the plan
     goes to ``folder/plan.json`` first."""
     from perfpredict.profiling import generation_timing as gt
-    from perfpredict.profiling.collect import device_slug
+    from perfpredict.profiling.collect_engine import device_slug
 
     t0 = time.monotonic()
     specs = gt.dry_run_plan() if device == "cpu" else gt.lease_plan()

@@ -33,7 +33,7 @@ def _ok(folder: Path) -> list[dict]:
 
 
 def recheck(args: argparse.Namespace) -> int:
-    from perfpredict.profiling.collect import CollectConfig
+    from perfpredict.profiling.collect_engine import CollectConfig
     from perfpredict.profiling.collect_ops import collect_ops
     from perfpredict.profiling.collect_v3 import collect_rounds
     from perfpredict.profiling.op_instances import OpInstance

@@ -135,7 +135,7 @@ def measure_one(row: dict, monitor, device: str) -> dict:
     import torch
 
     from perfpredict.compiler_hooks.hf_frontend import load_config, model_from_hf
-    from perfpredict.profiling.collect import is_oom
+    from perfpredict.profiling.collect_engine import is_oom
 
     out = {k: row[k] for k in ("model", "dtype", "batch")}
     model = inputs = None

@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 
 from perfpredict.profiling import zoo
-from perfpredict.profiling.collect import CollectConfig, measure_spec
+from perfpredict.profiling.collect_engine import CollectConfig
+from perfpredict.profiling.collect_v2 import measure_spec
 from perfpredict.profiling.cpu import cpu_model
 from perfpredict.profiling.monitor import Monitor
 

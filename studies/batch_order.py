@@ -96,7 +96,7 @@ def profile_step(step, device: str) -> tuple[int, float]:
 
 def run_pair(pair: dict[str, Any], monitor, cfg) -> dict[str, Any]:
     from perfpredict.profiling import zoo
-    from perfpredict.profiling.collect import measure_spec
+    from perfpredict.profiling.collect_v2 import measure_spec
 
     out: dict[str, Any] = {"first": {}, "second": {}, "kernels": {}, "device_ms": {}}
     for label, order in (("first", (1, 8)), ("second", (8, 1))):
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None, help="default: the dataset rows' torch device")
     p.add_argument("--out", required=True, help="JSON file to write")
     args = p.parse_args(argv)
-    from perfpredict.profiling.collect import CollectConfig
+    from perfpredict.profiling.collect_engine import CollectConfig
     from perfpredict.profiling.dataset import load_dataset
     from perfpredict.profiling.monitor import Monitor
 

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.profiling import zoo
-from perfpredict.profiling.collect import CollectConfig, measure_spec
+from perfpredict.profiling.collect_engine import CollectConfig
+from perfpredict.profiling.collect_v2 import measure_spec
 from perfpredict.profiling.dataset import curves_oracle_mape, load_dataset, quiet_host, sweep_bumps
 from perfpredict.profiling.monitor import Monitor
 

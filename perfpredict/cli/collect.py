@@ -221,7 +221,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
 
 
 def run_collect(args: argparse.Namespace) -> int:
-    from perfpredict.profiling.collect import CollectConfig, device_slug
+    from perfpredict.profiling.collect_engine import CollectConfig, device_slug
     from perfpredict.profiling.graph_features import fill_graph_features
     from perfpredict.profiling.shards import parse_shard
 
@@ -281,7 +281,7 @@ def run_collect(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if getattr(args, "fill_graph_features", False):
-        fill_graph_features(out)
+        fill_graph_features(out, progress=not args.no_progress)
     return 0
 
 

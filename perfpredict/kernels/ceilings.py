@@ -222,6 +222,19 @@ def datasheet_value(device: Any, ceiling: str) -> float | None:
 # Assembly
 
 
+def add_composites(ceilings: dict[str, dict[str, Any]], target: str) -> None:
+    """Add ``target``'s composite ceilings (``COMPOSITES``): each the best of its measured parts, saying which."""
+    for name, parts in COMPOSITES.get(target, {}).items():
+        present = [ceilings[p] for p in parts if p in ceilings]
+        if present:
+            best = max(present, key=lambda c: c["max"])
+            ceilings[name] = {
+                **best,
+                "method": f"best of {', '.join(parts)}: {best['kernel']}",
+                "composite_of": list(parts),
+            }
+
+
 def build_ceilings(
     results: Sequence[KernelResult],
     *,
@@ -247,15 +260,7 @@ def build_ceilings(
         )
         if better:
             ceilings[r.spec.ceiling] = _ceiling_entry(r)
-    for name, parts in COMPOSITES.get(target, {}).items():
-        present = [ceilings[p] for p in parts if p in ceilings]
-        if present:
-            best = max(present, key=lambda c: c["max"])
-            ceilings[name] = {
-                **best,
-                "method": f"best of {', '.join(parts)}: {best['kernel']}",
-                "composite_of": list(parts),
-            }
+    add_composites(ceilings, target)
     for name, entry in ceilings.items():
         best = entry["min"] if name.endswith("_s") and not name.endswith("_per_s") else entry["max"]
         sheet = datasheet_value(catalog_device, name)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfpredict.kernels.ceilings import COMPOSITES, SCHEMA, datasheet_value, fraction, gpu_theoretical
+from perfpredict.kernels.ceilings import SCHEMA, add_composites, datasheet_value, fraction, gpu_theoretical
 
 
 def finish_native(raw: dict[str, Any], command: str = "") -> dict[str, Any]:
@@ -44,15 +44,7 @@ def finish_native(raw: dict[str, Any], command: str = "") -> dict[str, Any]:
                     "spread_flagged",
                 )
             }
-    for name_, parts in COMPOSITES["cuda"].items():
-        present = [ceilings[p] for p in parts if p in ceilings]
-        if present:
-            best = max(present, key=lambda c: c["max"])
-            ceilings[name_] = {
-                **best,
-                "method": f"best of {', '.join(parts)}: {best['kernel']}",
-                "composite_of": list(parts),
-            }
+    add_composites(ceilings, "cuda")
     sm_mhz = attrs.get("clock_khz", 0) / 1e3 or None
     mem_mhz = attrs.get("mem_clock_khz", 0) / 1e3 or None
     for key, c in ceilings.items():

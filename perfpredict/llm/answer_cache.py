@@ -13,8 +13,9 @@ everything that decides it:
 - a digest of perfpredict's own files (code, shipped data, trained artifacts) and the torch and transformers
   versions: an edited predictor never reads a stale answer.
 
-Entries are gzipped JSON (``GenerationReport.to_dict``), written atomically next to the graph cache
-(``graph_store.store_dir``'s parent, ``generate/``); a damaged one is ignored and rewritten.
+Entries are gzipped JSON (``GenerationReport.to_dict``) in the same storage as the graph cache
+(``disk_store.DiskStore``: atomic, size-limited), in ``answer-store`` next to it; a damaged one is ignored and
+rewritten.
 ``PERFPREDICT_NO_GRAPH_CACHE=1`` turns both caches off; ``generate --no-cache`` answers again and refreshes it.
 """
 
@@ -22,29 +23,24 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gzip
 import hashlib
 import inspect
 import json
 import logging
 import os
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from perfpredict.disk_store import DiskStore
 from perfpredict.llm.generation_report import BatchPoint, DecodePoint, GenerationReport
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
 _PACKAGE = Path(__file__).resolve().parents[1]
-
-
-def store_dir() -> Path:
-    from perfpredict import graph_store
-
-    return graph_store.store_dir().parent / "generate"
+# NB: an answer is a few kB gzipped; this holds tens of thousands
+STORE = DiskStore("answer-store", 256 * 2**20)
 
 
 @functools.lru_cache(maxsize=1)
@@ -110,13 +106,13 @@ def load(cache_key: str | None) -> GenerationReport | None:
 
     if cache_key is None or not graph_store.enabled():
         return None
-    path = store_dir() / f"{cache_key}.json.gz"
-    if not path.exists():
+    data = STORE.get_json(cache_key)
+    if data is None:
         return None
     try:
-        return report_from_dict(json.loads(gzip.decompress(path.read_bytes())))
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as err:
-        logger.warning("perfpredict: ignoring a damaged generation cache entry %s (%s)", path, err)
+        return report_from_dict(data)
+    except (ValueError, KeyError, TypeError) as err:
+        logger.warning("perfpredict: ignoring a damaged generation cache entry %s (%s)", cache_key, err)
         return None
 
 
@@ -126,14 +122,7 @@ def save(cache_key: str | None, report: GenerationReport) -> None:
 
     if cache_key is None or not graph_store.enabled():
         return
-    path = store_dir() / f"{cache_key}.json.gz"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(gzip.compress(report.to_json(indent=None).encode(), compresslevel=3))
-        tmp.replace(path)
-    except OSError as err:
-        logger.warning("perfpredict: could not write the generation cache %s (%s)", path, err)
+    STORE.put_json(cache_key, report.to_dict())
 
 
 def report_from_dict(data: dict[str, Any]) -> GenerationReport:

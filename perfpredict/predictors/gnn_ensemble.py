@@ -41,6 +41,7 @@ from perfpredict.predictors.gnn_data import (
     unique_keys,
 )
 from perfpredict.predictors.learned import TargetPrediction
+from perfpredict.progress import Progress
 
 if TYPE_CHECKING:
     import torch
@@ -218,7 +219,7 @@ class GNNEnsembleLearner:
         )
         losses = []
         net.train()
-        for _ in range(epochs):
+        for _ in Progress(f"{self.name} training", epochs, unit="epochs").track(range(epochs)):
             run, count = 0.0, 0
             for batch in loader:
                 opt.zero_grad()

@@ -66,8 +66,8 @@ def stage1_encoder(
     """The GraphMAE-pretrained GIN state, the node standardiser it was trained with, and what it was trained on."""
     import torch
 
+    from perfpredict.disk_store import cache_root
     from perfpredict.predictors.gin import corpus_key, load_state, pretrain_graphmae, save_state
-    from perfpredict.predictors.training_data import cache_dir
 
     specs = _corpus_specs(hp)
     source, keys = "graph corpus", [spec.to_key() for spec in specs]
@@ -92,7 +92,7 @@ def stage1_encoder(
         "gamma": hp["sce_gamma"],
     }
     key = corpus_key(keys, {**mae, "kind": kind, "seed": seed}, list(NODE_FEATURES))
-    file = cache_dir().parent / "gnn_llm_stage1" / f"{key}.safetensors"
+    file = cache_root() / "gnn_llm_stage1" / f"{key}.safetensors"
     if file.exists():
         try:
             state, info = load_state(file.read_bytes())

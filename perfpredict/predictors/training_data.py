@@ -4,20 +4,17 @@ Rows come from the collector (``data/<device>/``): a spec key, the device, and m
 re-derived from the spec on the meta device, never stored in the dataset. Tracing is the slow part (seconds per
 model on this 2-core machine), so each batch sweep (a spec group: everything but the batch) is traced once, at
 batch 13, and its per-op FLOPs and bytes are scaled to every other batch (:meth:`CostArrays.from_anchor`).
-Traced graphs are cached on disk as JSON (``$PERFPREDICT_CACHE_DIR``, default
-``~/.cache/perfpredict``), so a second training run does not trace at all.
+Traced graphs are kept in the one on-disk graph cache (``graph_store``, keyed by the spec and the capture code's
+digest), so a second training run does not trace at all.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import logging
 import math
 import os
-import sys
-import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,10 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from perfpredict import graph_store
 from perfpredict.core.errors import InvalidInputError
-from perfpredict.core.graph import OpGraph, graph_from_dict, graph_to_dict
+from perfpredict.core.graph import OpGraph
+from perfpredict.disk_store import DiskStore
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.features import TABULAR_FEATURES, tabular_matrix
+from perfpredict.progress import Progress
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
@@ -39,41 +39,27 @@ logger.addHandler(logging.NullHandler())
 TARGETS = ("latency_ms", "peak_memory_bytes", "energy_per_sample_j", "avg_power_w")
 # One capture per batch sweep, at a prime no model dimension shares (see CostArrays.from_anchor).
 ANCHOR_BATCH = 13
-# Bumped per phase when its capture changes, so the other phase's cached graphs stay valid (training 2: attention
-# is traced fused, as on a GPU, and cross-entropy keeps its backward on meta tensors).
-CACHE_VERSIONS = {"inference": 1, "training": 2}
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("PERFPREDICT_CACHE_DIR", Path.home() / ".cache" / "perfpredict")) / "graphs"
 
 
 class GraphCache:
-    """Traced OpGraphs per spec key, in memory and on disk (gzipped JSON). A trace that failed is remembered in
-    memory only (a later torch may trace it), so the other rows of its batch sweep fail at once instead of
-    re-tracing for seconds each."""
+    """Traced OpGraphs per spec key, in memory and in the on-disk graph cache (``graph_store``; ``root``: a store
+    of its own, for tests). A trace that failed is remembered in memory only (a later torch may trace it), so the
+    other rows of its batch sweep fail at once instead of re-tracing for seconds each."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.root = root or cache_dir()
+        self.store = graph_store.STORE if root is None else DiskStore("graphs", graph_store.SIZE_LIMIT_BYTES, root)
         self.memory: dict[str, OpGraph] = {}
         self.failed: dict[str, Exception] = {}
-
-    def _path(self, key: str, phase: str) -> Path:
-        digest = hashlib.sha256(f"{CACHE_VERSIONS[phase]}|{key}".encode()).hexdigest()[:24]
-        return self.root / f"{digest}.json.gz"
 
     def graph(self, spec: Any) -> OpGraph:
         key = spec.to_key()
         if key in self.memory:
             return self.memory[key]
-        path = self._path(key, spec.phase)
-        if path.exists():
-            try:
-                graph = graph_from_dict(json.loads(gzip.decompress(path.read_bytes())))
-                self.memory[key] = graph
-                return graph
-            except (OSError, ValueError, KeyError, TypeError):
-                logger.warning("perfpredict: ignoring a damaged graph cache file %s", path)
+        store_key = graph_store.key(zoo_spec=key)
+        graph = graph_store.read(store_key, self.store)
+        if graph is not None:
+            self.memory[key] = graph
+            return graph
         if key in self.failed:
             raise self.failed[key]
         try:
@@ -81,10 +67,7 @@ class GraphCache:
         except Exception as err:
             self.failed[key] = err
             raise
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(gzip.compress(json.dumps(graph_to_dict(graph)).encode(), compresslevel=3))
-        tmp.replace(path)
+        graph_store.write(store_key, graph, self.store)
         self.memory[key] = graph
         return graph
 
@@ -261,8 +244,8 @@ def load_training_set(
     device = device or device_for_rows(rows)
     problems += _library_mismatches(rows)
     cache = cache or GraphCache()
-    feats, arrays, kept, t0 = [], [], [], time.monotonic()
-    for i, row in enumerate(rows):
+    feats, arrays, kept = [], [], []
+    for row in Progress("features", len(rows), enabled=progress).track(rows):
         spec = zoo.ModelSpec.from_key(row["key"])
         try:
             arr = arrays_for(spec, cache)
@@ -273,8 +256,6 @@ def load_training_set(
         feats.append(tabular_matrix(arr, device, config, np.array([spec.batch]))[0])
         arrays.append(arr)
         kept.append(row)
-        if progress and (i + 1) % 50 == 0:
-            print(f"features: {i + 1}/{len(rows)} rows in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     if latency_stat not in LATENCY_STATS:
         raise InvalidInputError(f"latency_stat {latency_stat!r} is not one of {', '.join(LATENCY_STATS)}")
     y = {t: np.array([targets_of(r, latency_stat)[t] for r in kept]) for t in TARGETS}

@@ -15,7 +15,6 @@ Ray is imported here only, when a cluster run starts (``pip install "perfpredict
 from __future__ import annotations
 
 import logging
-import sys
 import time
 import uuid
 import warnings
@@ -24,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError, MissingDependencyError, PerfPredictError
-from perfpredict.profiling import collect as v2
+from perfpredict.profiling import collect_engine as engine
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import parts, shard_run
+from perfpredict.progress import Progress
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
@@ -49,7 +49,7 @@ def _ray() -> Any:
 class ShardWorker:
     """The body of one Ray actor: collects one shard of the plan (a plain class, made remote in :func:`_start`)."""
 
-    def __init__(self, cfg: v2.CollectConfig) -> None:
+    def __init__(self, cfg: engine.CollectConfig) -> None:
         self.cfg = cfg
 
     def check(self, token: Path) -> str:
@@ -61,9 +61,9 @@ class ShardWorker:
                 f"--out {str(self.cfg.out)!r} is not shared with host {socket.gethostname()!r}: "
                 "put the dataset folder on a filesystem every Ray node mounts at the same path"
             )
-        return self.cfg.device_label or v2.device_slug(self.cfg.device)
+        return self.cfg.label()
 
-    def run(self) -> v2.CollectSummary:
+    def run(self) -> engine.CollectSummary:
         return shard_run.run_shard(self.cfg)
 
 
@@ -92,14 +92,14 @@ def worker_count(ray: Any, device: str, workers: int | None) -> int:
     return workers
 
 
-def shard_config(cfg: v2.CollectConfig, index: int, count: int) -> v2.CollectConfig:
+def shard_config(cfg: engine.CollectConfig, index: int, count: int) -> engine.CollectConfig:
     """Worker ``index``'s config: its shard, its one GPU (Ray sets CUDA_VISIBLE_DEVICES), no bar, no compaction
     (the driver compacts once at the end)."""
     device = "cpu" if cfg.device == "cpu" else "cuda:0"
     return replace(cfg, device=device, shard_index=index, shard_count=count, progress=False, compact=False)
 
 
-def _start(ray: Any, cfg: v2.CollectConfig, count: int, max_restarts: int) -> list[Any]:
+def _start(ray: Any, cfg: engine.CollectConfig, count: int, max_restarts: int) -> list[Any]:
     cpu = cfg.device == "cpu"
     actor = ray.remote(ShardWorker).options(
         num_cpus=1,
@@ -151,28 +151,27 @@ def _rows_written(out: Path) -> int:
     )
 
 
-def _wait(ray: Any, actors: list[Any], cfg: v2.CollectConfig) -> tuple[list[v2.CollectSummary], dict[int, str]]:
+def _wait(ray: Any, actors: list[Any], cfg: engine.CollectConfig) -> tuple[list[engine.CollectSummary], dict[int, str]]:
     """Run every worker's shard; (the summaries of those that finished, {worker: error} of those that failed)."""
     pending = {a.run.remote(): i for i, a in enumerate(actors)}
-    done: list[v2.CollectSummary] = []
+    done: list[engine.CollectSummary] = []
     failed: dict[int, str] = {}
-    t0 = time.monotonic()
-    while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1, timeout=PROGRESS_EVERY_S)
-        for ref in ready:
-            i = pending.pop(ref)
-            try:
-                done.append(ray.get(ref))
-            except ray.exceptions.RayError as err:
-                failed[i] = _one_line(err)
-                logger.warning("collect worker %d failed: %s", i, failed[i])
-        if not ready and cfg.progress:
-            print(
-                f"collect --ray: {_rows_written(cfg.out)} rows written to {cfg.out / parts.PARTS_DIR} by "
-                f"{len(pending)} running workers, {time.monotonic() - t0:.0f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+    # the workers' own bars are in processes with no terminal: the driver counts the rows their parts gain
+    with Progress("collect --ray", enabled=cfg.progress) as bar:
+        written = _rows_written(cfg.out) if bar.shown else 0
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=PROGRESS_EVERY_S)
+            for ref in ready:
+                i = pending.pop(ref)
+                try:
+                    done.append(ray.get(ref))
+                except ray.exceptions.RayError as err:
+                    failed[i] = _one_line(err)
+                    logger.warning("collect worker %d failed: %s", i, failed[i])
+            if bar.shown:  # reading every part's rows costs a little: only for a display
+                now = _rows_written(cfg.out)
+                bar.advance(max(0, now - written), note=f"{len(pending)} workers running")
+                written = now
     return done, failed
 
 
@@ -181,11 +180,11 @@ def _keys(out: Path, label: str) -> set[str]:
 
 
 def _merge(
-    summaries: list[v2.CollectSummary], cfg: v2.CollectConfig, label: str, before: set[str], seconds: float
-) -> v2.CollectSummary:
+    summaries: list[engine.CollectSummary], cfg: engine.CollectConfig, label: str, before: set[str], seconds: float
+) -> engine.CollectSummary:
     """One summary of the run. Row counts come from the folder, not the workers: a restarted worker's summary
     covers its last life only, and a failed one returns none."""
-    total = v2.CollectSummary(out=cfg.out, device=label, seconds=seconds)
+    total = engine.CollectSummary(out=cfg.out, device=label, seconds=seconds)
     for s in summaries:
         total.skipped_existing += s.skipped_existing
         total.skipped_larger += s.skipped_larger
@@ -205,12 +204,12 @@ def _merge(
 
 
 def run_cluster(
-    cfg: v2.CollectConfig,
+    cfg: engine.CollectConfig,
     address: str | None = None,
     workers: int | None = None,
     *,
     max_restarts: int = DEFAULT_MAX_RESTARTS,
-) -> v2.CollectSummary:
+) -> engine.CollectSummary:
     """Collect ``cfg``'s plan on a Ray cluster, ``workers`` shards in parallel; returns the merged summary.
 
     ``address``: "auto" or "ray://host:10001" joins a running cluster; None starts a local instance (or joins
@@ -239,7 +238,7 @@ def run_cluster(
         if started:
             ray.shutdown()
     if cfg.compact:
-        v2.compact_quietly(cfg.out)
+        engine.compact_quietly(cfg.out)
     summary = _merge(summaries, cfg, label, before, time.monotonic() - t0)
     if failed:
         which = "; ".join(f"worker {i} (shard {i}/{count}): {e}" for i, e in sorted(failed.items()))

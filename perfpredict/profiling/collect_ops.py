@@ -25,11 +25,12 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from perfpredict.profiling import collect as v2
+from perfpredict.profiling import collect_engine as engine
 from perfpredict.profiling import cpu as cpu_probe
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import rounds, timing
 from perfpredict.profiling.op_instances import OpInstance, spec_ops, variants
+from perfpredict.progress import Progress
 
 OPS_FOLDER = "ops"
 ROUNDS_JSONL = "rounds.jsonl"
@@ -38,7 +39,7 @@ MAX_OP_BYTES = {"cpu": 256 * 2**20, "cuda": 4 * 2**30}
 OP_WINDOW_S = {"cpu": 0.01, "cuda": 0.005}  # per timing sample
 
 
-def op_plan(cfg: v2.CollectConfig, n_variants: int, seed: int = 0) -> Iterator[tuple[OpInstance, str, bool]]:
+def op_plan(cfg: engine.CollectConfig, n_variants: int, seed: int = 0) -> Iterator[tuple[OpInstance, str, bool]]:
     """``(op, source spec key, is_variant)`` for each distinct op of the plan's specs, in plan order."""
     seen: set[str] = set()
     rng = random.Random(seed)
@@ -105,13 +106,13 @@ def time_op(call: Any, device: str) -> dict[str, Any]:
 
 
 def collect_ops(
-    cfg: v2.CollectConfig,
+    cfg: engine.CollectConfig,
     *,
     variants: int = 2,
     ops: list[OpInstance] | None = None,
     plan: Iterable[tuple[OpInstance, str, bool]] | None = None,
     build_on_device: bool = False,
-) -> v2.CollectSummary:
+) -> engine.CollectSummary:
     """Collect op rows into ``cfg.out / "ops"`` (resumable): the ops of the zoo plan, or ``ops`` when given (a
     re-measurement of chosen rows), or ``plan``'s ``(op, source, is_variant)`` in its order (a chosen plan such as
     :func:`perfpredict.profiling.op_plan.lease_plan`, whose ``source`` labels each row's group); returns what it
@@ -122,25 +123,22 @@ def collect_ops(
 
     folder = cfg.out / OPS_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    label = cfg.device_label or v2.device_slug(cfg.device)
-    summary = v2.CollectSummary(out=folder, device=label)
+    label = cfg.label()
+    summary = engine.CollectSummary(out=folder, device=label)
     done = {r["key"] for r in ds.load_dataset(folder, join_features=False).rows if r.get("device") == label}
     stored: dict[str, list[dict[str, Any]]] = {}
     recs, _, _ = ds.read_jsonl(folder / ROUNDS_JSONL, required=("key", "device", "round"))
     for r in sorted((r for r in recs if r["device"] == label), key=lambda r: r["round"]):
         stored.setdefault(r["key"], []).append(r)
-    attempts = v2.attempt_counts(folder)
+    attempts = engine.attempt_counts(folder)
     env = Monitor(cfg.device, power_sample_interval_s=None)._static_env
     policy = rounds.RoundPolicy(cfg.min_rounds, cfg.max_rounds, cfg.max_spread)
-    budget_s = None if cfg.budget_minutes is None else 60.0 * cfg.budget_minutes
-    t0 = time.monotonic()
-    paused = [0.0]
+    budget = cfg.budget(folder)
     info: dict[str, tuple[OpInstance, str, bool]] = {}
     built: dict[str, Any] = {}
 
     def stop() -> bool:
-        paused[0] += v2.wait_while_paused(folder)
-        if budget_s is not None and time.monotonic() - t0 - paused[0] >= budget_s:
+        if budget.exhausted():
             summary.stopped_by = "budget"
             return True
         if cfg.max_rows is not None and len(done) >= cfg.max_rows:
@@ -149,6 +147,8 @@ def collect_ops(
         return False
 
     with (
+        # the plan is a generator (its length unknown until drawn): a count and a rate, no bar
+        Progress("collect --ops", enabled=cfg.progress, unit="op rows", budget_s=budget.budget_s) as bar,
         ds.JsonlAppender(folder / ds.ROWS_JSONL) as rows_out,
         ds.JsonlAppender(folder / ROUNDS_JSONL) as rounds_out,
         ds.JsonlAppender(folder / ds.ATTEMPTS_JSONL) as attempts_out,
@@ -169,11 +169,11 @@ def collect_ops(
                     built[key] = op.build(cfg.device, on_device=build_on_device)
                     if not any(r.get("out_bytes") is not None for r in records):
                         rec["out_bytes"] = _out_bytes(built[key]())
-                        rec["flops"] = v2.torch_flops(built[key])
+                        rec["flops"] = engine.torch_flops(built[key])
                 rec.update(time_op(built[key], cfg.device))
                 rec["device_ms"] = statistics.median(rec["device_samples_ms"])
             except Exception as err:  # noqa: BLE001 - failures are data
-                rec.update(v2.failure(err))
+                rec.update(engine.failure(err))
             rec["load_avg_1m"] = cpu_probe.load_avg_1m()
             rounds_out.append(rec)
             return rec
@@ -185,9 +185,7 @@ def collect_ops(
             done.add(key)
             summary.measured += 1
             summary.errors += records[-1].get("status") != "ok"
-            if cfg.progress and summary.measured % 200 == 0:
-                rate = 60 * summary.measured / max(time.monotonic() - t0, 1e-9)
-                print(f"collect --ops: {summary.measured} op rows, {rate:.0f} rows/min", file=sys.stderr, flush=True)
+            bar.advance()
 
         chunk: list[str] = []
         finished = True
@@ -208,10 +206,10 @@ def collect_ops(
                     break
         if chunk and finished:
             rounds.interleave(chunk, stored, measure, finish, policy, block=len(chunk), stop=stop)
-    summary.seconds = time.monotonic() - t0
+    summary.seconds = budget.elapsed_s()
     summary.rows_total = len(done)
     if cfg.compact:
-        v2.compact_quietly(folder)
+        engine.compact_quietly(folder)
     return summary
 
 

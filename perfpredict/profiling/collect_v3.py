@@ -8,29 +8,29 @@ and a slow spell of the host lands on one round of many rows, not on all rounds 
 ``rounds.jsonl`` (fsynced, raw samples kept) before the next starts; after ``min_rounds`` a row whose round spread on
 ``device_ms`` is above ``max_spread`` gets another round, up to ``max_rounds``; then its row (the median of the round
 medians per timing, and each timing's spread) goes to ``rows.jsonl``. A killed collector resumes from the rounds it
-stored. Everything else (resume, OOM and too-slow skips, pause, crash accounting) is protocol v2's
-(:mod:`perfpredict.profiling.collect`).
+stored. Everything else (resume, OOM and too-slow skips, the budget, pause, crash accounting) is the collectors'
+shared engine (:mod:`perfpredict.profiling.collect_engine`).
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 from typing import Any
 
-from perfpredict.profiling import collect as v2
+from perfpredict.profiling import collect_engine as engine
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import protocol_v3, rounds, zoo
 from perfpredict.profiling.graph_features import GraphFeatureCache
 from perfpredict.profiling.measurement import MEASUREMENT_SCHEMA_VERSION
+from perfpredict.progress import Progress
 
 ROUNDS_JSONL = "rounds.jsonl"
 TIMINGS = ("device_ms", "eager_ms", "eager_sync_ms", "host_dispatch_ms")
 
 
-def round_settings(cfg: v2.CollectConfig) -> protocol_v3.RoundSettings:
+def round_settings(cfg: engine.CollectConfig) -> protocol_v3.RoundSettings:
     """The round's windows from the collector's options: ``min_seconds`` is one round's timed time, a third synced
     steps and two thirds blocked (three samples)."""
     return protocol_v3.RoundSettings(
@@ -57,7 +57,7 @@ def measure_one_round(
     records: list[dict[str, Any]],
     monitor: Any,
     energy_monitor: Any,
-    cfg: v2.CollectConfig,
+    cfg: engine.CollectConfig,
     policy: rounds.RoundPolicy,
     label: str,
 ) -> dict[str, Any]:
@@ -74,11 +74,11 @@ def measure_one_round(
             rec["param_count"] = sum(p.numel() for p in model.parameters())
             rec["param_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
             t0 = time.perf_counter()
-            rec["torch_flops"] = v2.torch_flops(step)  # also the first (cold) call
+            rec["torch_flops"] = engine.torch_flops(step)  # also the first (cold) call
             rec["probe_latency_ms"] = (time.perf_counter() - t0) * 1e3
         limit_ms = None if cfg.max_latency_ms is None else cfg.too_slow_factor * cfg.max_latency_ms
         if limit_ms is not None:
-            step = v2.guarded(step, limit_ms)
+            step = engine.guarded(step, limit_ms)
         profiled = any(r.get("aten_op_count") is not None for r in records)
         m, replay = protocol_v3.measure_round(
             monitor, step, name="collect", batch_size=spec.batch, settings=round_settings(cfg), profile=not profiled
@@ -99,18 +99,22 @@ def measure_one_round(
             )
     except Exception as err:  # noqa: BLE001 - failures are data
         monitor.abort_window("collect")
-        rec.update(v2.failure(err))
+        rec.update(engine.failure(err))
     finally:
         del model, step, x, labels
-        v2.release(cfg.device)
+        engine.release(cfg.device)
     return rec
 
 
 def row_from_rounds(
-    spec: zoo.ModelSpec, records: list[dict[str, Any]], cfg: v2.CollectConfig, label: str, policy: rounds.RoundPolicy
+    spec: zoo.ModelSpec,
+    records: list[dict[str, Any]],
+    cfg: engine.CollectConfig,
+    label: str,
+    policy: rounds.RoundPolicy,
 ) -> dict[str, Any]:
     """The dataset row of a spec: labels are the medians of the round medians; spreads and round medians kept."""
-    row = v2.base_row(spec, label, cfg.device)
+    row = engine.base_row(spec, label, cfg.device)
     row.update(
         zoo_profile=cfg.profile,
         protocol_version=protocol_v3.PROTOCOL_VERSION,
@@ -195,25 +199,25 @@ def row_from_rounds(
 
 
 def collect_rounds(
-    cfg: v2.CollectConfig, policy: rounds.RoundPolicy, block: int, specs: list[zoo.ModelSpec] | None = None
-) -> v2.CollectSummary:
+    cfg: engine.CollectConfig, policy: rounds.RoundPolicy, block: int, specs: list[zoo.ModelSpec] | None = None
+) -> engine.CollectSummary:
     """Run one protocol-v3 collection (see the module docstring) of ``cfg.plan()``, or of ``specs`` when given
     (a re-measurement of chosen rows); returns what it did."""
     from perfpredict.profiling.monitor import Monitor
     from perfpredict.profiling.sentinel import Sentinel
 
     cfg.write_dir().mkdir(parents=True, exist_ok=True)
-    label = cfg.device_label or v2.device_slug(cfg.device)
-    summary = v2.CollectSummary(out=cfg.out, device=label)
+    label = cfg.label()
+    summary = engine.CollectSummary(out=cfg.out, device=label)
     loaded = ds.load_dataset(cfg.out, join_features=False)
     summary.load_problems = loaded.problems
     done = {r["key"] for r in loaded.rows if r.get("device") == label}
-    skips = v2.Skips(cfg.max_latency_ms)
+    skips = engine.Skips(cfg.max_latency_ms)
     for r in loaded.rows:
         if r.get("device") == label:
             skips.note(r)
     stored = load_rounds(cfg.out, label)
-    attempts = v2.attempt_counts(cfg.out)
+    attempts = engine.attempt_counts(cfg.out)
     specs = {s.to_key(): s for s in (cfg.plan() if specs is None else specs)}
     keys = [k for k in specs if k not in done]
     summary.skipped_existing = len(specs) - len(keys)
@@ -235,21 +239,19 @@ def collect_rounds(
         "profile": cfg.profile,
         "seed": cfg.seed,
         "sentinel": True,
-        "started_at": v2._now(),
+        "started_at": engine.utc_now(),
     }
     (cfg.write_dir() / "collector.json").write_text(json.dumps(meta, indent=2) + "\n")
-    budget_s = None if cfg.budget_minutes is None else 60.0 * cfg.budget_minutes
-    t0 = time.monotonic()
-    paused = [0.0]
+    budget = cfg.budget()
 
     def stop() -> bool:
-        paused[0] += v2.wait_while_paused(cfg.out)
-        if budget_s is not None and time.monotonic() - t0 - paused[0] >= budget_s:
+        if budget.exhausted():
             summary.stopped_by = "budget"
             return True
         return False
 
     with (
+        Progress("collect v3", len(keys), enabled=cfg.progress, budget_s=budget.budget_s) as bar,
         ds.JsonlAppender(cfg.write_dir() / ds.ROWS_JSONL) as rows_out,
         ds.JsonlAppender(cfg.write_dir() / ROUNDS_JSONL) as rounds_out,
         ds.JsonlAppender(cfg.write_dir() / ds.ATTEMPTS_JSONL) as attempts_out,
@@ -262,7 +264,7 @@ def collect_rounds(
             if attempts.get(key, 0) - index >= 2:
                 rec = {"status": "crashed", "error": f"the process died {attempts[key] - index} times in a round"}
             else:
-                attempts_out.append({"key": key, "device": label, "round": index, "at": v2._now()})
+                attempts_out.append({"key": key, "device": label, "round": index, "at": engine.utc_now()})
                 attempts[key] = attempts.get(key, 0) + 1
                 reading = sentinel.reading()
                 rec = {
@@ -277,6 +279,7 @@ def collect_rounds(
         def finish(key: str, records: list[dict[str, Any]]) -> None:
             if records and records[-1].get("status") == "skipped":
                 summary.skipped_larger += 1
+                bar.advance(counted=False, note="skip")
                 return
             row = row_from_rounds(specs[key], records, cfg, label, policy)
             if features is not None and row["status"] == "ok":
@@ -289,15 +292,13 @@ def collect_rounds(
             summary.measured += 1
             summary.oom += row["status"] == "oom"
             summary.errors += row["status"] in ("error", "crashed")
-            if cfg.progress and summary.measured % 10 == 0:
-                rate = 60 * summary.measured / max(time.monotonic() - t0, 1e-9)
-                print(f"collect v3: {summary.measured} rows, {rate:.1f} rows/min", file=sys.stderr, flush=True)
+            bar.advance(note=row["status"])
 
         rounds.interleave(keys, stored, measure, finish, policy, block=block, stop=stop)
     if cfg.max_rows is not None and len(done) >= cfg.max_rows and summary.stopped_by == "plan done":
         summary.stopped_by = "max_rows"
-    summary.seconds = time.monotonic() - t0
+    summary.seconds = budget.elapsed_s()
     summary.rows_total = len(done)
     if cfg.compact:
-        v2.compact_quietly(cfg.out)
+        engine.compact_quietly(cfg.out)
     return summary

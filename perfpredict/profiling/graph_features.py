@@ -8,13 +8,13 @@ re-derives them.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import zoo
+from perfpredict.progress import Progress
 
 GRAPH_COLUMNS = (
     "graph_nodes",
@@ -107,12 +107,15 @@ def fill_graph_features(folder: str | Path, *, budget_minutes: float | None = No
     cache = GraphFeatureCache()
     t0 = time.monotonic()
     added = 0
-    with ds.JsonlAppender(folder / ds.FEATURES_JSONL) as out:
-        for i, key in enumerate(keys):
-            if budget_minutes is not None and time.monotonic() - t0 > 60 * budget_minutes:
+    budget_s = None if budget_minutes is None else 60.0 * budget_minutes
+    with (
+        Progress("graph features", len(keys), enabled=progress, budget_s=budget_s) as bar,
+        ds.JsonlAppender(folder / ds.FEATURES_JSONL) as out,
+    ):
+        for key in keys:
+            if budget_s is not None and time.monotonic() - t0 > budget_s:
                 break
             out.append({"key": key, **cache.features(zoo.ModelSpec.from_key(key))})
             added += 1
-            if progress and (i + 1) % 25 == 0:
-                print(f"graph features: {i + 1}/{len(keys)} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+            bar.advance()
     return added

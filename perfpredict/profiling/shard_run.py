@@ -9,10 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from perfpredict.profiling import collect as v2
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import parts
-from perfpredict.profiling.collect import CollectConfig, CollectSummary, device_slug
+from perfpredict.profiling.collect_engine import CollectConfig, CollectSummary
 
 
 def shard_max_rows(cfg: CollectConfig, label: str) -> int | None:
@@ -27,7 +26,9 @@ def shard_max_rows(cfg: CollectConfig, label: str) -> int | None:
 def collect_plan(cfg: CollectConfig) -> CollectSummary:
     """Collect ``cfg.plan()`` with ``cfg``'s protocol (3: interleaved rounds; 2: one window per row)."""
     if cfg.protocol_version == 2:
-        return v2.collect(cfg)
+        from perfpredict.profiling.collect_v2 import collect
+
+        return collect(cfg)
     from perfpredict.profiling.collect_v3 import collect_rounds
     from perfpredict.profiling.rounds import RoundPolicy
 
@@ -42,5 +43,4 @@ def run_shard(cfg: CollectConfig) -> CollectSummary:
     if cfg.shard_count == 1:
         return collect_plan(cfg)
     with parts.writer(cfg.write_dir()):
-        label = cfg.device_label or device_slug(cfg.device)
-        return collect_plan(replace(cfg, max_rows=shard_max_rows(cfg, label)))
+        return collect_plan(replace(cfg, max_rows=shard_max_rows(cfg, cfg.label())))

@@ -170,7 +170,7 @@ def test_the_env_stage_without_cuda_says_so_and_stops_the_gpu_stages(tmp_path, m
 @pytest.mark.parametrize("device", ["cuda:0", "cpu"])
 def test_the_model_stage_is_a_valid_collect_command(device, tmp_path):
     from perfpredict.cli.entry import build_parser
-    from perfpredict.profiling.collect import CollectConfig
+    from perfpredict.profiling.collect_engine import CollectConfig
 
     argv = lease_stages.models_argv(PY, device, tmp_path, 60.0)
     assert argv[:4] == [PY, "-m", "perfpredict", "collect"]
@@ -200,7 +200,7 @@ def _seed_one_done_op(seed_data: Path, slug: str) -> str:
 @pytest.mark.slow
 def test_the_dry_run_runs_every_stage_and_its_pack_files_into_data(tmp_path):
     from perfpredict.profiling import dataset as ds
-    from perfpredict.profiling.collect import device_slug
+    from perfpredict.profiling.collect_engine import device_slug
     from perfpredict.profiling.op_instances import OpInstance
 
     slug = device_slug("cpu")

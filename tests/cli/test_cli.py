@@ -181,7 +181,7 @@ def test_a_repeated_question_is_answered_from_the_graph_cache(tmp_path, monkeypa
     first, again = tmp_path / "a.json", tmp_path / "b.json"
     argv = ["predict", "--hf", "distilbert", "--seq", "32", "--device", "L4", "--top", "3"]
     assert main([*argv, "--json", str(first)]) == 0
-    assert len(list((tmp_path / "cli-graphs").glob("*.json.gz"))) == 1
+    assert len(graph_store.STORE) == 1 and graph_store.STORE.directory() == tmp_path / "graph-store"
 
     def no_capture(*a, **k):
         raise AssertionError("the cached graph should have answered")

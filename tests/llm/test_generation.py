@@ -344,8 +344,8 @@ def test_a_repeated_generate_question_is_answered_from_the_cache(tmp_path, monke
         argv += ["--batch", "2", "--engine", "hf", "--mode", "cuda_graph", "--json", "-"]
         assert main(argv) == 0 and len(calls) == 3  # the CLI reads the same entry
     assert json.loads(capsys.readouterr().out)["tpot_mean_ms"] == pytest.approx(first.tpot_mean_ms)
-    (entry,) = [p for p in (tmp_path / "generate").iterdir() if p.name.startswith(answer_cache.key("gpt2", **ask))]
-    entry.write_bytes(b"damaged")
+    assert answer_cache.STORE.directory() == tmp_path / "answer-store" and len(answer_cache.STORE) == 2
+    answer_cache.STORE.put_bytes(answer_cache.key("gpt2", **ask), b"damaged")
     assert answer_cache.cached_generation("gpt2", **ask) == first and len(calls) == 4  # answered and rewritten
 
 
@@ -408,7 +408,8 @@ def test_generate_host_times_the_steps_keys_the_cache_and_refuses_an_unknown_hos
     assert answers["dev-vm"]["assumptions"]["host"].startswith("dev-vm")
     ask = dict(prompt_tokens=16, new_tokens=4, device="H100", engine="hf")
     keys = {h: answer_cache.key("gpt2", host=h, **ask) for h in ("h100-server", "dev-vm")}
-    assert keys["h100-server"] != keys["dev-vm"] and len(list((tmp_path / "generate").iterdir())) == 2
+    assert keys["h100-server"] != keys["dev-vm"] and all(k in answer_cache.STORE for k in keys.values())
+    assert len(answer_cache.STORE) == 2
     assert main([*argv, "--host", "nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "unknown host 'nope'" in err and "h100-server, dev-vm, calibrated" in err

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from perfpredict.core.errors import InvalidInputError, MissingDependencyError, PerfPredictError
-from perfpredict.profiling import collect as col
-from perfpredict.profiling import collect_v3, parts, shard_run, shards
+from perfpredict.profiling import collect_engine as engine
+from perfpredict.profiling import collect_v2, collect_v3, parts, shard_run, shards
 from perfpredict.profiling import dataset as ds
 
 
-def _cfg(out: Path, **kw) -> col.CollectConfig:
+def _cfg(out: Path, **kw) -> engine.CollectConfig:
     # 2 archs x 2 batches x 2 phases = 8 rows in 4 batch sweeps; a row times for about 0.2 s
     base = dict(
         out=out,
@@ -39,7 +39,7 @@ def _cfg(out: Path, **kw) -> col.CollectConfig:
         protocol_version=2,
     )
     base.update(kw)
-    return col.CollectConfig(**base)
+    return engine.CollectConfig(**base)
 
 
 def _raw_keys(out: Path) -> list[str]:
@@ -56,9 +56,9 @@ def _part(out: Path, index: int, count: int) -> Path:
 # -- shards, without Ray ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("count", [1, 2, 3, 8])
 def test_shards_are_disjoint_cover_the_plan_and_keep_batch_sweeps_whole(tmp_path, count):
-    full = col.CollectConfig(out=tmp_path, archs_per_family=3).plan()  # every family: 1848 specs, 264 sweeps
+    full = engine.CollectConfig(out=tmp_path, archs_per_family=3).plan()  # every family: 1848 specs, 264 sweeps
     got = [
-        col.CollectConfig(out=tmp_path, archs_per_family=3, shard_index=i, shard_count=count).plan()
+        engine.CollectConfig(out=tmp_path, archs_per_family=3, shard_index=i, shard_count=count).plan()
         for i in range(count)
     ]
     keys = [s.to_key() for shard in got for s in shard]
@@ -98,7 +98,7 @@ def test_shards_run_one_after_another_merge_into_one_dataset(tmp_path):
     # resume reads every part: a shard, another sharding, and an unsharded run all find nothing left
     assert shard_run.run_shard(_cfg(tmp_path, shard_index=0, shard_count=2)).measured == 0
     assert shard_run.run_shard(_cfg(tmp_path, shard_index=2, shard_count=3)).measured == 0
-    assert col.collect(_cfg(tmp_path)).measured == 0
+    assert collect_v2.collect(_cfg(tmp_path)).measured == 0
     pytest.importorskip("pyarrow")
     assert ds.compact(tmp_path) == 8
     assert all((f / ds.ROWS_JSONL).read_bytes() == b"" for f in parts.part_folders(tmp_path))

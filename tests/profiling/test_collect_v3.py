@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from perfpredict.profiling import collect as col
+from perfpredict.profiling import collect_engine as engine
 from perfpredict.profiling import collect_v3
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling.rounds import RoundPolicy
@@ -16,7 +16,7 @@ from perfpredict.profiling.rounds import RoundPolicy
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _cfg(out: Path, **kw) -> col.CollectConfig:
+def _cfg(out: Path, **kw) -> engine.CollectConfig:
     base = dict(
         out=out,
         families=["mlp"],
@@ -34,7 +34,7 @@ def _cfg(out: Path, **kw) -> col.CollectConfig:
         device_label="cpu-test",
     )
     base.update(kw)
-    return col.CollectConfig(**base)
+    return engine.CollectConfig(**base)
 
 
 def test_v3_rows_are_medians_of_interleaved_rounds_with_raw_samples_kept(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from perfpredict.core.errors import InvalidInputError
-from perfpredict.profiling import collect as col
+from perfpredict.profiling import collect_engine as engine
 from perfpredict.profiling import collect_ops, zoo
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling.op_instances import OpInstance, record_ops, spec_ops, validate, variants
@@ -85,7 +85,7 @@ def _cfg(out, **kw):
         round_block=4,
     )
     base.update(kw)
-    return col.CollectConfig(**base)
+    return engine.CollectConfig(**base)
 
 
 def test_op_rows_carry_labels_rounds_and_rebuild(tmp_path):

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 import torch
 
-from perfpredict.profiling import collect as col
+from perfpredict.profiling import collect_engine as engine
 from perfpredict.profiling import collect_ops, op_plan
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling.op_instances import OpInstance
@@ -122,7 +122,7 @@ def test_a_dry_run_plan_fits_a_cpu_and_runs_there():
 
 def test_a_planned_op_becomes_an_op_row(tmp_path):
     small = op_plan.lease_plan(max_io_bytes=2**18, max_flops=1e6)[:3]
-    cfg = col.CollectConfig(out=tmp_path, device="cpu", progress=False, compact=False, device_label="cpu-test")
+    cfg = engine.CollectConfig(out=tmp_path, device="cpu", progress=False, compact=False, device_label="cpu-test")
     summary = collect_ops.collect_ops(cfg, plan=((p.op, p.source, False) for p in small), build_on_device=True)
     rows = ds.load_dataset(tmp_path / "ops").rows
     assert summary.measured == 3 and len(rows) == 3

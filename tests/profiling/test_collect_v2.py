@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from perfpredict.core.errors import InvalidInputError
-from perfpredict.profiling import collect as col
+from perfpredict.profiling import collect_engine as engine
+from perfpredict.profiling import collect_v2, graph_features, zoo
 from perfpredict.profiling import dataset as ds
-from perfpredict.profiling import graph_features, zoo
 from perfpredict.profiling.measurement import MEASUREMENT_SCHEMA_VERSION
 
 FAST = [
@@ -42,7 +42,7 @@ FAST = [
 ]
 
 
-def _cfg(out: Path, **kw) -> col.CollectConfig:
+def _cfg(out: Path, **kw) -> engine.CollectConfig:
     base = dict(
         out=out,
         families=["mlp"],
@@ -58,7 +58,7 @@ def _cfg(out: Path, **kw) -> col.CollectConfig:
         device_label="cpu-test",
     )
     base.update(kw)
-    return col.CollectConfig(**base)
+    return engine.CollectConfig(**base)
 
 
 def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
@@ -116,7 +116,7 @@ def test_oom_rows_and_larger_batches_skipped(tmp_path, monkeypatch):
         return real(model, x, labels, phase, **kw)
 
     monkeypatch.setattr(zoo, "make_step", failing)
-    summary = col.collect(_cfg(tmp_path))
+    summary = collect_v2.collect(_cfg(tmp_path))
     rows = ds.load_dataset(tmp_path).rows
     train = [r for r in rows if r["phase"] == "training"]
     assert {(r["batch_size"], r["status"]) for r in train} == {(1, "ok"), (2, "oom")}
@@ -127,12 +127,12 @@ def test_oom_rows_and_larger_batches_skipped(tmp_path, monkeypatch):
     oom = next(r for r in train if r["status"] == "oom")
     assert "OutOfMemoryError" in oom["error"] and oom.get("latency_ms") is None
     # a resumed run re-derives the skips from the rows and measures nothing new
-    again = col.collect(_cfg(tmp_path))
+    again = collect_v2.collect(_cfg(tmp_path))
     assert again.measured == 0 and again.skipped_larger == 4
 
 
 def test_rows_carry_features_noise_and_environment(tmp_path):
-    col.collect(_cfg(tmp_path, max_rows=2, graph_features="inline", compact=True))
+    collect_v2.collect(_cfg(tmp_path, max_rows=2, graph_features="inline", compact=True))
     rows = ds.load_dataset(tmp_path).rows
     assert len(rows) == 2
     if importlib.util.find_spec("pyarrow") is not None:
@@ -175,7 +175,7 @@ def test_affine_graph_features_match_an_exact_trace():
 
 
 def test_damaged_files_are_reported_not_fatal(tmp_path):
-    col.collect(_cfg(tmp_path, max_rows=4))
+    collect_v2.collect(_cfg(tmp_path, max_rows=4))
     log = tmp_path / ds.ROWS_JSONL
     with open(log, "ab") as f:
         f.write(b"{not json}\n")
@@ -185,7 +185,7 @@ def test_damaged_files_are_reported_not_fatal(tmp_path):
     assert result.kept == 4 and result.lost == 3
     assert any("torn last line" in p for p in result.problems)
     # the next append repairs the tail first, so new rows are never glued to garbage
-    col.collect(_cfg(tmp_path, max_rows=6))
+    collect_v2.collect(_cfg(tmp_path, max_rows=6))
     result = ds.load_dataset(tmp_path)
     assert result.kept == 6 and result.lost == 2
     # compaction keeps the good rows; a damaged Parquet file loses its rows, loudly, without crashing
@@ -201,7 +201,7 @@ def test_damaged_files_are_reported_not_fatal(tmp_path):
 
 def test_crash_between_compaction_steps_does_not_duplicate(tmp_path):
     pytest.importorskip("pyarrow")
-    col.collect(_cfg(tmp_path, max_rows=3))
+    collect_v2.collect(_cfg(tmp_path, max_rows=3))
     saved = (tmp_path / ds.ROWS_JSONL).read_bytes()
     ds.compact(tmp_path)
     (tmp_path / ds.ROWS_JSONL).write_bytes(saved)  # as if the log had not been emptied yet
@@ -214,18 +214,18 @@ def test_twice_crashed_config_becomes_a_row(tmp_path):
     with ds.JsonlAppender(tmp_path / ds.ATTEMPTS_JSONL) as f:
         for _ in range(2):
             f.append({"key": spec.to_key(), "device": "cpu-test"})
-    col.collect(_cfg(tmp_path, max_rows=1))
+    collect_v2.collect(_cfg(tmp_path, max_rows=1))
     row = ds.load_dataset(tmp_path).rows[0]
     assert row["key"] == spec.to_key() and row["status"] == "crashed"
 
 
 def test_config_errors():
     with pytest.raises(InvalidInputError, match="unknown model family 'nope'"):
-        col.CollectConfig(out=Path("x"), families=["nope"])
+        engine.CollectConfig(out=Path("x"), families=["nope"])
     with pytest.raises(InvalidInputError, match="float16.*not measured on cpu"):
-        col.CollectConfig(out=Path("x"), dtypes=["float16"])
+        engine.CollectConfig(out=Path("x"), dtypes=["float16"])
     with pytest.raises(InvalidInputError, match="'cpu', 'cuda'"):
-        col.CollectConfig(out=Path("x"), device="tpu")
+        engine.CollectConfig(out=Path("x"), device="tpu")
 
 
 def test_cli_register_collect_and_zoo(tmp_path, capsys):
@@ -264,11 +264,11 @@ def test_arch_block_sweeps_whole_batch_ranges_for_fewer_architectures(tmp_path):
 
 def test_too_slow_guard_allows_one_outlier():
     calls = iter([0.0, 0.03, 0.0, 0.03])
-    guarded = col.guarded(lambda: time.sleep(next(calls)), limit_ms=20)
+    guarded = engine.guarded(lambda: time.sleep(next(calls)), limit_ms=20)
     guarded()
     guarded()  # one slow call is an outlier
     guarded()
-    with pytest.raises(col.TooSlow, match="2 calls slower than 20 ms"):
+    with pytest.raises(engine.TooSlow, match="2 calls slower than 20 ms"):
         guarded()
 
 
@@ -294,9 +294,9 @@ def test_sentinel_reading_travels_with_each_row_only_when_asked(tmp_path, monkey
     refreshes = []
     real = Sentinel.refresh
     monkeypatch.setattr(Sentinel, "refresh", lambda self: refreshes.append(1) or real(self))
-    col.collect(_cfg(tmp_path / "with", max_rows=2, sentinel=True))
+    collect_v2.collect(_cfg(tmp_path / "with", max_rows=2, sentinel=True))
     assert len(refreshes) == 2  # a fresh reading for each row, not one per run
-    col.collect(_cfg(tmp_path / "without", max_rows=2))
+    collect_v2.collect(_cfg(tmp_path / "without", max_rows=2))
     assert len(refreshes) == 2
     with_rows = ds.load_dataset(tmp_path / "with").rows
     assert len(with_rows) == 2
