@@ -42,15 +42,16 @@ _CAPTURE_CODE = (
 
 
 def store_dir() -> Path:
-    root = os.environ.get("PERFPREDICT_CACHE_DIR")
-    if root:
-        return Path(root) / "cli-graphs"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "perfpredict" / "cli-graphs"
+    from perfpredict.settings import settings
+
+    env = settings()
+    return (env.cache_dir or env.user_cache_dir) / "cli-graphs"
 
 
 def enabled() -> bool:
-    return os.environ.get("PERFPREDICT_NO_GRAPH_CACHE", "") not in ("1", "true", "yes")
+    from perfpredict.settings import settings
+
+    return settings().graph_cache
 
 
 @functools.lru_cache(maxsize=1)

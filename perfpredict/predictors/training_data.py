@@ -45,7 +45,9 @@ CACHE_VERSIONS = {"inference": 1, "training": 2}
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("PERFPREDICT_CACHE_DIR", Path.home() / ".cache" / "perfpredict")) / "graphs"
+    from perfpredict.settings import settings
+
+    return (settings().cache_dir or Path.home() / ".cache" / "perfpredict") / "graphs"
 
 
 class GraphCache:
