@@ -96,7 +96,7 @@ def test_every_door_defaults_to_the_same_predictor_and_mode():
     from perfpredict.cli.predict import parse_predict
     from perfpredict.compiler_hooks import relax_pass
     from perfpredict.compiler_hooks.torch_backend import BackendOptions
-    from perfpredict.pipeline import report_for_graph
+    from perfpredict.graph_report import report_for_graph
 
     assert (BackendOptions().predictor, BackendOptions().mode) == (DEFAULT_PREDICTOR, DEFAULT_MODE)
     for fn in (perfpredict.predict, perfpredict.predict_many, report_for_graph, relax_pass.predict_module):
