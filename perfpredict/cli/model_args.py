@@ -101,6 +101,19 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
         default=default("min_throughput_per_s"),
         help="throughput target (samples/s) for MIG advice",
     )
+    p.add_argument("--model-name", default=default("model_name"), help="the name the report shows")
+    p.add_argument(
+        "--grid-g-per-kwh",
+        type=positive_float,
+        default=default("grid_g_per_kwh"),
+        help="grid carbon intensity in gCO2e/kWh (default: $PERFPREDICT_GRID_G_PER_KWH, else the world mean)",
+    )
+    p.add_argument(
+        "--workload-calls",
+        type=positive_int("--workload-calls"),
+        default=default("workload_calls"),
+        help="calls the carbon and cost figures cover (default: 1,000 inferences, or 1,000 training steps)",
+    )
     p.add_argument(
         "--no-cache",
         action="store_true",

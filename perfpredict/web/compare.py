@@ -9,6 +9,7 @@ file. Every failure the user can fix is a ``PerfPredictError`` with one line tha
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,8 @@ class Question:
     mode: str | None = None
     weights: str | None = None  # generation: the layers' weight format (llm.weight_formats.FORMATS); None: the dtype
     host: str | None = None  # the host profile (predictors.host_model.HOSTS or "calibrated"); None: the default
+    # Request fields the page has no input for (optimizer, tf32, predictor, ...), for callers of compare()
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def request(self, device: Any) -> Request:
         """The Request of one step (inference or training) of this question on ``device``: the fields named as
@@ -55,6 +58,7 @@ class Question:
         fields = {name: getattr(self, name) for name in field_names() if hasattr(self, name)}
         if self.onnx_path:
             fields.update(batch=None, seq=None)  # NB: the file's own shapes, as the CLI's --onnx
+        fields.update(self.options)
         fields.update(source=source, device=device, mode=self.mode or Request().mode)
         return Request.of(**fields)
 
