@@ -5,8 +5,9 @@ Every entry point builds one and hands it to :func:`perfpredict.pipeline.predict
 backend (its ``options`` are field names plus the backend's own), the web page and the parallel path. The defaults
 are written once, here, so every door gives the same answer to the same question.
 
-A new run option is a field below (with its ``help``); the API and the backend accept it at once, the CLI needs
-its flag (``cli/model_args.py``), and whatever reads it gets it from :meth:`Request.run_config` or the Request.
+A new run option is a field below (with what its default means); the API and the backend accept it at once, the
+CLI needs its flag (``cli/model_args.py``), and whatever reads it gets it from :meth:`Request.run_config` (and
+``RunConfig``, where a predictor reads it) or from the Request.
 """
 
 from __future__ import annotations
@@ -29,12 +30,7 @@ PHASES = ("inference", "training")
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 
 
-def _run(help: str) -> Any:
-    return {"group": "run", "help": help}
-
-
-def _report(help: str) -> Any:
-    return {"group": "report", "help": help}
+_SOURCE, _RUN, _REPORT = ({"group": g} for g in ("source", "run", "report"))
 
 
 @dataclass(frozen=True)
@@ -43,43 +39,29 @@ class Request:
 
     # what to predict: an OpGraph, perfpredict.api.ModuleSource (a torch module and its inputs), or
     # perfpredict.model_sources.HFSource / OnnxSource; anything with ``graph_for(request, device) -> Captured``
-    source: Any = field(default=None, metadata={"group": "source", "help": "the model"})
-    device: Any = field(default=DEFAULT_DEVICE, metadata=_run("catalog device name, or a Device"))
-    phase: str | None = field(
-        default=None, metadata=_run("inference or training; None: a graph's own phase, else inference")
-    )
-    dtype: str | None = field(
-        default=None, metadata=_run("run dtype of weights and activations; None: the model's own")
-    )
-    batch: int | None = field(
-        default=None, metadata=_run("batch size where the source takes it (a config); None: 1 or the inputs'")
-    )
-    seq: int | None = field(default=None, metadata=_run("sequence length for a config; None: its default"))
-    predictor: str = field(default=DEFAULT_PREDICTOR, metadata=_run("predictor name (perfpredict.predictors)"))
-    mode: str = field(
-        default=DEFAULT_MODE, metadata=_run("eager, cuda_graph, compiled or compiled_cuda_graph: how a step runs")
-    )
-    precision: str | None = field(
-        default=None, metadata=_run("a training recipe (perfpredict.hardware.precision); None: the model's dtype")
-    )
-    optimizer: str = field(default=DEFAULT_OPTIMIZER, metadata=_run("the optimizer of a training step"))
-    tf32: bool = field(default=False, metadata=_run("float32 matmuls may use TF32"))
-    host: str | None = field(
-        default=None, metadata=_run("host profile driving the GPU; None: the calibrated one, else h100-server")
-    )
-    weights_built_in: str | None = field(
-        default=AUTO,
-        metadata=_run("dtype the weights exist in before their cast to the run dtype; None: loaded in it; auto"),
-    )
-    parallel: Mapping[str, Any] | None = field(
-        default=None, metadata=_run("a multi-GPU plan ({'dp', 'tp', 'pp', ...}; perfpredict.parallel)")
-    )
-    model_name: str | None = field(default=None, metadata=_report("the name the report shows"))
-    max_latency_ms: float | None = field(default=None, metadata=_report("latency target for MIG advice"))
-    min_throughput_per_s: float | None = field(default=None, metadata=_report("throughput target for MIG advice"))
-    grid_g_per_kwh: float | None = field(default=None, metadata=_report("grid carbon intensity (gCO2e/kWh)"))
-    workload_calls: int | None = field(default=None, metadata=_report("calls the carbon and cost figures cover"))
-    top_ops: int = field(default=25, metadata=_report("per-op rows the report keeps"))
+    source: Any = field(default=None, metadata=_SOURCE)
+    # the run
+    device: Any = field(default=DEFAULT_DEVICE, metadata=_RUN)  # a catalog name (or MIG slice), or a Device
+    phase: str | None = field(default=None, metadata=_RUN)  # None: a graph's own phase, else inference
+    dtype: str | None = field(default=None, metadata=_RUN)  # weights and activations; None: the model's own
+    batch: int | None = field(default=None, metadata=_RUN)  # where the source takes one; None: 1, or the inputs'
+    seq: int | None = field(default=None, metadata=_RUN)  # a config's sequence length; None: its default
+    predictor: str = field(default=DEFAULT_PREDICTOR, metadata=_RUN)
+    mode: str = field(default=DEFAULT_MODE, metadata=_RUN)  # eager, cuda_graph, compiled, compiled_cuda_graph
+    precision: str | None = field(default=None, metadata=_RUN)  # a training recipe; None: the model's dtype
+    optimizer: str = field(default=DEFAULT_OPTIMIZER, metadata=_RUN)
+    tf32: bool = field(default=False, metadata=_RUN)  # float32 matmuls may use TF32 (torch's default: no)
+    host: str | None = field(default=None, metadata=_RUN)  # None: the calibrated host, else h100-server
+    # the dtype the weights exist in before their cast to the run dtype; None: loaded in it; "auto": the source's
+    weights_built_in: str | None = field(default=AUTO, metadata=_RUN)
+    parallel: Mapping[str, Any] | None = field(default=None, metadata=_RUN)  # {"dp", "tp", "pp", ...}; None: 1 GPU
+    # the report
+    model_name: str | None = field(default=None, metadata=_REPORT)
+    max_latency_ms: float | None = field(default=None, metadata=_REPORT)  # MIG advice targets
+    min_throughput_per_s: float | None = field(default=None, metadata=_REPORT)
+    grid_g_per_kwh: float | None = field(default=None, metadata=_REPORT)  # None: $PERFPREDICT_GRID_G_PER_KWH
+    workload_calls: int | None = field(default=None, metadata=_REPORT)  # None: 1,000 inferences or steps
+    top_ops: int = field(default=25, metadata=_REPORT)  # per-op rows kept
 
     def __post_init__(self) -> None:
         # what RunConfig checks (mode, optimizer, precision, host, ...) it checks when the pipeline builds it
@@ -95,17 +77,11 @@ class Request:
     @classmethod
     def of(cls, **fields: Any) -> Request:
         """A Request from keywords, naming the valid ones when a keyword is not a field (instead of TypeError)."""
-        unknown = sorted(set(fields) - set(field_names()))
-        if unknown:
-            raise InvalidInputError(f"unknown option(s) {unknown!r}; valid: {', '.join(field_names())}")
-        return cls(**fields)
+        return cls(**_known(fields))
 
     def but(self, **changes: Any) -> Request:
         """This request with ``changes`` (field names, checked as :meth:`of` checks them)."""
-        unknown = sorted(set(changes) - set(field_names()))
-        if unknown:
-            raise InvalidInputError(f"unknown option(s) {unknown!r}; valid: {', '.join(field_names())}")
-        return dataclasses.replace(self, **changes)
+        return dataclasses.replace(self, **_known(changes)) if changes else self
 
     def resolved_weights_built_in(self, source_default: str | None) -> str | None:
         """``weights_built_in``, with "auto" resolved to the source's: a torch module in hand (the API, the
@@ -114,17 +90,10 @@ class Request:
         return source_default if self.weights_built_in == AUTO else self.weights_built_in
 
     def run_config(self, phase: str, weights_built_in: str | None) -> RunConfig:
-        """The predictors' RunConfig for this request (``phase`` and ``weights_built_in`` resolved by the caller)."""
-        return RunConfig(
-            phase=phase,
-            optimizer=self.optimizer,
-            tf32=self.tf32,
-            top_ops=self.top_ops,
-            weights_built_in=weights_built_in,
-            mode=self.mode,
-            precision=self.precision,
-            host=self.host,
-        )
+        """The predictors' RunConfig for this request (``phase`` and ``weights_built_in`` resolved by the caller):
+        every RunConfig field the Request has is copied by name, so a new one reaches the predictors unnamed here."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(RunConfig) if hasattr(self, f.name)}
+        return RunConfig(**{**shared, "phase": phase, "weights_built_in": weights_built_in})
 
 
 @dataclass(frozen=True)
@@ -137,6 +106,13 @@ class Captured:
     precision: str | None = None
     assumed: Mapping[str, str] | None = None
     weights_built_in: str | None = MEASURED_BUILD_DTYPE
+
+
+def _known(fields: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(fields) - set(field_names()))
+    if unknown:
+        raise InvalidInputError(f"unknown option(s) {unknown!r}; valid: {', '.join(field_names())}")
+    return fields
 
 
 def field_names(group: str | None = None) -> tuple[str, ...]:

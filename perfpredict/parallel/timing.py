@@ -72,16 +72,9 @@ def analytical_node_s(graph: OpGraph, device: Any, options: Request):
 
     from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.analytical import AnalyticalPredictor
-    from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays
 
     dev = get_device(device) if isinstance(device, str) else device
-    config = RunConfig(
-        phase=graph.phase,
-        optimizer=options.optimizer,
-        tf32=options.tf32,
-        weights_built_in=None,
-        precision=options.precision if graph.phase == "training" else None,
-    )
+    config = options.run_config(graph.phase, options.weights_built_in)  # a rank's request: see rank_request
     ev = AnalyticalPredictor().evaluate(CostArrays.from_graph(graph), dev, config, np.array([graph.batch_size]))
     return ev.node_s[:, 0], float(ev.optimizer_s[0])
