@@ -9,7 +9,6 @@ size-limited and parsed as JSON or ONNX only (no pickle, no remote code).
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import tempfile
 from html import escape
@@ -154,30 +153,11 @@ def answer(
     """The page's handler: every error becomes one line in the page, never a traceback. ``mode`` is a step's
     (inference, training); ``generation_mode``, ``new_tokens`` and ``weights`` are generation's, as `perfpredict
     generate`'s --mode, --new-tokens and --weights ("default": the option left out)."""
+    inputs = dict(locals())  # every input, by name (the page lists them once: build_app reads this signature)
     from perfpredict.core.errors import PerfPredictError
 
     try:
-        q = _question(
-            model,
-            upload,
-            phase,
-            batch,
-            seq,
-            dtype,
-            precision,
-            list(devices or []) + list(mig or []),
-            max_latency,
-            min_throughput,
-        )
-        q = dataclasses.replace(
-            q,
-            parallel=parallel_plan(dp, tp, pp, fsdp),
-            engine=engine or "auto",
-            mode=_given(generation_mode) if phase == "generation" else (mode or DEFAULT_MODE),
-            host=_given(host),
-            new_tokens=int(new_tokens) if new_tokens not in (None, "") else 128,
-            weights=_given(weights),
-        )
+        q = _question(inputs)
         result = compare(q)
     except PerfPredictError as err:
         return _message(str(err)), "", "", "", None
@@ -191,11 +171,13 @@ def _given(choice: Any) -> Any:
     return None if choice in (None, "", "default") else choice
 
 
-def _question(model, upload, phase, batch, seq, dtype, precision, devices, max_latency, min_throughput) -> Question:
+def _question(page: dict[str, Any]) -> Question:
+    """The Question the page's inputs ask ("default" and 0: the option left out)."""
     from perfpredict.core.errors import InvalidInputError
 
-    source: Any = model or None
+    source: Any = page["model"] or None
     onnx = None
+    upload = page["upload"]
     if upload:
         path = Path(upload if isinstance(upload, str) else upload.name)
         if path.suffix.lower() == ".onnx":
@@ -204,17 +186,24 @@ def _question(model, upload, phase, batch, seq, dtype, precision, devices, max_l
             onnx, source = str(path), None
         else:
             source = config_from_upload(path.read_bytes())
+    generation = page["phase"] == "generation"
     return Question(
         model=source,
         onnx_path=onnx,
-        phase=phase,
-        batch=int(batch or 1),
-        seq=int(seq) if seq else None,
-        dtype=None if dtype in (None, "default") else dtype,
-        precision=None if precision in (None, "default") else precision,
-        devices=tuple(devices),
-        max_latency_ms=max_latency or None,
-        min_throughput_per_s=min_throughput or None,
+        phase=page["phase"],
+        batch=int(page["batch"] or 1),
+        seq=int(page["seq"]) if page["seq"] else None,
+        dtype=_given(page["dtype"]),
+        precision=_given(page["precision"]),
+        devices=(*(page["devices"] or ()), *(page["mig"] or ())),
+        max_latency_ms=page["max_latency"] or None,
+        min_throughput_per_s=page["min_throughput"] or None,
+        parallel=parallel_plan(page["dp"], page["tp"], page["pp"], page["fsdp"]),
+        engine=page["engine"] or "auto",
+        mode=_given(page["generation_mode"]) if generation else (page["mode"] or DEFAULT_MODE),
+        host=_given(page["host"]),
+        new_tokens=int(page["new_tokens"]) if page["new_tokens"] not in (None, "") else 128,
+        weights=_given(page["weights"]),
     )
 
 
