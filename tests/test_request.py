@@ -250,3 +250,19 @@ def test_the_cli_and_the_web_page_give_the_same_answer(capsys):
         web.to_dict()["latency_ms"] == cli["latency_ms"]
         and web.peak_memory_bytes.value == cli["peak_memory_bytes"]["value"]
     )
+
+
+def test_an_onnx_file_keeps_its_dtype_unless_a_precision_is_asked_for(monkeypatch):
+    """One rule for an ONNX file at every door (the CLI, its multi-GPU flags, the web page): a training recipe
+    given is applied; none given keeps the file's own dtype, rather than the device's default recipe."""
+    from perfpredict.api import featurize
+    from perfpredict.hardware.devices import get_device
+    from perfpredict.model_sources import OnnxSource
+
+    graph = featurize(torch.nn.Linear(8, 8), (torch.randn(2, 8),), phase="training")
+    monkeypatch.setattr("perfpredict.compiler_hooks.onnx_file.graph_from_onnx_args", lambda *a, **k: graph)
+    h100 = get_device("H100-SXM")
+    assert OnnxSource("m.onnx").graph_for(Request(phase="training"), h100).precision is None
+    assert OnnxSource("m.onnx").graph_for(Request(phase="training", precision="bf16"), h100).precision == "bf16"
+    with pytest.raises(InvalidInputError, match="contradicts"):
+        OnnxSource("m.onnx").graph_for(Request(phase="training", precision="bf16", dtype="float16"), h100)
