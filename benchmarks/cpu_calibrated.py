@@ -108,8 +108,8 @@ def predict_all(
     """Predicted milliseconds per (model, batch): the calibrated default, the learned efficiency before, xgboost,
     and with ``spread`` the default calibrated with the probe rounds timed between the measurement rounds."""
     from perfpredict.compiler_hooks.hf_capture import capture
+    from perfpredict.graph_report import report_for_graph
     from perfpredict.hardware import devices
-    from perfpredict.pipeline import report_for_graph
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.host_model import HostProfile
     from perfpredict.predictors.two_timeline import TwoTimelinePredictor

@@ -84,8 +84,8 @@ def _digest() -> str:
 
 def predict_ms(row: dict, device: str, graphs: Graphs) -> float:
     """perfpredict's prediction for one row of the table (milliseconds)."""
+    from perfpredict.graph_report import report_for_graph
     from perfpredict.parallel.api import parallel_report
-    from perfpredict.pipeline import report_for_graph
 
     phase = "training" if row["mode"] == "train" else "inference"
     batch, seq, option = int(row["batch"]), int(row["seqlen"]), row["option"]

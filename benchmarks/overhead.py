@@ -33,7 +33,7 @@ import torch
 
 import perfpredict
 from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
-from perfpredict.pipeline import report_for_graph
+from perfpredict.graph_report import report_for_graph
 from perfpredict.profiling.cpu import host_summary
 
 BATCH, SEQ, IMAGE = 8, 128, 224

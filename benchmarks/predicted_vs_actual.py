@@ -73,7 +73,7 @@ def predict_all(device_name: str, models: list[str], predictor: str = "auto") ->
 
     from perfpredict.api import featurize
     from perfpredict.compiler_hooks.hf_frontend import model_from_hf
-    from perfpredict.pipeline import report_for_graph
+    from perfpredict.graph_report import report_for_graph
 
     rows = []
     for model_id in models:

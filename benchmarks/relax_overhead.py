@@ -53,7 +53,7 @@ def main() -> None:
     )
     fx = perfpredict.featurize(model, (ids,))
     rx = graph_from_relax(mod)
-    from perfpredict.pipeline import report_for_graph
+    from perfpredict.graph_report import report_for_graph
 
     for name, g in (("fx", fx), ("relax", rx)):
         lat = report_for_graph(g, device="H100-SXM").latency_ms.value

@@ -13,51 +13,71 @@ import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from perfpredict.core.errors import FrontendError, InvalidInputError
 from perfpredict.core.graph import OpGraph
-from perfpredict.pipeline import DEFAULT_DEVICE, report_for_graph
-from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR, MEASURED_BUILD_DTYPE
+from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
+from perfpredict.request import DEFAULT_DEVICE, DTYPES, PHASES, Captured, Request, default, request_signature
 
-_DTYPES = ("float32", "float16", "bfloat16", "float64")
 _CACHE: OrderedDict[tuple, tuple[Any, OpGraph]] = OrderedDict()
 _CACHE_SIZE = 32
 
 
+@dataclass(frozen=True)
+class ModuleSource:
+    """A torch module in hand, called as ``model(*example_inputs, **example_kwargs)``: the source of a Request that
+    the Python API builds. ``capture`` is how it is traced (see :func:`predict`)."""
+
+    model: Any
+    example_inputs: Any = ()
+    example_kwargs: Mapping[str, Any] | None = None
+    capture: str = "meta"
+
+    def graph_for(self, request: Request, device: Any) -> Captured:
+        """The module's OpGraph at ``request``'s phase and dtype (and batch, where given: the inputs re-batched)."""
+        if request.seq is not None:
+            raise InvalidInputError(
+                f"seq={request.seq!r} sets a config's sequence length; a module's comes from its inputs: pass "
+                "example inputs of that length instead"
+            )
+        args = tuple(self.example_inputs) if isinstance(self.example_inputs, (list, tuple)) else (self.example_inputs,)
+        if request.batch is not None:
+            args = rebatch(args, request.batch, self.capture)
+        name = request.model_name or type(self.model).__name__
+        graph = featurize(
+            self.model,
+            args,
+            phase=request.phase or "inference",
+            dtype=request.dtype,
+            example_kwargs=self.example_kwargs,
+            name=name,
+            capture=self.capture,
+        )
+        return Captured(graph, name, request.precision, None, MEASURED_BUILD_DTYPE)
+
+
+@request_signature
 def predict(
     model: Any,
     example_inputs: Any = (),
     *,
-    device: str = DEFAULT_DEVICE,
-    phase: str = "inference",
-    dtype: str | None = None,
-    predictor: str = DEFAULT_PREDICTOR,
-    optimizer: str = "adamw",
-    tf32: bool = False,
-    model_name: str | None = None,
-    max_latency_ms: float | None = None,
-    min_throughput_per_s: float | None = None,
-    grid_g_per_kwh: float | None = None,
-    workload_calls: int | None = None,
-    top_ops: int = 25,
     example_kwargs: Mapping[str, Any] | None = None,
-    weights_built_in: str | None = MEASURED_BUILD_DTYPE,
-    mode: str = DEFAULT_MODE,
-    precision: str | None = None,
-    parallel: Mapping[str, Any] | None = None,
     capture: str = "meta",
-    host: str | None = None,
+    **options: Any,
 ) -> Any:
-    """Predict ``model`` called as ``model(*example_inputs, **example_kwargs)`` on ``device``.
+    """Predict ``model`` called as ``model(*example_inputs, **example_kwargs)``; ``options`` are the fields of
+    :class:`perfpredict.request.Request` (its defaults are this function's).
 
     ``phase="training"`` predicts one step: forward, backward and an ``optimizer`` step. ``dtype`` is the run
     dtype of the weights and floating inputs (the capture makes meta stand-ins in it; nothing is copied).
     ``capture`` is how the model is traced (:mod:`perfpredict.compiler_hooks.capture`): "meta" (default, never
     runs the model), "dynamo" (torch.compile's graph, on a meta twin) or "real" (runs it; for forwards that read
-    tensor values). The batch size is the leading dimension of the first input.
-    ``weights_built_in`` is the dtype the weights exist in before their cast to the run dtype ("float32", as
-    ``Model(config).to(torch.bfloat16)`` builds them); ``None`` for weights loaded straight in the run dtype.
+    tensor values). The batch size is the leading dimension of the first input (``batch`` re-batches the inputs).
+    ``weights_built_in`` is the dtype the weights exist in before their cast to the run dtype ("auto", the
+    default, is "float32" here: ``Model(config).to(torch.bfloat16)`` builds them so); ``None`` for weights loaded
+    straight in the run dtype.
     ``mode`` is how the step runs: "eager", "cuda_graph", "compiled" or "compiled_cuda_graph" (the two-timeline
     predictor, ``predictor="two_timeline"``, reads it). ``precision`` is a training recipe of
     :mod:`perfpredict.hardware.precision` ("fp32", "bf16", "amp-bf16", "amp-fp16"): the weights, gradients and optimizer
@@ -71,51 +91,9 @@ def predict(
     and memory, communication, the pipeline bubble and the scaling efficiency. The batch of ``example_inputs`` is
     then one rank's micro-batch.
     """
-    from perfpredict.render.delivery import forget
+    from perfpredict.pipeline import predict as answer
 
-    forget()  # a prediction that fails must not leave the previous model's report as last_report()
-    graph = featurize(
-        model,
-        example_inputs,
-        phase=phase,
-        dtype=dtype,
-        example_kwargs=example_kwargs,
-        name=model_name or type(model).__name__,
-        capture=capture,
-    )
-    if parallel is not None:
-        from perfpredict.parallel import parallel_report
-
-        return parallel_report(
-            graph,
-            parallel,
-            device=device,
-            predictor=predictor,
-            optimizer=optimizer,
-            precision=precision,
-            mode=mode,
-            tf32=tf32,
-            model_name=model_name or graph.name,
-            host=host,
-        )
-    return report_for_graph(
-        graph,
-        device=device,
-        phase=phase,
-        predictor=predictor,
-        optimizer=optimizer,
-        tf32=tf32,
-        max_latency_ms=max_latency_ms,
-        min_throughput_per_s=min_throughput_per_s,
-        grid_g_per_kwh=grid_g_per_kwh,
-        workload_calls=workload_calls,
-        top_ops=top_ops,
-        model_name=model_name,
-        weights_built_in=weights_built_in,
-        mode=mode,
-        precision=precision,
-        host=host,
-    )
+    return answer(Request.of(source=ModuleSource(model, example_inputs, example_kwargs, capture), **options))
 
 
 def featurize(
@@ -185,14 +163,14 @@ def predict_many(
     *,
     phase: str = "inference",
     dtype: str | None = None,
-    optimizer: str = "adamw",
-    tf32: bool = False,
-    predictor: str = DEFAULT_PREDICTOR,
-    weights_built_in: str | None = MEASURED_BUILD_DTYPE,
+    optimizer: str = default("optimizer"),
+    tf32: bool = default("tf32"),
+    predictor: str = default("predictor"),
+    weights_built_in: str | None = default("weights_built_in"),
     frame: bool = False,
     capture: str = "meta",
-    mode: str = DEFAULT_MODE,
-    host: str | None = None,
+    mode: str = default("mode"),
+    host: str | None = default("host"),
 ) -> Any:
     """Predict many (device, batch_size) configurations of one architecture in one call (``host``: as
     :func:`predict`'s).
@@ -205,13 +183,13 @@ def predict_many(
     import numpy as np
 
     from perfpredict.hardware.devices import get_device
-    from perfpredict.predictors.base import RunConfig
 
-    arrays = _batch_affine_arrays(model, example_inputs, phase, dtype, capture)
-    model_predictor = vector_predictor(predictor)
-    config = RunConfig(
+    request = Request(
         phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in, mode=mode, host=host
     )
+    arrays = _batch_affine_arrays(model, example_inputs, phase, dtype, capture)
+    model_predictor = vector_predictor(predictor)
+    config = request.run_config(phase, request.resolved_weights_built_in(MEASURED_BUILD_DTYPE))
     out = many_columns(len(configs))
     by_device: dict[str, list[int]] = {}
     for i, cfg in enumerate(configs):
@@ -309,10 +287,10 @@ def _batch_of(cfg: Mapping[str, Any], default: int) -> int:
 
 
 def _check(phase: str, dtype: str | None) -> None:
-    if phase not in ("inference", "training"):
+    if phase not in PHASES:
         raise InvalidInputError(f"phase {phase!r} is not one of 'inference', 'training'")
-    if dtype is not None and dtype not in _DTYPES:
-        raise InvalidInputError(f"dtype {dtype!r} is not one of {', '.join(_DTYPES)}")
+    if dtype is not None and dtype not in DTYPES:
+        raise InvalidInputError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
 
 
 def _signature(values: Any) -> tuple:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -37,11 +36,10 @@ _STORE_ERRORS = (OSError, sqlite3.Error)
 
 def cache_root() -> Path:
     """The folder that holds every perfpredict cache (and the GNN+LLM stage-1 states next to them)."""
-    root = os.environ.get("PERFPREDICT_CACHE_DIR")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "perfpredict"
+    from perfpredict.settings import settings
+
+    env = settings()
+    return env.cache_dir or env.user_cache_dir
 
 
 class DiskStore:

@@ -50,7 +50,9 @@ STORE = DiskStore("graph-store", SIZE_LIMIT_BYTES)
 
 
 def enabled() -> bool:
-    return os.environ.get("PERFPREDICT_NO_GRAPH_CACHE", "") not in ("1", "true", "yes")
+    from perfpredict.settings import settings
+
+    return settings().graph_cache
 
 
 @functools.lru_cache(maxsize=1)

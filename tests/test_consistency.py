@@ -24,7 +24,7 @@ pytest.importorskip("onnxscript")
 import perfpredict  # noqa: E402
 from perfpredict.compiler_hooks.onnx_frontend import graph_from_onnx  # noqa: E402
 from perfpredict.compiler_hooks.relax_frontend import graph_from_relax  # noqa: E402
-from perfpredict.pipeline import report_for_graph  # noqa: E402
+from perfpredict.graph_report import report_for_graph  # noqa: E402
 
 DEVICE = "H100-SXM"
 

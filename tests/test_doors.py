@@ -96,10 +96,12 @@ def test_every_door_defaults_to_the_same_predictor_and_mode():
     from perfpredict.cli.predict import parse_predict
     from perfpredict.compiler_hooks import relax_pass
     from perfpredict.compiler_hooks.torch_backend import BackendOptions
-    from perfpredict.pipeline import report_for_graph
+    from perfpredict.request import default
 
-    assert (BackendOptions().predictor, BackendOptions().mode) == (DEFAULT_PREDICTOR, DEFAULT_MODE)
-    for fn in (perfpredict.predict, perfpredict.predict_many, report_for_graph, relax_pass.predict_module):
+    assert (default("predictor"), default("mode")) == (DEFAULT_PREDICTOR, DEFAULT_MODE)
+    backend = BackendOptions.parse({}).request
+    assert (backend.predictor, backend.mode) == (DEFAULT_PREDICTOR, DEFAULT_MODE)
+    for fn in (perfpredict.predict, perfpredict.predict_many, relax_pass.predict_module):
         params = inspect.signature(fn).parameters
         assert params["predictor"].default == DEFAULT_PREDICTOR and params["mode"].default == DEFAULT_MODE, fn
     params = inspect.signature(relax_pass.PredictPerformance).parameters
@@ -108,7 +110,7 @@ def test_every_door_defaults_to_the_same_predictor_and_mode():
     assert (args.predictor, args.mode) == (DEFAULT_PREDICTOR, DEFAULT_MODE)
     # a compiled module (Relax, ONNX) and a config (the CLI) load their weights in their own dtype: no float32 copy
     assert inspect.signature(relax_pass.predict_module).parameters["weights_built_in"].default is None
-    assert args.weights_built_in == "none"
+    assert args.weights_built_in == "auto"
 
 
 @pytest.mark.tvm

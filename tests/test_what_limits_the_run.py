@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from perfpredict.pipeline import report_for_graph
+from perfpredict.graph_report import report_for_graph
 from perfpredict.predictors import host_model
 from perfpredict.render.text import fmt_time_ms, timeline_lines
 

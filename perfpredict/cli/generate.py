@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.request import DEFAULT_DEVICE
 
 
 def _count(what: str, minimum: int):
@@ -39,7 +40,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--hf", metavar="ID", help="a shipped HuggingFace id or alias (see `perfpredict models`)")
     src.add_argument("--config", metavar="PATH", help="a HuggingFace config.json (or a folder holding one)")
-    p.add_argument("--device", default="H100-SXM", help="catalog device name (see `perfpredict devices`)")
+    p.add_argument("--device", default=DEFAULT_DEVICE, help="catalog device name (see `perfpredict devices`)")
     p.add_argument("--prompt-tokens", type=_count("--prompt-tokens", 1), default=512)
     p.add_argument("--new-tokens", type=_count("--new-tokens", 1), default=128)
     p.add_argument("--batch", type=_count("--batch", 1), default=1, help="sequences generated together")

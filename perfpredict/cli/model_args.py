@@ -1,14 +1,19 @@
-"""The model and run the arguments name: the options every model command shares, the run dtype, the OpGraph."""
+"""The model and run the arguments name: the options every model command shares, and the Request they make.
+
+Each run flag's ``dest`` is the name of a :class:`perfpredict.request.Request` field and its default is that
+field's, so :func:`request_from_args` copies them across by name: a new run option needs its flag here and nothing
+else in the CLI.
+"""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from perfpredict.cli.args import DTYPE_CHOICES, non_negative_int, positive_float, positive_int
 from perfpredict.hardware.precision import OPTIMIZERS, PRECISIONS
-from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR, RUN_MODES
+from perfpredict.predictors.base import RUN_MODES
+from perfpredict.request import AUTO, Request, default, field_names
 
 
 def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
@@ -23,18 +28,18 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
         default=None,
         help="ONNX input shape for dynamic dimensions, e.g. input_ids=1x128 (repeatable)",
     )
-    p.add_argument("--device", default="H100-SXM", help="catalog device name (see `perfpredict devices`)")
-    p.add_argument("--batch", type=positive_int("batch size"), default=1, help="batch size (default 1)")
+    p.add_argument("--device", default=default("device"), help="catalog device name (see `perfpredict devices`)")
+    p.add_argument("--batch", type=positive_int("batch size"), default=default("batch"), help="batch size (default 1)")
     p.add_argument(
         "--seq",
         type=positive_int("sequence length"),
-        default=None,
+        default=default("seq"),
         help="sequence length for text models (default: the model's shipped default)",
     )
     p.add_argument(
         "--dtype",
         choices=DTYPE_CHOICES,
-        default=None,
+        default=default("dtype"),
         help="weights and activations dtype (default: the config's torch_dtype, else float32; in "
         "training, the --precision's compute dtype)",
     )
@@ -42,14 +47,14 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
     p.add_argument(
         "--precision",
         choices=tuple(PRECISIONS),
-        default=None,
+        default=default("precision"),
         help="training recipe (default on a GPU: amp-bf16, bf16 compute with fp32 master weights, or "
         "amp-fp16 where the GPU has no bf16; on a CPU: fp32; --dtype float32 means fp32)",
     )
     p.add_argument(
         "--optimizer",
         choices=tuple(OPTIMIZERS),
-        default="adamw",
+        default=default("optimizer"),
         help="training optimizer (default adamw; its state bytes: see the docs' memory section)",
     )
     p.add_argument(
@@ -59,35 +64,55 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
     )
     p.add_argument(
         "--weights-built-in",
-        choices=(*DTYPE_CHOICES, "none"),
-        default="none",
-        help="dtype the weights are built in before the cast to --dtype ('none', the default: loaded "
-        "straight in --dtype, as from_pretrained(dtype=...) does; float32: Model(config).to(dtype))",
+        choices=(*DTYPE_CHOICES, "none", AUTO),
+        default=default("weights_built_in"),
+        help="dtype the weights are built in before the cast to --dtype (auto, the default: a config or an ONNX "
+        "file loads straight in --dtype, as from_pretrained(dtype=...) does, like 'none'; float32: "
+        "Model(config).to(dtype))",
     )
     p.add_argument(
         "--predictor",
-        default=DEFAULT_PREDICTOR,
+        default=default("predictor"),
         help="auto (default: two_timeline, the same model for every device), analytical, two_timeline, "
         "or a learned whole-model predictor where trained: xgboost, graphsage, gae_gnn",
     )
     p.add_argument(
         "--mode",
         choices=RUN_MODES,
-        default=DEFAULT_MODE,
+        default=default("mode"),
         help="how the step runs, for the two-timeline predictor: eager (default), cuda_graph, compiled "
         "(torch.compile), compiled_cuda_graph (torch.compile mode='reduce-overhead')",
     )
     p.add_argument(
         "--host",
-        default=None,
+        default=default("host"),
         metavar="NAME",
         help="the host CPU that drives the GPU (its dispatch and launches time an eager step): h100-server (a "
         "16-vCPU Xeon GPU server, the default), dev-vm, or calibrated (`perfpredict calibrate-host`'s; used by "
         "default once it exists)",
     )
-    p.add_argument("--max-latency-ms", type=positive_float, default=None, help="latency target for MIG advice")
     p.add_argument(
-        "--min-throughput", type=positive_float, default=None, help="throughput target (samples/s) for MIG advice"
+        "--max-latency-ms", type=positive_float, default=default("max_latency_ms"), help="latency target for MIG advice"
+    )
+    p.add_argument(
+        "--min-throughput",
+        dest="min_throughput_per_s",
+        type=positive_float,
+        default=default("min_throughput_per_s"),
+        help="throughput target (samples/s) for MIG advice",
+    )
+    p.add_argument("--model-name", default=default("model_name"), help="the name the report shows")
+    p.add_argument(
+        "--grid-g-per-kwh",
+        type=positive_float,
+        default=default("grid_g_per_kwh"),
+        help="grid carbon intensity in gCO2e/kWh (default: $PERFPREDICT_GRID_G_PER_KWH, else the world mean)",
+    )
+    p.add_argument(
+        "--workload-calls",
+        type=positive_int("--workload-calls"),
+        default=default("workload_calls"),
+        help="calls the carbon and cost figures cover (default: 1,000 inferences, or 1,000 training steps)",
     )
     p.add_argument(
         "--no-cache",
@@ -102,44 +127,23 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
     )
 
 
-def graph_from_args(args: argparse.Namespace, phase: str) -> tuple[Any, str]:
-    """The OpGraph of the model the arguments name (an ONNX file, or a HuggingFace id or config)."""
+def request_from_args(args: argparse.Namespace, **changes: Any) -> Request:
+    """The Request the arguments make: every attribute named as a Request field, the model source, the phase
+    (``--training``), the multi-GPU plan (``--dp/--tp/...``, where the command has them), and ``changes``."""
+    from perfpredict.cli.parallel import plan_from_args
+    from perfpredict.model_sources import HFSource, OnnxSource
+
+    fields = {name: getattr(args, name) for name in field_names() if hasattr(args, name)}
     if args.onnx:
-        from perfpredict.compiler_hooks.onnx_file import graph_from_onnx_args
-
-        return graph_from_onnx_args(args.onnx, args.input_shape or [], phase=phase), Path(args.onnx).stem
-    from perfpredict.compiler_hooks.hf_capture import cached
-
-    # built in the run dtype on the meta device (a deep layer stack traced with two layers and copied), or read
-    # from the on-disk graph cache
-    return cached(
-        args.hf or args.config,
-        batch_size=args.batch,
-        seq_len=args.seq,
-        dtype=args.run.dtype,
-        phase=phase,
-        use_cache=not args.no_cache,
+        source: Any = OnnxSource(args.onnx, tuple(args.input_shape or ()))
+        fields.update(batch=None, seq=None)  # NB: the file's own shapes; --batch and --seq size a config only
+    else:
+        source = HFSource(args.hf or args.config, use_cache=not args.no_cache)
+    fields.update(
+        source=source,
+        phase="training" if args.training else "inference",
+        weights_built_in=None if args.weights_built_in == "none" else args.weights_built_in,
+        parallel=plan_from_args(args),
+        **changes,
     )
-
-
-def run_dtype(args: argparse.Namespace, device: Any) -> Any:
-    """The run dtype and training precision (perfpredict.hardware.precision.resolve_run_dtype), kept on ``args.run``."""
-    from perfpredict.hardware.precision import resolve_run_dtype
-
-    declared = None
-    if not args.onnx:
-        from perfpredict.compiler_hooks.hf_frontend import declared_dtype, raw_config
-
-        declared = declared_dtype(raw_config(args.hf or args.config)[0])
-    return resolve_run_dtype(declared, args.dtype, args.precision, args.training, device)
-
-
-def model_from_args(args: argparse.Namespace) -> tuple[Any, str, Any, str]:
-    """(device, phase, OpGraph, model name) the arguments name; the run dtype is kept on ``args.run``."""
-    from perfpredict.hardware.devices import get_device
-
-    device = get_device(args.device)  # fail fast, before a model is built
-    phase = "training" if args.training else "inference"
-    args.run = run_dtype(args, device)
-    graph, name = graph_from_args(args, phase)
-    return device, phase, graph, name
+    return Request.of(**fields)

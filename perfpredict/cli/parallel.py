@@ -7,8 +7,6 @@ import sys
 from typing import Any
 
 from perfpredict.cli.args import EXIT_OK, PROG, non_negative_int, positive_int, write_text
-from perfpredict.cli.model_args import model_from_args
-from perfpredict.core.errors import InvalidInputError
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -41,25 +39,10 @@ def plan_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
     return plan or None
 
 
-def run_parallel(args: argparse.Namespace, plan: dict[str, Any]) -> int:
-    """Predict the step for ``plan`` and print it (or write its JSON)."""
-    from perfpredict.parallel import parallel_report, render_parallel_text
+def show_parallel(args: argparse.Namespace, report: Any) -> int:
+    """Print the multi-GPU ``report`` (or write its JSON)."""
+    from perfpredict.parallel import render_parallel_text
 
-    if args.html:
-        raise InvalidInputError("--html is not available for multi-GPU plans yet; use --json PATH")
-    device, _, graph, name = model_from_args(args)
-    report = parallel_report(
-        graph,
-        plan,
-        device=device,
-        predictor=args.predictor,
-        optimizer=args.optimizer,
-        precision=args.run.precision if args.training else None,
-        mode=args.mode,
-        tf32=args.tf32,
-        model_name=name,
-        host=args.host,
-    )
     if args.json == "-":
         sys.stdout.write(report.to_json() + "\n")
         return EXIT_OK

@@ -13,8 +13,9 @@ from perfpredict.cli.args import (
     console,
     write_text,
 )
-from perfpredict.cli.model_args import add_model_args, model_from_args
-from perfpredict.cli.parallel import add_parallel_args, plan_from_args, run_parallel
+from perfpredict.cli.model_args import add_model_args, request_from_args
+from perfpredict.cli.parallel import add_parallel_args, show_parallel
+from perfpredict.core.errors import InvalidInputError
 
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> None:
@@ -41,29 +42,10 @@ def parse_predict(argv: list[str]) -> argparse.Namespace:
 
 
 def predict_from_args(args: argparse.Namespace, keep_ops: int = 25) -> tuple[Any, Any]:
-    """(PerfReport, OpGraph) for the model and device the arguments name."""
-    from perfpredict.pipeline import report_for_graph
+    """(PerfReport or ParallelReport, OpGraph) for the model and device the arguments name."""
+    from perfpredict.pipeline import predict_with_graph
 
-    device, phase, graph, name = model_from_args(args)
-    assumed = {} if args.onnx else {"dtype": args.run.source}
-    report = report_for_graph(
-        graph,
-        device=device,
-        phase=phase,
-        predictor=args.predictor,
-        model_name=name,
-        max_latency_ms=args.max_latency_ms,
-        min_throughput_per_s=args.min_throughput,
-        top_ops=keep_ops,
-        mode=args.mode,
-        host=args.host,
-        optimizer=args.optimizer,
-        tf32=args.tf32,
-        precision=args.run.precision if not args.onnx or args.precision else None,
-        weights_built_in=None if args.weights_built_in == "none" else args.weights_built_in,
-        assumed=assumed,
-    )
-    return report, graph
+    return predict_with_graph(request_from_args(args, top_ops=keep_ops))
 
 
 def _roofline_section(graph: Any, device_name: str, report: Any = None) -> dict[str, str]:
@@ -83,10 +65,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from perfpredict.render.html import render_html
     from perfpredict.render.text import print_report
 
-    plan = plan_from_args(args)
-    if plan is not None:
-        return run_parallel(args, plan)
-    report, graph = predict_from_args(args)
+    request = request_from_args(args, top_ops=25)
+    if request.parallel is not None and args.html:
+        raise InvalidInputError("--html is not available for multi-GPU plans yet; use --json PATH")
+    from perfpredict.pipeline import predict_with_graph
+
+    report, graph = predict_with_graph(request)
+    if request.parallel is not None:
+        return show_parallel(args, report)
     if args.json == "-":
         sys.stdout.write(report.to_json() + "\n")
     else:

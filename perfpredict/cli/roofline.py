@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from perfpredict.cli.args import EXIT_OK, EXIT_USAGE, PROG
+from perfpredict.request import DEFAULT_DEVICE
 
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
@@ -184,9 +185,9 @@ def _plot(args: argparse.Namespace, data: dict[str, Any] | None) -> int:
     elif ceilings is not None and ceilings.get("device") == "cpu":
         device = local_cpu()
     elif ceilings is not None:
-        device = get_device(ceilings.get("device") or "H100-SXM")
+        device = get_device(ceilings.get("device") or DEFAULT_DEVICE)
     else:
-        device = get_device("H100-SXM")
+        device = get_device(DEFAULT_DEVICE)
     if ceilings is not None:
         device = apply_ceilings(device, ceilings)
     graph = None

@@ -87,10 +87,11 @@ def _meta_training(model: Any, args: tuple, kwargs: Mapping[str, Any], dtype: st
     tracing is the slow part, and it stumbles on tensors a forward makes on the meta device)."""
     from perfpredict.compiler_hooks import meta_trace
     from perfpredict.compiler_hooks.torch_backend import BackendOptions, _training
+    from perfpredict.request import Request
 
     gm, inputs = meta_trace.to_graph_module(_recorded(model, args, kwargs, dtype, training=True))
     graphs: list[OpGraph] = []
-    _training(gm, inputs, BackendOptions(phase="training", strict=True, model_name=name), graphs.append)
+    _training(gm, inputs, BackendOptions(Request(phase="training", model_name=name), strict=True), graphs.append)
     if not graphs:
         raise FrontendError(f"AOTAutograd traced no training graph from {name!r}; try capture='dynamo'")
     return graphs[0]
@@ -170,12 +171,15 @@ def dynamo_graph(model: Any, args: tuple, kwargs: Mapping[str, Any], phase: str,
 
     from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
     from perfpredict.compiler_hooks.torch_backend import BackendOptions, _training
+    from perfpredict.request import Request
 
     graphs: list[OpGraph] = []
     if phase == "training":
 
         def backend(gm: Any, ex: list) -> Any:
-            return _training(gm, ex, BackendOptions(phase="training", strict=True, model_name=name), graphs.append)
+            return _training(
+                gm, ex, BackendOptions(Request(phase="training", model_name=name), strict=True), graphs.append
+            )
     else:
 
         def backend(gm: Any, ex: list) -> Any:

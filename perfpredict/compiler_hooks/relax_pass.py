@@ -29,13 +29,14 @@ from typing import Any
 
 from perfpredict.core.errors import InvalidInputError, PerfPredictError, require
 from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR
+from perfpredict.request import DEFAULT_DEVICE
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
 ATTR_NAME = "perfpredict_report"
 PIPELINE_NAME = "perfpredict"
-DEFAULT_DEVICE = "H100-SXM"
+
 _WARNED: set[str] = set()
 # Seconds spent inside the pass by the last run (read by benchmarks/relax_overhead.py).
 LAST_PASS_SECONDS: list[float] = [0.0]
@@ -58,7 +59,7 @@ def predict_module(
     its parameters in their own dtype, so by default no float32 copy exists at load (``weights_built_in=None``, as
     for an ONNX file and the CLI)."""
     from perfpredict.compiler_hooks.relax_frontend import graph_from_relax
-    from perfpredict.pipeline import report_for_graph
+    from perfpredict.graph_report import report_for_graph
 
     if phase not in ("inference", "training"):
         raise InvalidInputError(f"phase {phase!r} is not one of 'inference', 'training'")
@@ -106,7 +107,7 @@ def PredictPerformance(  # noqa: N802 - TVM pass style
     ``shape_hints`` gives sizes for symbolic dimensions ({"n": 128}). ``predictor`` and ``mode`` default to what
     every other door uses (``predictors.base.DEFAULT_PREDICTOR``, ``DEFAULT_MODE``). Other keywords
     (``optimizer``, ``tf32``, ``max_latency_ms``, ``grid_g_per_kwh``...) go to
-    :func:`perfpredict.pipeline.report_for_graph`. If predicting fails, the pass warns once and returns the module
+    :func:`perfpredict.graph_report.report_for_graph`. If predicting fails, the pass warns once and returns the module
     unchanged; ``strict=True`` raises instead.
     """
     tvm = require("tvm", "tvm")

@@ -3,10 +3,15 @@
 ``torch.compile(model, backend="perfpredict", options={...})`` finds this function through the
 ``torch_dynamo_backends`` entry point, so no import is needed. Options:
 
-- ``device`` (default "H100-SXM"), ``predictor`` ("auto", the two-timeline model, as every other door),
-  ``mode`` ("eager", "cuda_graph", "compiled" or "compiled_cuda_graph": how the predicted step runs), ``phase`` ("inference" or "training"), ``optimizer`` ("adamw"), ``tf32`` (False),
-  ``max_latency_ms`` / ``min_throughput_per_s`` (MIG targets), ``weights_built_in`` ("float32": the dtype the
-  weights were built in before their cast to the run dtype; None if loaded in it);
+- every field of :class:`perfpredict.request.Request` but ``source``, with the same defaults as every other door:
+  ``device`` ("H100-SXM"), ``predictor`` ("auto", the two-timeline model), ``mode`` ("eager", "cuda_graph",
+  "compiled" or "compiled_cuda_graph": how the predicted step runs), ``phase`` ("inference" or "training"),
+  ``optimizer`` ("adamw"), ``tf32`` (False), ``precision`` (a training recipe: the bytes its weights, gradients and
+  optimizer state hold per parameter), ``host``, ``parallel`` (a multi-GPU plan: the graph is one rank's
+  micro-batch, and the report a ParallelReport), ``max_latency_ms`` / ``min_throughput_per_s`` (MIG targets),
+  ``weights_built_in`` ("auto": float32, the dtype a module in hand was built in before its cast to the run dtype;
+  None if loaded in it), ``model_name``, ``grid_g_per_kwh``, ``workload_calls``, ``top_ops``. ``dtype``, ``batch``
+  and ``seq`` describe inputs the compiled graph already has: they are refused, naming the fix;
 - ``report``: a path (.json, .html, .txt) or a callable that receives each PerfReport;
 - ``inner``: "eager" (default) or "inductor", the backend that really compiles the graph;
 - ``strict``: raise perfpredict's own errors instead of warning once and falling back;
@@ -28,62 +33,53 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError, PerfPredictError
+from perfpredict.request import Request, field_names
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
-DEFAULT_DEVICE = "H100-SXM"
-_KNOWN_OPTIONS = {
-    "device",
-    "predictor",
-    "phase",
-    "optimizer",
-    "tf32",
-    "max_latency_ms",
-    "min_throughput_per_s",
-    "report",
-    "inner",
-    "strict",
-    "model_name",
-    "grid_g_per_kwh",
-    "workload_calls",
-    "top_ops",
-    "measure",
-    "weights_built_in",
-    "mode",
+#: the backend's own options; every other option is a Request field
+_OWN_OPTIONS = ("report", "inner", "strict", "measure")
+#: Request fields a compiled graph fixes already: (field, what to do instead)
+_FIXED_BY_GRAPH = {
+    "dtype": "cast the model and its inputs (model.to(torch.bfloat16)) before torch.compile",
+    "batch": "call the compiled model on inputs of that batch",
+    "seq": "call the compiled model on inputs of that length",
 }
 _WARNED: set[str] = set()
 
 
 @dataclass
 class BackendOptions:
-    device: str = DEFAULT_DEVICE
-    predictor: str = "auto"  # predictors.base.DEFAULT_PREDICTOR
-    phase: str = "inference"
-    optimizer: str = "adamw"
-    tf32: bool = False
-    max_latency_ms: float | None = None
-    min_throughput_per_s: float | None = None
+    """The backend's own options, and the Request its other options make (the graph is its source)."""
+
+    request: Request = field(default_factory=Request)
     report: Any = None
     inner: str = "eager"
     strict: bool = False
-    model_name: str = ""
-    grid_g_per_kwh: float | None = None
-    workload_calls: int | None = None
-    top_ops: int = 25
     measure: bool = False
-    weights_built_in: str | None = "float32"  # predictors.base.MEASURED_BUILD_DTYPE, without importing it here
-    mode: str = "eager"  # predictors.base.DEFAULT_MODE (tests/test_doors.py holds them equal)
 
     @classmethod
     def parse(cls, options: dict[str, Any] | None) -> BackendOptions:
         options = dict(options or {})
-        unknown = sorted(set(options) - _KNOWN_OPTIONS)
-        opts = cls(**{k: v for k, v in options.items() if k in _KNOWN_OPTIONS})
+        valid = sorted({*field_names(), *_OWN_OPTIONS} - {"source"})
+        unknown = sorted(set(options) - set(valid))
         if unknown:
-            raise InvalidInputError(f"unknown perfpredict option(s) {unknown!r}; valid: {sorted(_KNOWN_OPTIONS)}")
+            raise InvalidInputError(f"unknown perfpredict option(s) {unknown!r}; valid: {valid}")
+        for name, fix in _FIXED_BY_GRAPH.items():
+            if options.get(name) is not None:
+                raise InvalidInputError(
+                    f"option {name}={options[name]!r} cannot change a graph torch.compile has captured: {fix}"
+                )
+        own = {k: options.pop(k) for k in _OWN_OPTIONS if k in options}
+        opts = cls(request=Request.of(**options), **own)
         if opts.inner not in ("eager", "inductor"):
             raise InvalidInputError(f"option inner={opts.inner!r} is not 'eager' or 'inductor'")
+        if opts.measure and opts.request.parallel is not None:
+            raise InvalidInputError(
+                "options measure=True and parallel=... do not combine: the measurement is this machine's one device; "
+                "drop one of them"
+            )
         return opts
 
 
@@ -117,14 +113,14 @@ def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, A
     forget()  # a failure below must not leave the previous model's report as the last one
     try:
         opts = BackendOptions.parse(options)
-        opts.model_name = opts.model_name or _frame_name()
+        opts.request = opts.request.but(model_name=opts.request.model_name or _frame_name())
     except PerfPredictError as err:
         if strict:
             raise
         _warn_once(err)
         inner = (options or {}).get("inner")  # a typo elsewhere must not silently drop inductor
         return _inner(gm, example_inputs, BackendOptions(inner=inner if inner in ("eager", "inductor") else "eager"))
-    if opts.phase == "training":
+    if opts.request.phase == "training":
         if opts.measure:
             _warn_once(
                 NotImplementedError(
@@ -138,9 +134,9 @@ def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, A
         from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
 
         if opts.measure and "device" not in (options or {}):
-            opts.device = _local_device(example_inputs)  # compare like with like
+            opts.request = opts.request.but(device=_local_device(example_inputs))  # compare like with like
 
-        graph = graph_from_fx(gm, example_inputs, name=opts.model_name)
+        graph = graph_from_fx(gm, example_inputs, name=opts.request.model_name)
         measurement = _measure(compiled, example_inputs) if opts.measure else None
         _observe(graph, opts, measurement)
     except Exception as err:
@@ -185,29 +181,16 @@ def _measure(compiled: Any, example_inputs: list[Any]) -> Any:
 def _observe(graph: Any, opts: BackendOptions, measurement: Any = None) -> None:
     """Add one subgraph to its session, re-predict the session's whole graph, and deliver the report."""
     from perfpredict.core.graph import merge_graphs
-    from perfpredict.pipeline import report_for_graph
+    from perfpredict.pipeline import predict
     from perfpredict.render.delivery import deliver
 
     session = _session()
     session.graphs.append(graph)
     if measurement is not None:
         session.measurements.append(measurement)
-    merged = merge_graphs(session.graphs, name=opts.model_name)
-    report = report_for_graph(
-        merged,
-        device=opts.device,
-        phase=opts.phase,
-        predictor=opts.predictor,
-        optimizer=opts.optimizer,
-        tf32=opts.tf32,
-        max_latency_ms=opts.max_latency_ms,
-        min_throughput_per_s=opts.min_throughput_per_s,
-        grid_g_per_kwh=opts.grid_g_per_kwh,
-        workload_calls=opts.workload_calls,
-        top_ops=opts.top_ops,
-        weights_built_in=opts.weights_built_in,
-        mode=opts.mode,
-    )
+    merged = merge_graphs(session.graphs, name=opts.request.model_name)
+    # NB: an OpGraph source means "auto" weights: float32, as a module in hand was built before its cast
+    report = predict(opts.request.but(source=merged))
     if opts.measure and session.measurements:
         report = _with_measurement(report, session.measurements, opts)
     deliver(report, opts.report)
@@ -311,7 +294,7 @@ def _training(gm: Any, example_inputs: list[Any], opts: BackendOptions, on_graph
         from perfpredict.compiler_hooks.aot_frontend import graph_from_joint
 
         state["seen"] = True
-        observe(lambda: graph_from_joint(joint_module, gm, example_inputs, name=opts.model_name))
+        observe(lambda: graph_from_joint(joint_module, gm, example_inputs, name=opts.request.model_name))
         return default_partition(joint_module, joint_inputs, **kwargs)
 
     def forward_compiler(fw_module: Any, fw_inputs: Any) -> Any:
@@ -320,7 +303,7 @@ def _training(gm: Any, example_inputs: list[Any], opts: BackendOptions, on_graph
 
             state["seen"] = True
             observe(
-                lambda: graph_from_fx(fw_module, None, phase="training", name=opts.model_name).with_run(
+                lambda: graph_from_fx(fw_module, None, phase="training", name=opts.request.model_name).with_run(
                     notes=("no input or parameter requires grad: the training step is forward-only",)
                 )
             )

@@ -9,12 +9,11 @@ current figure (Ember, Electricity Maps) for anything you report.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 from perfpredict.core.errors import InvalidInputError, close_matches
+from perfpredict.settings import ENV_GRID, settings
 
-ENV_GRID = "PERFPREDICT_GRID_G_PER_KWH"
 J_PER_KWH = 3.6e6
 
 
@@ -57,7 +56,7 @@ def resolve_grid(grid: float | str | None = None) -> GridIntensity:
     """The grid intensity to use: ``grid`` (a number or region name), else the environment, else the world mean."""
     if grid is not None:
         return _parse(grid, "the grid argument")
-    env = os.environ.get(ENV_GRID, "").strip()
+    env = settings().grid
     if env:
         return _parse(env, f"${ENV_GRID}")
     return DEFAULT_GRID

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfpredict.core.errors import InvalidInputError, UnknownDeviceError
-from perfpredict.hardware.devices import ENV_PRICES, PRICES_FILE, Device, get_device, list_devices, read_price_file
+from perfpredict.hardware.devices import PRICES_FILE, Device, get_device, list_devices, read_price_file
+from perfpredict.settings import ENV_PRICES
 
 SECONDS_PER_HOUR = 3600.0
 __all__ = [
-    "ENV_PRICES",
     "PRICES_FILE",
     "Price",
     "cost_per_1k_inferences_usd",

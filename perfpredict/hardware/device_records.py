@@ -16,10 +16,10 @@ from typing import Any
 
 from perfpredict.core.errors import InvalidInputError, MissingDependencyError, close_matches
 from perfpredict.hardware.device_types import FLOP_KEYS, GIB, MIB, Device, MigProfile, frozen_mapping
+from perfpredict.settings import ENV_DEVICES
 
 DATA_DIR = Path(__file__).parent.parent / "data"
 DEVICES_FILE = DATA_DIR / "devices.json"
-ENV_DEVICES = "PERFPREDICT_DEVICES"
 
 # Catalog-file shortcut -> (Device field, factor to the field's unit).
 _UNIT_KEYS = {

@@ -35,22 +35,20 @@ from perfpredict.hardware.cpu_detection import detect_local_cpu
 from perfpredict.hardware.device_records import (
     DATA_DIR,
     DEVICES_FILE,
-    ENV_DEVICES,
     build_device,
     normalize_record,
     read_device_file,
     read_price_file,
 )
 from perfpredict.hardware.device_types import FLOP_KEYS, GIB, MIB, Device, MigProfile, frozen_mapping
+from perfpredict.settings import ENV_DEVICES, ENV_PRICES, settings
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
 
 MEASURED_DIR = DATA_DIR / "measured"
-ENV_MEASURED_DIR = "PERFPREDICT_MEASURED_DIR"
 PRICES_FILE = DATA_DIR / "prices.json"
-ENV_PRICES = "PERFPREDICT_PRICES"
 # the names other modules import from here (the catalog's own, and the device types it hands out)
 __all__ = [
     "Device",
@@ -60,11 +58,8 @@ __all__ = [
     "MIB",
     "DATA_DIR",
     "DEVICES_FILE",
-    "ENV_DEVICES",
     "MEASURED_DIR",
-    "ENV_MEASURED_DIR",
     "PRICES_FILE",
-    "ENV_PRICES",
     "get_device",
     "list_devices",
     "local_cpu",
@@ -324,13 +319,13 @@ def _add_record(records: dict[str, dict[str, Any]], index: dict[str, str], rec: 
 
 
 def _env_device_files() -> list[Path]:
-    value = os.environ.get(ENV_DEVICES, "")
-    return [Path(p) for p in value.split(os.pathsep) if p.strip()]
+    return list(settings().device_files)
 
 
 def _fill_prices(records: dict[str, dict[str, Any]], index: Mapping[str, str]) -> None:
     """Set price_usd_per_hour: $PERFPREDICT_PRICES beats a price in a device file, which beats prices.json."""
-    env = os.environ.get(ENV_PRICES, "").strip()
+    prices = settings().prices_file
+    env = str(prices) if prices else ""
     as_of = json.loads(PRICES_FILE.read_text()).get("as_of", "undated")
     tables = [(read_price_file(PRICES_FILE), f"prices.json (illustrative on-demand, {as_of})", False)]
     if env:
@@ -372,7 +367,8 @@ def _best_ceiling(key: str, raw: Any, label: str) -> float:
 
 
 def _measured_files() -> list[Path]:
-    dirs = [MEASURED_DIR] + ([Path(os.environ[ENV_MEASURED_DIR])] if os.environ.get(ENV_MEASURED_DIR) else [])
+    measured = settings().measured_dir
+    dirs = [MEASURED_DIR] + ([measured] if measured else [])
     return [p for d in dirs if d.is_dir() for p in sorted(d.glob("*.json"))]
 
 

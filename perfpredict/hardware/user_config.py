@@ -7,16 +7,14 @@ ceilings, measured by the same calibration). Both find it here, so they cannot d
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-ENV_HOST_PROFILE = "PERFPREDICT_HOST_PROFILE"
+from perfpredict.settings import settings
 
 
 def config_dir() -> Path:
     """$XDG_CONFIG_HOME/perfpredict, else ~/.config/perfpredict."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "perfpredict"
+    return settings().config_dir
 
 
 def default_profile_path() -> Path:
@@ -27,8 +25,8 @@ def default_profile_path() -> Path:
 def calibrated_profile_path() -> Path | None:
     """The calibrated profile predictions use: $PERFPREDICT_HOST_PROFILE, else this machine's default one if it
     exists, else None (then a shipped profile is used: ``predictors.host_model.DEFAULT_HOST``)."""
-    named = os.environ.get(ENV_HOST_PROFILE) or None
+    named = settings().host_profile
     if named is not None:
-        return Path(named)
+        return named
     mine = default_profile_path()
     return mine if mine.exists() else None

@@ -25,6 +25,7 @@ import numpy as np
 
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.llm.generation_report import BatchPoint, DecodePoint, GenerationReport
+from perfpredict.request import DEFAULT_DEVICE
 
 DECODE_POINTS = 3
 SWEEP_MAX_BATCH = 1024
@@ -39,7 +40,7 @@ def predict_generation(
     prompt_tokens: int = 512,
     new_tokens: int = 128,
     batch: int = 1,
-    device: str = "H100-SXM",
+    device: str = DEFAULT_DEVICE,
     dtype: str | None = None,
     weights: str | None = None,
     kv_dtype: str | None = None,

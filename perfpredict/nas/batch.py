@@ -19,8 +19,8 @@ from perfpredict.api import fill_columns, many_columns, vector_predictor
 from perfpredict.compiler_hooks.block_reuse import BlockCache
 from perfpredict.core.errors import InvalidInputError, PerfPredictError
 from perfpredict.nas.candidates import Candidates
-from perfpredict.pipeline import DEFAULT_DEVICE
 from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
+from perfpredict.request import DEFAULT_DEVICE
 
 #: columns predict_models adds to predict_many's: the candidate's position, its FLOPs at the row's batch, and the
 #: parameters and buffers its forward reads (as a report counts them)

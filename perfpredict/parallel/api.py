@@ -1,10 +1,10 @@
 """The entry point: a ParallelReport for an OpGraph, a device and a parallel plan.
 
-``parallel_report(graph, {"dp": 2, "tp": 4}, device="H100-SXM")`` is what ``perfpredict.predict(...,
-parallel=...)`` and the CLI's ``--dp/--tp/--pp/--fsdp/--sp/--microbatches`` call. The graph is one rank's
-micro-batch: capture the model at the micro-batch size. This package calls ``perfpredict.pipeline.report_for_graph``
-for each rank's compute, so ``perfpredict.pipeline`` must not import it back (an import cycle): the ``parallel=``
-option belongs in ``perfpredict.api`` and the CLI.
+``parallel_report(graph, {"dp": 2, "tp": 4}, device="H100-SXM")`` is what ``perfpredict.pipeline.predict`` calls
+for a Request with a ``parallel`` plan (every door: ``perfpredict.predict(..., parallel=...)``, the CLI's
+``--dp/--tp/--pp/--fsdp/--sp/--microbatches``, the backend's ``parallel`` option, the web page). The graph is one
+rank's micro-batch: capture the model at the micro-batch size. Each rank's compute comes from
+``perfpredict.graph_report.report_for_graph``, the pipeline's single-GPU path.
 """
 
 from __future__ import annotations
@@ -18,39 +18,38 @@ from perfpredict.parallel import memory as mem
 from perfpredict.parallel.bound import host_bound_note, step_bound
 from perfpredict.parallel.plan import ParallelPlan, check_phase, parse_plan
 from perfpredict.parallel.report import ParallelReport
-from perfpredict.parallel.timing import RunOptions, analytical_node_s
+from perfpredict.parallel.timing import analytical_node_s, rank_report, rank_request
+from perfpredict.request import Request
 
 
 def parallel_report(
     graph,
-    parallel: ParallelPlan | Mapping[str, Any] | None,
+    parallel: ParallelPlan | Mapping[str, Any] | None = None,
+    request: Request | None = None,
     *,
-    device: Any = "H100-SXM",
-    predictor: str = "auto",
-    optimizer: str = "adamw",
-    precision: str | None = None,
-    mode: str = "eager",
-    tf32: bool = False,
-    model_name: str | None = None,
     interconnect: Any = None,
-    host: str | None = None,
+    **fields: Any,
 ) -> ParallelReport:
     """Predict one step of ``graph`` (a training or inference OpGraph at the micro-batch size) spread over GPUs as
     ``parallel`` says (``{"dp", "tp", "pp", "fsdp", "sp", "microbatches", "zero_stage", "gpus_per_node",
-    "bucket_mb"}``). ``precision``: a recipe of perfpredict.hardware.precision, or ``master-bf16``/``master-fp16`` (the
-    ZeRO paper's 2+2+12 bytes per parameter); None keeps the graph's dtype. ``interconnect``: an
-    ``Interconnect`` to use in place of the catalog's (another cluster)."""
+    "bucket_mb"}``; None: ``request.parallel``), run as ``request`` with ``fields`` (Request field names) changed:
+    ``device``, ``predictor``, ``optimizer``, ``mode``, ``tf32``, ``host``, ``model_name``, and ``precision``, a recipe
+    of perfpredict.hardware.precision or ``master-bf16``/``master-fp16`` (the ZeRO paper's 2+2+12 bytes per
+    parameter; None keeps the graph's dtype). ``interconnect``: an ``Interconnect`` to use in place of the
+    catalog's (another cluster)."""
     from perfpredict.hardware.devices import get_device
     from perfpredict.parallel.interconnect import interconnect_for
     from perfpredict.parallel.simulate import links_of, run_stages, step_s
 
-    plan = parse_plan(parallel)
+    request = (request or Request()).but(**fields)
+    plan = parse_plan(parallel if parallel is not None else request.parallel)
     training = graph.phase == "training"
     check_phase(plan, graph.phase)
-    dev = get_device(device) if isinstance(device, str) else device
+    dev = get_device(request.device) if isinstance(request.device, str) else request.device
     ic = interconnect or interconnect_for(dev)
+    precision, optimizer = request.precision, request.optimizer
     each = mem.per_param(graph, precision, optimizer) if training else None
-    options = RunOptions(predictor, optimizer, mem.compute_precision(precision) if training else None, mode, tf32, host)
+    options = rank_request(request, training)
     links = links_of(ic, plan)
     runs = run_stages(graph, plan, dev, options, links, each.gradients if each else 0.0, each.gathered if each else 0.0)
     step = step_s(runs, plan.microbatches)
@@ -72,17 +71,17 @@ def parallel_report(
         step,
         single_s,
         single_fits,
-        model_name,
+        request.model_name,
         precision,
         optimizer,
     )
 
 
-def _single_gpu(graph, device, options: RunOptions, plan: ParallelPlan, single=None) -> tuple[float, bool]:
+def _single_gpu(graph, device, options: Request, plan: ParallelPlan, single=None) -> tuple[float, bool]:
     """Seconds for one GPU to run the whole global batch (gradient accumulation over dp x microbatches
     micro-batches, one optimizer step), and whether one micro-batch fits on it. ``single``: the whole graph's
     report when it is already known."""
-    single = single or options.report(graph, device)
+    single = single or rank_report(graph, device, options)
     total_s = single.latency_ms.value / 1e3
     optimizer_s = min(analytical_node_s(graph, device, options)[1], total_s) if graph.phase == "training" else 0.0
     micro_batches = plan.microbatches * plan.dp

@@ -19,7 +19,8 @@ from perfpredict.parallel.dp_timing import DataParallelTime, data_parallel_time,
 from perfpredict.parallel.interconnect import GroupLink, Interconnect
 from perfpredict.parallel.plan import ParallelPlan
 from perfpredict.parallel.structure import backward_start, layer_labels
-from perfpredict.parallel.timing import RankTime, RunOptions, analytical_node_s, rank_time
+from perfpredict.parallel.timing import RankTime, analytical_node_s, rank_time
+from perfpredict.request import Request
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def _slowest(ic: Interconnect, ranks: int, stride: int, gpus_per_node: int, firs
 
 
 def run_stages(
-    graph, plan: ParallelPlan, device: Any, options: RunOptions, links: Links, grad_bytes: float, gathered_bytes: float
+    graph, plan: ParallelPlan, device: Any, options: Request, links: Links, grad_bytes: float, gathered_bytes: float
 ) -> list[StageRun]:
     shard = tensor_parallel.shard(graph, plan.tp, plan.sp)
     rank_graph = shard.graph

@@ -1,6 +1,6 @@
 """One rank's compute time, from the existing single-GPU predictors on the rank's own graph.
 
-``perfpredict.pipeline.report_for_graph`` gives the step's latency with the chosen predictor (two-timeline by default), its memory
+``perfpredict.graph_report.report_for_graph`` gives the step's latency with the chosen predictor (two-timeline by default), its memory
 and its activations. The parallel model also needs that time split: forward and backward, per layer, and the
 optimizer step apart (it runs once per step, not per microbatch). The split follows the analytical (roofline)
 time of each op, scaled to the predictor's total; the optimizer's share is the analytical model's.
@@ -11,37 +11,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from perfpredict.request import Request, field_names
+
 if TYPE_CHECKING:
     from perfpredict.core.graph import OpGraph
     from perfpredict.core.report import PerfReport
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """What the single-GPU report path needs besides the graph and device."""
+def rank_request(request: Request, training: bool) -> Request:
+    """The single-GPU run of one rank: ``request``'s run fields, the precision's compute-equivalent recipe in
+    training (None in inference: the graph's dtype), and no build-dtype peak (the parallel memory model counts each
+    rank's weights itself). Its report options are the defaults: only its latency and memory are read."""
+    from perfpredict.parallel.memory import compute_precision
 
-    predictor: str = "auto"
-    optimizer: str = "adamw"
-    precision: str | None = None  # a recipe of perfpredict.hardware.precision (compute-equivalent for master-* ones)
-    mode: str = "eager"
-    tf32: bool = False
-    host: str | None = None  # the host profile (predictors.host_model), None: the default
+    run = {name: getattr(request, name) for name in field_names("run") if name != "parallel"}
+    run.update(precision=compute_precision(request.precision) if training else None, weights_built_in=None)
+    return Request(**run)
 
-    def report(self, graph: OpGraph, device: Any) -> PerfReport:
-        """The single-GPU report of ``graph`` under these options (weights loaded straight in the run dtype)."""
-        from perfpredict.pipeline import report_for_graph
 
-        return report_for_graph(
-            graph,
-            device=device,
-            predictor=self.predictor,
-            optimizer=self.optimizer,
-            precision=self.precision,
-            mode=self.mode,
-            tf32=self.tf32,
-            weights_built_in=None,
-            host=self.host,
-        )
+def rank_report(graph: OpGraph, device: Any, request: Request) -> PerfReport:
+    """The single-GPU report of ``graph`` under a rank's request (:func:`rank_request`)."""
+    from perfpredict.graph_report import report_for_graph
+
+    return report_for_graph(graph, request, device=device)
 
 
 @dataclass(frozen=True)
@@ -56,11 +48,11 @@ class RankTime:
     report: PerfReport
 
 
-def rank_time(graph: OpGraph, device: Any, options: RunOptions, labels: list[int], start: int) -> RankTime:
+def rank_time(graph: OpGraph, device: Any, options: Request, labels: list[int], start: int) -> RankTime:
     """Predict ``graph`` with the single-GPU path and split its latency (see the module docstring)."""
     import numpy as np
 
-    report = options.report(graph, device)
+    report = rank_report(graph, device, options)
     node_s, optimizer_s = analytical_node_s(graph, device, options)
     total_s = report.latency_ms.value / 1e3
     optimizer_s = min(optimizer_s, total_s)
@@ -74,22 +66,15 @@ def rank_time(graph: OpGraph, device: Any, options: RunOptions, labels: list[int
     return RankTime(float(share[:start].sum()), float(share[start:].sum()), optimizer_s, fwd, bwd, report)
 
 
-def analytical_node_s(graph: OpGraph, device: Any, options: RunOptions):
+def analytical_node_s(graph: OpGraph, device: Any, options: Request):
     """(roofline seconds per op, the optimizer step's seconds) from the analytical predictor."""
     import numpy as np
 
     from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.analytical import AnalyticalPredictor
-    from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays
 
     dev = get_device(device) if isinstance(device, str) else device
-    config = RunConfig(
-        phase=graph.phase,
-        optimizer=options.optimizer,
-        tf32=options.tf32,
-        weights_built_in=None,
-        precision=options.precision if graph.phase == "training" else None,
-    )
+    config = options.run_config(graph.phase, options.weights_built_in)  # a rank's request: see rank_request
     ev = AnalyticalPredictor().evaluate(CostArrays.from_graph(graph), dev, config, np.array([graph.batch_size]))
     return ev.node_s[:, 0], float(ev.optimizer_s[0])

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -21,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.core.errors import ArtifactError, PerfPredictError
+from perfpredict.settings import settings
 
 SHIPPED_DIR = Path(__file__).parent / "artifacts"
-ENV_ARTIFACTS = "PERFPREDICT_ARTIFACTS"
 MANIFEST = "manifest.json"
 
 
@@ -62,14 +61,12 @@ def device_physics(device: str) -> dict[str, int] | None:
 
 def user_dir() -> Path:
     """Where ``perfpredict adapt`` registers artifacts by default ($XDG_DATA_HOME/perfpredict/artifacts)."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "perfpredict" / "artifacts"
+    return settings().data_dir / "artifacts"
 
 
 def search_dirs() -> list[Path]:
     """$PERFPREDICT_ARTIFACTS folders, then the user folder, then the shipped artifacts: the first match wins."""
-    dirs = [Path(p) for p in os.environ.get(ENV_ARTIFACTS, "").split(os.pathsep) if p]
-    return dirs + [user_dir(), SHIPPED_DIR]
+    return [*settings().artifact_dirs, user_dir(), SHIPPED_DIR]
 
 
 def artifact_path(predictor: str, device: str, root: Path | None = None) -> Path:

@@ -50,9 +50,17 @@ def deliver(report: PerfReport, target: ReportTarget = None) -> None:
             raise InvalidInputError(
                 f"report target {target!r} is neither a path nor a callable; pass e.g. 'report.html' or print"
             )
+        if not hasattr(report, "latency_ms") and not str(target).lower().endswith(".json"):  # a ParallelReport
+            raise InvalidInputError(
+                f"a multi-GPU report is written as JSON only, not to {str(target)!r}: pass e.g. 'report.json'"
+            )
         from perfpredict.render.html import write_report
 
         write_report(report, target)
+    if not hasattr(report, "latency_ms"):  # a ParallelReport (the parallel option)
+        logger.info("perfpredict: %s on %d x %s: step %.3f ms", report.model_name, report.world_size, report.device,
+                    report.step_ms)  # fmt: skip
+        return
     logger.info(
         "perfpredict: %s on %s (%s, batch %d): %.3f ms [%.3f, %.3f], peak memory %.2f GiB, %s predictor",
         report.model_name or "model",

@@ -9,17 +9,17 @@ size-limited and parsed as JSON or ONNX only (no pickle, no remote code).
 
 from __future__ import annotations
 
-import dataclasses
+import inspect
 import tempfile
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from perfpredict.predictors.base import DEFAULT_MODE, RUN_MODES
+from perfpredict.request import DEFAULT_DEVICE
 from perfpredict.web.compare import MAX_ONNX_BYTES, PHASES, Answer, Question, compare, config_from_upload
 
-RUN_MODES = ("eager", "cuda_graph", "compiled", "compiled_cuda_graph")  # predictors.base.RUN_MODES, kept light
-
-DEFAULT_DEVICES = ("H100-SXM", "A100-80GB")
+DEFAULT_DEVICES = (DEFAULT_DEVICE, "A100-80GB")
 
 
 def build_app():
@@ -31,6 +31,7 @@ def build_app():
     from perfpredict.predictors.host_model import host_names
 
     names = [d.name for d in list_devices()]
+    ui: dict[str, Any] = {}  # the inputs, by the name of answer()'s parameter each one fills
     slices = [f"{d.name}/{m.name}" for d in list_devices() for m in d.mig_profiles]
     with gr.Blocks(title="perfpredict: compare GPUs") as app:
         gr.Markdown(
@@ -38,60 +39,60 @@ def build_app():
             "without the hardware. Pick a model and the devices to compare."
         )
         with gr.Row():
-            model = gr.Dropdown(
+            ui["model"] = gr.Dropdown(
                 known_models(),
                 value="bert-base-uncased",
                 label="shipped HuggingFace model",
                 allow_custom_value=True,
                 elem_id="model",
             )
-            upload = gr.File(
+            ui["upload"] = gr.File(
                 label="or upload a config.json or an ONNX file", file_types=[".json", ".onnx"], elem_id="upload"
             )
         with gr.Row():
-            phase = gr.Radio(list(PHASES), value="inference", label="phase", elem_id="phase")
-            batch = gr.Number(value=1, precision=0, minimum=1, label="batch", elem_id="batch")
-            seq = gr.Number(
+            ui["phase"] = gr.Radio(list(PHASES), value="inference", label="phase", elem_id="phase")
+            ui["batch"] = gr.Number(value=1, precision=0, minimum=1, label="batch", elem_id="batch")
+            ui["seq"] = gr.Number(
                 value=0, precision=0, label="sequence length or prompt (0: the model's default)", elem_id="seq"
             )
-            dtype = gr.Dropdown(["default", "float32", "bfloat16", "float16"], value="default", label="dtype")
-            precision = gr.Dropdown(
+            ui["dtype"] = gr.Dropdown(["default", "float32", "bfloat16", "float16"], value="default", label="dtype")
+            ui["precision"] = gr.Dropdown(
                 ["default", "fp32", "bf16", "amp-bf16", "amp-fp16"], value="default", label="training precision"
             )
         with gr.Row():
-            mode = gr.Radio(
+            ui["mode"] = gr.Radio(
                 list(RUN_MODES),
-                value="eager",
+                value=DEFAULT_MODE,
                 label="run mode (eager; CUDA graphs; torch.compile; compile with reduce-overhead)",
                 elem_id="mode",
             )
-            host = gr.Dropdown(
+            ui["host"] = gr.Dropdown(
                 ["default", *host_names()],
                 value="default",
                 label="host CPU driving the GPU (default: h100-server, a GPU server)",
                 elem_id="host",
             )
-        devices = gr.CheckboxGroup(names, value=list(DEFAULT_DEVICES), label="devices", elem_id="devices")
-        mig = gr.Dropdown(slices, value=[], multiselect=True, label="MIG slices (optional)")
+        ui["devices"] = gr.CheckboxGroup(names, value=list(DEFAULT_DEVICES), label="devices", elem_id="devices")
+        ui["mig"] = gr.Dropdown(slices, value=[], multiselect=True, label="MIG slices (optional)")
         with gr.Row():
-            max_latency = gr.Number(value=0, label="latency target, ms (0: none)")
-            min_throughput = gr.Number(value=0, label="throughput target, samples/s (0: none)")
+            ui["max_latency"] = gr.Number(value=0, label="latency target, ms (0: none)")
+            ui["min_throughput"] = gr.Number(value=0, label="throughput target, samples/s (0: none)")
         multi_gpu = "multi-GPU (optional): the batch above is then one GPU's micro-batch"
         with gr.Accordion(multi_gpu, open=False), gr.Row():
-            dp = gr.Number(value=1, precision=0, minimum=1, label="data parallel (dp)", elem_id="dp")
-            tp = gr.Number(value=1, precision=0, minimum=1, label="tensor parallel (tp)", elem_id="tp")
-            pp = gr.Number(value=1, precision=0, minimum=1, label="pipeline stages (pp)", elem_id="pp")
-            fsdp = gr.Checkbox(value=False, label="FSDP (shard weights, gradients, optimizer)", elem_id="fsdp")
+            ui["dp"] = gr.Number(value=1, precision=0, minimum=1, label="data parallel (dp)", elem_id="dp")
+            ui["tp"] = gr.Number(value=1, precision=0, minimum=1, label="tensor parallel (tp)", elem_id="tp")
+            ui["pp"] = gr.Number(value=1, precision=0, minimum=1, label="pipeline stages (pp)", elem_id="pp")
+            ui["fsdp"] = gr.Checkbox(value=False, label="FSDP (shard weights, gradients, optimizer)", elem_id="fsdp")
         with gr.Accordion("LLM generation (phase generation): as `perfpredict generate` asks", open=False):
             with gr.Row():
-                engine = gr.Radio(
+                ui["engine"] = gr.Radio(
                     ["auto", "vllm", "hf"],
                     value="auto",
                     label="engine (vllm: a vLLM-class server; hf: transformers' generate; auto: vllm where it "
                     "applies, hf when a mode is given)",
                     elem_id="engine",
                 )
-                new_tokens = gr.Number(
+                ui["new_tokens"] = gr.Number(
                     value=128,
                     precision=0,
                     minimum=1,
@@ -99,13 +100,13 @@ def build_app():
                     elem_id="new_tokens",
                 )
             with gr.Row():
-                weights = gr.Dropdown(
+                ui["weights"] = gr.Dropdown(
                     ["default", *FORMATS],
                     value="default",
                     label="weight format (--weights; default: the compute dtype)",
                     elem_id="weights",
                 )
-                generation_mode = gr.Dropdown(
+                ui["generation_mode"] = gr.Dropdown(
                     ["default", *RUN_MODES],
                     value="default",
                     label="transformers' generate mode (--mode; default: the engine's own)",
@@ -117,31 +118,10 @@ def build_app():
         roofline = gr.HTML(elem_id="roofline")
         kinds = gr.HTML(elem_id="kinds")
         files = gr.File(label="reports (JSON and HTML)", file_count="multiple", elem_id="downloads")
+        # the handler's parameters name the inputs, so the page lists them once
         go.click(
             answer,
-            [
-                model,
-                upload,
-                phase,
-                batch,
-                seq,
-                dtype,
-                precision,
-                devices,
-                mig,
-                max_latency,
-                min_throughput,
-                dp,
-                tp,
-                pp,
-                fsdp,
-                engine,
-                mode,
-                host,
-                new_tokens,
-                weights,
-                generation_mode,
-            ],
+            [ui[name] for name in inspect.signature(answer).parameters],
             [message, table, roofline, kinds, files],
         )
     return app
@@ -164,7 +144,7 @@ def answer(
     pp=1,
     fsdp=False,
     engine="auto",
-    mode="eager",
+    mode=DEFAULT_MODE,
     host="default",
     new_tokens=128,
     weights="default",
@@ -173,30 +153,11 @@ def answer(
     """The page's handler: every error becomes one line in the page, never a traceback. ``mode`` is a step's
     (inference, training); ``generation_mode``, ``new_tokens`` and ``weights`` are generation's, as `perfpredict
     generate`'s --mode, --new-tokens and --weights ("default": the option left out)."""
+    inputs = dict(locals())  # every input, by name (the page lists them once: build_app reads this signature)
     from perfpredict.core.errors import PerfPredictError
 
     try:
-        q = _question(
-            model,
-            upload,
-            phase,
-            batch,
-            seq,
-            dtype,
-            precision,
-            list(devices or []) + list(mig or []),
-            max_latency,
-            min_throughput,
-        )
-        q = dataclasses.replace(
-            q,
-            parallel=parallel_plan(dp, tp, pp, fsdp),
-            engine=engine or "auto",
-            mode=_given(generation_mode) if phase == "generation" else (mode or "eager"),
-            host=_given(host),
-            new_tokens=int(new_tokens) if new_tokens not in (None, "") else 128,
-            weights=_given(weights),
-        )
+        q = _question(inputs)
         result = compare(q)
     except PerfPredictError as err:
         return _message(str(err)), "", "", "", None
@@ -210,11 +171,13 @@ def _given(choice: Any) -> Any:
     return None if choice in (None, "", "default") else choice
 
 
-def _question(model, upload, phase, batch, seq, dtype, precision, devices, max_latency, min_throughput) -> Question:
+def _question(page: dict[str, Any]) -> Question:
+    """The Question the page's inputs ask ("default" and 0: the option left out)."""
     from perfpredict.core.errors import InvalidInputError
 
-    source: Any = model or None
+    source: Any = page["model"] or None
     onnx = None
+    upload = page["upload"]
     if upload:
         path = Path(upload if isinstance(upload, str) else upload.name)
         if path.suffix.lower() == ".onnx":
@@ -223,17 +186,24 @@ def _question(model, upload, phase, batch, seq, dtype, precision, devices, max_l
             onnx, source = str(path), None
         else:
             source = config_from_upload(path.read_bytes())
+    generation = page["phase"] == "generation"
     return Question(
         model=source,
         onnx_path=onnx,
-        phase=phase,
-        batch=int(batch or 1),
-        seq=int(seq) if seq else None,
-        dtype=None if dtype in (None, "default") else dtype,
-        precision=None if precision in (None, "default") else precision,
-        devices=tuple(devices),
-        max_latency_ms=max_latency or None,
-        min_throughput_per_s=min_throughput or None,
+        phase=page["phase"],
+        batch=int(page["batch"] or 1),
+        seq=int(page["seq"]) if page["seq"] else None,
+        dtype=_given(page["dtype"]),
+        precision=_given(page["precision"]),
+        devices=(*(page["devices"] or ()), *(page["mig"] or ())),
+        max_latency_ms=page["max_latency"] or None,
+        min_throughput_per_s=page["min_throughput"] or None,
+        parallel=parallel_plan(page["dp"], page["tp"], page["pp"], page["fsdp"]),
+        engine=page["engine"] or "auto",
+        mode=_given(page["generation_mode"]) if generation else (page["mode"] or DEFAULT_MODE),
+        host=_given(page["host"]),
+        new_tokens=int(page["new_tokens"]) if page["new_tokens"] not in (None, "") else 128,
+        weights=_given(page["weights"]),
     )
 
 

@@ -9,10 +9,12 @@ file. Every failure the user can fix is a ``PerfPredictError`` with one line tha
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.request import DEFAULT_DEVICE, Request, field_names
 
 MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few KB; anything near this is not one
 MAX_ONNX_BYTES = 512 << 20
@@ -28,7 +30,7 @@ class Question:
     seq: int | None = None
     dtype: str | None = None
     precision: str | None = None
-    devices: tuple[str, ...] = ("H100-SXM",)
+    devices: tuple[str, ...] = (DEFAULT_DEVICE,)
     max_latency_ms: float | None = None
     min_throughput_per_s: float | None = None
     new_tokens: int = 128
@@ -39,6 +41,26 @@ class Question:
     mode: str | None = None
     weights: str | None = None  # generation: the layers' weight format (llm.weight_formats.FORMATS); None: the dtype
     host: str | None = None  # the host profile (predictors.host_model.HOSTS or "calibrated"); None: the default
+    # Request fields the page has no input for (optimizer, tf32, predictor, ...), for callers of compare()
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def request(self, device: Any) -> Request:
+        """The Request of one step (inference or training) of this question on ``device``: the fields named as
+        the Request's are copied across by name, so a new run option on the page needs no code here."""
+        from perfpredict.model_sources import HFSource, OnnxSource
+
+        if self.onnx_path:
+            source: Any = OnnxSource(self.onnx_path)
+        elif self.model:
+            source = HFSource(self.model)
+        else:
+            raise InvalidInputError("give a model: a shipped HuggingFace id, or upload a config.json or an ONNX file")
+        fields = {name: getattr(self, name) for name in field_names() if hasattr(self, name)}
+        if self.onnx_path:
+            fields.update(batch=None, seq=None)  # NB: the file's own shapes, as the CLI's --onnx
+        fields.update(self.options)
+        fields.update(source=source, device=device, mode=self.mode or Request().mode)
+        return Request.of(**fields)
 
 
 @dataclass(frozen=True)
@@ -87,23 +109,10 @@ def compare(q: Question) -> Answer:
 
 def _parallel(q: Question, devices: list) -> Answer:
     """One step over ``q.parallel``'s GPUs, per device: step time, communication, bubble, memory per GPU."""
-    from perfpredict.parallel import parallel_report
+    from perfpredict.pipeline import predict
     from perfpredict.render.text import fmt_bytes, fmt_rate, fmt_share, fmt_time_ms
 
-    reports = []
-    for device in devices:
-        graph, run = _graph(q, device)
-        reports.append(
-            parallel_report(
-                graph,
-                q.parallel,
-                device=device,
-                precision=run.precision,
-                model_name=graph.name,
-                mode=q.mode or "eager",
-                host=q.host,
-            )
-        )
+    reports = [predict(q.request(device)) for device in devices]
     columns = (
         "device",
         "GPUs",
@@ -142,28 +151,14 @@ def _parallel(q: Question, devices: list) -> Answer:
 
 
 def _step(q: Question, devices: list) -> Answer:
-    from perfpredict.pipeline import report_for_graph
+    from perfpredict.pipeline import predict_with_graph
     from perfpredict.render.text import fmt_bytes, fmt_carbon_g, fmt_energy_j, fmt_rate, fmt_time_ms, fmt_usd
 
     reports, first_graph = [], None
     for device in devices:
-        graph, run = _graph(q, device)
+        report, graph = predict_with_graph(q.request(device))
         first_graph = first_graph or graph
-        reports.append(
-            report_for_graph(
-                graph,
-                device=device,
-                phase=q.phase,
-                precision=run.precision,
-                max_latency_ms=q.max_latency_ms,
-                min_throughput_per_s=q.min_throughput_per_s,
-                weights_built_in=None,
-                model_name=graph.name,
-                assumed={"dtype": run.source},
-                mode=q.mode or "eager",
-                host=q.host,
-            )
-        )
+        reports.append(report)
     per = "1k inferences" if q.phase == "inference" else "training run"
     columns = (
         "device",
@@ -200,25 +195,6 @@ def _step(q: Question, devices: list) -> Answer:
             )
         )
     return Answer(columns, tuple(rows), tuple(reports), first_graph)
-
-
-def _graph(q: Question, device: Any):
-    """(the graph for this device's run dtype, the RunDtype chosen)."""
-    from perfpredict.compiler_hooks.hf_capture import cached
-    from perfpredict.compiler_hooks.hf_frontend import declared_dtype, raw_config
-    from perfpredict.hardware.precision import resolve_run_dtype
-
-    if q.onnx_path:
-        from perfpredict.compiler_hooks.onnx_file import graph_from_onnx_args
-
-        run = resolve_run_dtype(None, q.dtype, q.precision, q.phase == "training", device)
-        return graph_from_onnx_args(q.onnx_path, [], phase=q.phase), run
-    if not q.model:
-        raise InvalidInputError("give a model: a shipped HuggingFace id, or upload a config.json or an ONNX file")
-    fields = q.model if isinstance(q.model, dict) else raw_config(q.model)[0]
-    run = resolve_run_dtype(declared_dtype(fields), q.dtype, q.precision, q.phase == "training", device)
-    graph, _ = cached(q.model, batch_size=q.batch, seq_len=q.seq, dtype=run.dtype, phase=q.phase)
-    return graph, run
 
 
 def _generation_tp(plan: dict | None) -> int:

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 import perfpredict
-from perfpredict.pipeline import report_for_graph
+from perfpredict.graph_report import report_for_graph
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.features import graph_size_without_views
 from perfpredict.predictors.memory_model import cpu_math_attention_bytes

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from perfpredict.compiler_hooks.onnx_file import graph_from_onnx_args, parse_input_shapes  # noqa: E402
 from perfpredict.compiler_hooks.onnx_frontend import graph_from_onnx, onnx_tool_crosscheck  # noqa: E402
 from perfpredict.core.errors import FrontendError, InvalidInputError, PerfPredictError  # noqa: E402
-from perfpredict.pipeline import report_for_graph  # noqa: E402
+from perfpredict.graph_report import report_for_graph  # noqa: E402
 
 
 def _mlp(extra_node=None):

@@ -14,6 +14,7 @@ from perfpredict.core.errors import ArtifactError, InvalidInputError, UnknownPre
 from perfpredict.predictors import artifacts, registry
 from perfpredict.predictors.evaluation import metrics
 from perfpredict.predictors.training_data import GraphCache, load_training_set
+from perfpredict.settings import ENV_ARTIFACTS
 
 pytest.importorskip("xgboost")
 DATA = Path(__file__).resolve().parents[2] / "data" / "cpu-amd-epyc-2c"
@@ -111,13 +112,13 @@ def test_a_gpu_artifact_trained_under_older_physics_is_refused_and_auto_skips_it
     # The stale user artifact shadows no current one.
     monkeypatch.setattr(artifacts, "SHIPPED_DIR", tmp_path / "nothing-shipped")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "no-user-artifacts"))
-    monkeypatch.setenv(artifacts.ENV_ARTIFACTS, str(tmp_path))
+    monkeypatch.setenv(ENV_ARTIFACTS, str(tmp_path))
     assert artifacts.best_predictor("H100-SXM") is None
     assert artifacts.best_predictor("H100-SXM", current_only=False) == "xgboost"  # found, but stale
     # A current artifact further down the search path is found past the stale one.
     fresh_root = tmp_path / "fresh"
     artifacts.save_artifact(fresh_root / "xgboost-h100-sxm", manifest, fitted.to_files())
-    monkeypatch.setenv(artifacts.ENV_ARTIFACTS, f"{tmp_path}:{fresh_root}")
+    monkeypatch.setenv(ENV_ARTIFACTS, f"{tmp_path}:{fresh_root}")
     assert artifacts.find_artifact("xgboost", "H100-SXM") == fresh_root / "xgboost-h100-sxm"
     assert artifacts.best_predictor("H100-SXM") == "xgboost"
 
@@ -158,7 +159,7 @@ def test_auto_is_two_timeline_everywhere_and_a_trained_model_answers_by_name(row
         metrics={"random_5fold": {"latency_ms": {"mape": 12.0}}},
     )
     artifacts.save_artifact(tmp_path / "xgboost-cpu", manifest, fitted.to_files())
-    monkeypatch.setenv(artifacts.ENV_ARTIFACTS, str(tmp_path))
+    monkeypatch.setenv(ENV_ARTIFACTS, str(tmp_path))
     monkeypatch.setattr(registry, "_INSTANCES", {})  # predictors cache loaded artifacts: an earlier test's stay
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)).eval()
     x = torch.randn(8, 256)
@@ -241,7 +242,7 @@ def test_gpu_memory_is_learned_as_tensors_and_reported_with_the_runtime_overhead
 
     manifest = artifacts.Manifest("xgboost", "1", "H100-SXM", XGBoostLearner.schema, rows.data_hash, fitted.targets)
     artifacts.save_artifact(tmp_path / "xgboost-h100-sxm", manifest, fitted.to_files())
-    monkeypatch.setenv(artifacts.ENV_ARTIFACTS, str(tmp_path))
+    monkeypatch.setenv(ENV_ARTIFACTS, str(tmp_path))
     monkeypatch.setattr(registry, "_INSTANCES", {})  # predictors cache loaded artifacts: an earlier test's stay
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)).eval()
     report = perfpredict.predict(model, (torch.randn(8, 256),), device="H100-SXM", predictor="xgboost")
@@ -262,7 +263,7 @@ def test_learned_memory_of_a_model_loaded_in_its_run_dtype_drops_the_float32_loa
     h100 = get_device("H100-SXM")
     manifest = artifacts.Manifest("xgboost", "1", "H100-SXM", XGBoostLearner.schema, rows.data_hash, fitted.targets)
     artifacts.save_artifact(tmp_path / "xgboost-h100-sxm", manifest, fitted.to_files())
-    monkeypatch.setenv(artifacts.ENV_ARTIFACTS, str(tmp_path))
+    monkeypatch.setenv(ENV_ARTIFACTS, str(tmp_path))
     monkeypatch.setattr(registry, "_INSTANCES", {})
     model = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 10)).eval()
     x = (torch.randn(2, 2048),)

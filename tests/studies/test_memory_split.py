@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from perfpredict.graph_report import report_for_graph
 from perfpredict.hardware.devices import get_device
-from perfpredict.pipeline import report_for_graph
 from perfpredict.predictors.training_data import GraphCache, _trace, arrays_for
 from perfpredict.profiling import zoo
 

@@ -157,10 +157,11 @@ def test_a_real_browser_compares_two_gpus_and_sees_a_broken_upload(server, tmp_p
 
 
 def test_the_page_has_a_mode_and_a_host_and_says_what_limits_the_run():
+    from perfpredict.graph_report import report_for_graph
     from perfpredict.hardware.devices import get_device
-    from perfpredict.pipeline import report_for_graph
+    from perfpredict.model_sources import HFSource
+    from perfpredict.request import Request
     from perfpredict.web.app import answer
-    from perfpredict.web.compare import Question, _graph
 
     args = ("bert-base-uncased", None, "inference", 1, None, "default", "default", ["H100-SXM"], [], None, None)
     with warnings.catch_warnings():
@@ -171,7 +172,7 @@ def test_the_page_has_a_mode_and_a_host_and_says_what_limits_the_run():
     assert "What limits the run" in eager[1] and "host-bound" in eager[1] and "cuda_graph" in eager[1]
     assert "<th>bound</th>" in eager[1] and "<td>host</td>" in eager[1]
     # the mode selector changes the answer, as --mode does, and the host selector is named
-    graph, _ = _graph(Question(model="bert-base-uncased"), get_device("H100-SXM"))
+    graph = HFSource("bert-base-uncased").graph_for(Request(), get_device("H100-SXM")).graph
     cli = report_for_graph(graph, device="H100-SXM", weights_built_in=None, mode="cuda_graph", host="dev-vm")
     assert f"<td>H100-SXM</td><td>{fmt_time_ms(cli.latency_ms.value)}</td>" in graphed[1]
     assert "timelines (cuda_graph)" in graphed[1] and "host profile: dev-vm" in graphed[1]

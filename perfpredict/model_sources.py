@@ -1,0 +1,68 @@
+"""The sources a Request can name besides a torch module in hand: a HuggingFace id or config, and an ONNX file.
+
+The CLI and the web page both build these, so the run dtype is chosen one way for both: what the user asked
+(``dtype``, ``precision``), else what the config declares (``torch_dtype``), else float32, and in training the
+device's usual recipe (:func:`perfpredict.hardware.precision.resolve_run_dtype`). Both load their weights straight
+in the run dtype: ``weights_built_in="auto"`` means None here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfpredict.request import Captured, Request
+
+
+@dataclass(frozen=True)
+class HFSource:
+    """A shipped HuggingFace id or alias, a config.json path (or a folder holding one), or a config's fields."""
+
+    model: Any
+    use_cache: bool = True  # read the on-disk graph cache (False: capture again and refresh it)
+
+    def graph_for(self, request: Request, device: Any) -> Captured:
+        from perfpredict.compiler_hooks.hf_capture import cached
+        from perfpredict.compiler_hooks.hf_frontend import declared_dtype, raw_config
+        from perfpredict.hardware.precision import resolve_run_dtype
+
+        fields = self.model if isinstance(self.model, dict) else raw_config(self.model)[0]
+        phase = request.phase or "inference"
+        run = resolve_run_dtype(declared_dtype(fields), request.dtype, request.precision, phase == "training", device)
+        # built in the run dtype on the meta device (a deep layer stack traced with two layers and copied), or read
+        # from the on-disk graph cache
+        graph, name = cached(
+            self.model,
+            batch_size=request.batch or 1,
+            seq_len=request.seq,
+            dtype=run.dtype,
+            phase=phase,
+            use_cache=self.use_cache,
+        )
+        return Captured(graph, name, run.precision, {"dtype": run.source}, None)
+
+
+@dataclass(frozen=True)
+class OnnxSource:
+    """An ONNX file (any exporter; external data is read too), with ``NAME=DIMS`` shapes for dynamic inputs."""
+
+    path: str
+    input_shapes: tuple[str, ...] = ()
+
+    def graph_for(self, request: Request, device: Any) -> Captured:
+        from perfpredict.compiler_hooks.onnx_file import graph_from_onnx_args
+        from perfpredict.core.errors import InvalidInputError
+        from perfpredict.hardware.precision import resolve_run_dtype
+
+        for name in ("batch", "seq"):
+            if getattr(request, name) is not None:
+                raise InvalidInputError(
+                    f"{name}={getattr(request, name)!r} cannot resize an ONNX file's graph; give its dynamic "
+                    "dimensions with --input-shape NAME=DIMS (input_shapes) instead"
+                )
+        phase = request.phase or "inference"
+        # the file's dtype is its own; a precision asked for is checked and applied, none asked for keeps that dtype
+        run = resolve_run_dtype(None, request.dtype, request.precision, phase == "training", device)
+        graph = graph_from_onnx_args(self.path, list(self.input_shapes), phase=phase)
+        return Captured(graph, Path(self.path).stem, run.precision if request.precision else None, {}, None)
