@@ -21,7 +21,6 @@ import functools
 import hashlib
 import json
 import logging
-import os
 from importlib import metadata
 from pathlib import Path
 from typing import Any
