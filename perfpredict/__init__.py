@@ -9,8 +9,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from perfpredict.core.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -45,14 +44,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'perfpredict' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

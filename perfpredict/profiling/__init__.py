@@ -5,8 +5,7 @@ Nothing heavy is imported here; ``from perfpredict.profiling import Monitor`` lo
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from perfpredict.core.lazy import lazy_exports
 
 _LAZY = {
     "Monitor": "perfpredict.profiling.monitor",
@@ -23,10 +22,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'perfpredict.profiling' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

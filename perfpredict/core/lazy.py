@@ -1,0 +1,31 @@
+"""Lazy package exports (PEP 562): a package names its public objects' modules, and each loads on first access.
+
+This keeps ``import perfpredict`` (and ``perfpredict.profiling``, ``perfpredict.parallel``) light: torch and the
+optional dependencies load only when a function that needs them is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_exports(package: str, table: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for ``package``, whose public name ``n`` is ``table[n]``'s attribute ``n``.
+
+    A resolved name is stored in the package's namespace, so later accesses do not come back here.
+    """
+
+    def __getattr__(name: str) -> Any:  # noqa: N807 (the module hook's name)
+        module = table.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        setattr(importlib.import_module(package), name, value)
+        return value
+
+    def __dir__() -> list[str]:  # noqa: N807
+        return sorted(set(vars(importlib.import_module(package))) | set(table))
+
+    return __getattr__, __dir__
