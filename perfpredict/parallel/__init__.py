@@ -9,15 +9,11 @@ from __future__ import annotations
 from perfpredict.core.lazy import lazy_exports
 
 _LAZY = {
-    "Interconnect": "perfpredict.parallel.interconnect",
-    "ParallelPlan": "perfpredict.parallel.plan",
-    "ParallelReport": "perfpredict.parallel.report",
-    "interconnect_for": "perfpredict.parallel.interconnect",
-    "parallel_report": "perfpredict.parallel.api",
-    "parse_plan": "perfpredict.parallel.plan",
-    "render_parallel_text": "perfpredict.parallel.render",
+    "perfpredict.parallel.interconnect": ("Interconnect", "interconnect_for"),
+    "perfpredict.parallel.plan": ("ParallelPlan", "parse_plan"),
+    "perfpredict.parallel.report": ("ParallelReport",),
+    "perfpredict.parallel.api": ("parallel_report",),
+    "perfpredict.parallel.render": ("render_parallel_text",),
 }
 
-__all__ = sorted(_LAZY)
-
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _LAZY)

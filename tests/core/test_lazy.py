@@ -13,23 +13,23 @@ from perfpredict.core.lazy import lazy_exports
 
 def _package(monkeypatch, table):
     pkg = types.ModuleType("fake_pkg")
-    pkg.__getattr__, pkg.__dir__ = lazy_exports("fake_pkg", table)
+    pkg.__getattr__, pkg.__dir__, pkg.__all__ = lazy_exports("fake_pkg", table)
     monkeypatch.setitem(sys.modules, "fake_pkg", pkg)
     return pkg
 
 
 def test_a_name_resolves_from_its_module_and_is_kept(monkeypatch):
-    pkg = _package(monkeypatch, {"dumps": "json", "sqrt": "math"})
+    pkg = _package(monkeypatch, {"json": ("dumps",), "math": ("sqrt", "pi")})
     import json
 
     assert pkg.dumps is json.dumps
     assert vars(pkg)["dumps"] is json.dumps  # stored: the next access does not call __getattr__
     assert "sqrt" not in vars(pkg)
-    assert {"dumps", "sqrt"} <= set(dir(pkg))
+    assert {"dumps", "sqrt"} <= set(dir(pkg)) and pkg.__all__ == ["dumps", "pi", "sqrt"]
 
 
 def test_unknown_name_raises_attribute_error(monkeypatch):
-    pkg = _package(monkeypatch, {"dumps": "json"})
+    pkg = _package(monkeypatch, {"json": ("dumps",)})
     with pytest.raises(AttributeError, match="module 'fake_pkg' has no attribute 'loads'"):
         pkg.loads  # noqa: B018
 
