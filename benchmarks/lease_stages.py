@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from perfpredict.core.units import MIB
+
 #: nvidia-smi --query-gpu fields of the environment snapshot (clocks and power limit before and after the lease)
 NVSMI_FIELDS = (
     "name",
@@ -33,7 +35,7 @@ NVSMI_FIELDS = (
     "utilization.gpu",
 )
 #: the dry run's op caps: ops a 2-core CPU times in milliseconds
-CPU_MAX_IO_BYTES = 8 * 2**20
+CPU_MAX_IO_BYTES = 8 * MIB
 CPU_MAX_FLOPS = 5e7
 ROUND_BLOCK = {"cpu": 8, "cuda": 32}  # ops whose rounds interleave (and whose tensors live together)
 

@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.llm_serving_report import fit_summary, markdown  # noqa: E402
+from perfpredict.core.units import GIB  # noqa: E402
 
 CALIBRATION = ("meta-llama/Llama-2-7b-hf", "meta-llama/Meta-Llama-3-8B", "mistralai/Mistral-7B-v0.1")
 TEST = (
@@ -155,7 +156,7 @@ def calibrate(rows: list[dict]) -> tuple[dict, list[dict]]:
     calibration = [r for r in rows if r["half"] == "calibration"]
     best = None
     for gib, tp_gib, v1 in itertools.product(RUNTIME_GIB, RUNTIME_TP_GIB, V1_REREADS):
-        grid = {"runtime_bytes": gib * 2**30, "runtime_tp_bytes": tp_gib * 2**30, "paged_v1_rereads_kv": v1}
+        grid = {"runtime_bytes": gib * GIB, "runtime_tp_bytes": tp_gib * GIB, "paged_v1_rereads_kv": v1}
         constants = {**engine_calibration.DEFAULTS, **grid}
         sim = simulate(calibration, constants)
         host = fit_host(sim)

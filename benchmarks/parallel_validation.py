@@ -15,7 +15,8 @@ import platform
 import sys
 from pathlib import Path
 
-GIB = 2**30
+from perfpredict.core.units import GIB
+
 RESULT = Path(__file__).resolve().parent / "results" / "parallel_validation.md"
 
 # (system, device, ranks, GPUs per node, collective, published busbw GB/s, source). "ring" rows are what NCCL's

@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from perfpredict.core.units import GIB, MIB
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PRED_DIR = RESULTS / "predicted_vs_actual"
@@ -222,7 +224,7 @@ def report(predictions: dict, measured: dict, command: str) -> str:
         "PyTorch, random weights and inputs, `no_grad`, the collector's protocol (median of timed runs, "
         "CUDA events; NVML energy over at least 1 s).",
         "",
-        f"Memory: the predicted peak minus the device's runtime overhead ({overhead / 2**20:.0f} MiB of CUDA "
+        f"Memory: the predicted peak minus the device's runtime overhead ({overhead / MIB:.0f} MiB of CUDA "
         "context and allocator slack, which the report adds), against torch's allocator peak above the level "
         "before the model was built.",
         "",
@@ -245,7 +247,7 @@ def report(predictions: dict, measured: dict, command: str) -> str:
         cells = []
         for what, pred, got, scale in (
             ("latency", p.get("latency_ms"), m.get("latency_ms"), 1.0),
-            ("memory", tensors, m.get("peak_memory_bytes"), 2**30),
+            ("memory", tensors, m.get("peak_memory_bytes"), GIB),
             ("energy", p.get("energy_j"), m.get("energy_j"), 1.0),
         ):
             e = _err(pred, got)

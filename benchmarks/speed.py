@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 import perfpredict
+from perfpredict.core.units import GIB
 from perfpredict.profiling.cpu import host_summary
 
 DEVICES = ("H100-SXM", "A100-40GB")  # names as perfpredict.list_devices() gives them (A100-40GB = SXM4 part)
@@ -133,7 +134,7 @@ def main() -> None:
             if r["batch_size"] in (1, 8, 500):
                 lines.append(
                     f"| {predictor} | {r['device']} | {r['batch_size']} | {r['latency_ms']:.3f} | "
-                    f"{r['throughput_per_s']:,.0f} | {r['peak_memory_bytes'] / 2**30:.2f} | "
+                    f"{r['throughput_per_s']:,.0f} | {r['peak_memory_bytes'] / GIB:.2f} | "
                     f"{r['fits_in_memory']} |"
                 )
     lines += ["", f"First-call answer on {first['device'][0]} at batch 8: {first['latency_ms'][0]:.3f} ms.", ""]

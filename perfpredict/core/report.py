@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfpredict.core.units import GIB
+
 REPORT_SCHEMA_VERSION = 1
 
 
@@ -350,6 +352,6 @@ class PerfReport(JsonReport):
         return (
             f"{self.model_name} on {self.device} ({self.phase}, batch {self.batch_size}, {self.dtype}): "
             f"latency {self.latency_ms.value:.4g} ms [{self.latency_ms.low:.4g}, {self.latency_ms.high:.4g}], "
-            f"peak memory {self.peak_memory_bytes.value / 2**30:.3g} GiB ({fits}), "
+            f"peak memory {self.peak_memory_bytes.value / GIB:.3g} GiB ({fits}), "
             f"energy {self.energy_j.value:.3g} J; predictor {self.predictor}"
         )

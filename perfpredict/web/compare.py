@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.units import MIB
 
-MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few KB; anything near this is not one
+MAX_CONFIG_BYTES = MIB  # a config.json is a few KB; anything near this is not one
 MAX_ONNX_BYTES = 512 << 20
 PHASES = ("inference", "training", "generation")
 
