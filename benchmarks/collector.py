@@ -27,6 +27,9 @@ from perfpredict.profiling.dataset import load_dataset
 sys.path.insert(0, str(Path(__file__).parent))
 from repeatability import paused
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header
+
 
 def describe(rows: list[dict], seconds: float | None) -> list[str]:
     status = Counter(r["status"] for r in rows)
@@ -67,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     name = cpu_model() if args.device == "cpu" else torch.cuda.get_device_name()
     lines = [
         f"# Collector throughput on {args.device} ({name})",
+        "",
+        f"{header(__file__, argv)}.",
         "",
         f"torch {torch.__version__}, {torch.get_num_threads()} threads. Settings: `--min-seconds "
         f"{args.min_seconds} --warmup-max-seconds 1 --max-latency-ms {args.max_latency_ms} --graph-features "

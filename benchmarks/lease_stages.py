@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.provenance import git_commit
 from perfpredict.core.units import MIB
 
 #: nvidia-smi --query-gpu fields of the environment snapshot (clocks and power limit before and after the lease)
@@ -129,15 +130,6 @@ def snapshot_env(into: Path, when: str, device: str) -> dict[str, Any]:
         file=sys.stderr,
     )
     return info
-
-
-def git_commit(cwd: Path | None = None) -> str | None:
-    """The repository's HEAD, or None where there is no git or no repository (the device tool sends no .git)."""
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=cwd)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def _version(package: str) -> str | None:

@@ -10,12 +10,13 @@ torch.distributed sends (gloo, on CPU) by tests/parallel/test_parallel_gloo.py.
 
 from __future__ import annotations
 
-import datetime as _dt
-import platform
 import sys
 from pathlib import Path
 
 from perfpredict.core.units import GIB
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header
 
 RESULT = Path(__file__).resolve().parent / "results" / "parallel_validation.md"
 
@@ -97,11 +98,12 @@ def zero_rows() -> list[str]:
 
 
 def main() -> int:
-    when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Multi-GPU model: validation without a multi-GPU machine",
         "",
-        f"`python benchmarks/parallel_validation.py`, {when}; python {platform.python_version()}. Multi-GPU step "
+        f"{header(__file__, packages=())}.",
+        "",
+        "Multi-GPU step "
         "times are **not validated on hardware**; these tables check the parts that can be checked from published "
         "figures. Message sizes against torch.distributed (gloo): `pytest tests/parallel/test_parallel_gloo.py`.",
         "",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -25,6 +24,9 @@ from perfpredict.profiling import zoo
 from perfpredict.profiling.collect import CollectConfig, measure_spec
 from perfpredict.profiling.cpu import cpu_model
 from perfpredict.profiling.monitor import Monitor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header
 
 
 def configs(n: int = 30, seed: int = 7, device: str = "cpu") -> list[zoo.ModelSpec]:
@@ -112,10 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"# Repeatability on {args.device} ({cpu_model() if args.device == 'cpu' else torch.cuda.get_device_name()})",
         "",
-        f"`python benchmarks/repeatability.py --device {args.device} --min-seconds {args.min_seconds} "
-        f"--warmup-max-seconds {args.warmup_max_seconds}`; torch {torch.__version__}, {torch.get_num_threads()} "
-        f"threads, Python {platform.python_version()}; {len(pairs)} of {len(specs)} configs measured twice "
-        f"(two passes, {seconds:.0f} s in all).",
+        f"{header(__file__, seconds=seconds)}.",
+        "",
+        f"{len(pairs)} of {len(specs)} configs measured twice (two passes, {seconds:.0f} s in all).",
         "",
         f"Host load (1-minute load average) {load_before:.2f} before and {load_after:.2f} after; on {os.cpu_count()} "
         "cores a load near or above the core count means other jobs shared the CPU and these figures measure that "
