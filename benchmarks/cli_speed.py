@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import header
+from benchmarks.provenance import header, write_result
 
 BERT = ["predict", "--hf", "bert-base-uncased", "--device", "H100"]
 LLAMA = ["predict", "--hf", "llama-2-7b", "--device", "H100", "--training"]
@@ -87,8 +87,7 @@ def main() -> int:
         verdict = "-" if target is None else f"<= {target:g}x: {'met' if ratio <= target else 'NOT met'}"
         lines.append(f"| {name} | {seconds:.2f} | {ratio:.2f} | {verdict} |")
     text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.write_text(text)
+    write_result(text, args.out)
     return 0
 
 

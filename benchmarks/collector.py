@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from repeatability import paused
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import header
+from benchmarks.provenance import header, write_result
 
 
 def describe(rows: list[dict], seconds: float | None) -> list[str]:
@@ -101,9 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = load_dataset(args.dataset).rows
         lines += [f"## The dataset in `{args.dataset}`", ""] + describe(rows, None) + [""]
     text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_result(text, args.out)
     return 0
 
 

@@ -42,7 +42,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 STORE = RESULTS / "cpu_calibrated"
 sys.path.insert(0, str(Path(__file__).parent))  # the sibling report module, however this file is run
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import command  # noqa: E402
+from benchmarks.provenance import command, write_result  # noqa: E402
 
 #: one model of each kind the CPU model's structure was tuned on
 TUNING = (
@@ -296,9 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     spread = spread_probes(measured["probe_rounds"]) if measured.get("probe_rounds") else None
     predicted = predict_all(items, profile, spread)
     text = render(run, measured, predicted, items, TUNING)
-    if args.out:
-        Path(args.out).write_text(text)
-    print(text)
+    write_result(text, args.out)
     return 0
 
 

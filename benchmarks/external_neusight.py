@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import header
+from benchmarks.provenance import header, write_result
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "external" / "neusight" / "e2e_published.csv"
 RESULT = Path(__file__).resolve().parent / "results" / "external_neusight.md"
@@ -161,8 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     text = report(scored, skipped, started, argv)
-    args.out.write_text(text)
-    print(text)
+    write_result(text, args.out)
     return 0
 
 

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.llm_serving_report import fit_summary, markdown  # noqa: E402
-from benchmarks.provenance import header  # noqa: E402
+from benchmarks.provenance import header, write_result  # noqa: E402
 from perfpredict.core.units import GIB  # noqa: E402
 
 CALIBRATION = ("meta-llama/Llama-2-7b-hf", "meta-llama/Meta-Llama-3-8B", "mistralai/Mistral-7B-v0.1")
@@ -216,8 +216,7 @@ def main() -> int:
     extra = list(csv.DictReader(args.hf_rows.open())) if args.hf_rows else []
     anchors = [] if args.skip_hf else score_hf(gpt_fast_rows(extra))
     text = markdown(scored, anchors, constants, header(__file__, seconds=time.perf_counter() - t0, packages=()))
-    args.out.write_text(text)
-    print(text)
+    write_result(text, args.out)
     return 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from perfpredict.profiling import dataset as ds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import header
+from benchmarks.provenance import header, write_result
 
 TARGETS = {"device_ms": (0.02, 0.05), "eager_ms": (0.05, None), "op device_ms": (0.02, None)}
 
@@ -158,9 +158,7 @@ def report(args: argparse.Namespace) -> int:
         lines.append(f"| seconds between a row's rounds, median | {statistics.median(gaps):.0f} s | minutes apart |")
     lines += ["", f"Host: {os.cpu_count()} cores; load average at the end of the report {os.getloadavg()[0]:.2f}."]
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_result(text, args.out)
     return 0
 
 

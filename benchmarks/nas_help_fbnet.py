@@ -39,7 +39,7 @@ from perfpredict.nas.candidates import Candidates
 from perfpredict.nas.fbnet import LAYERS, OPS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import header
+from benchmarks.provenance import header, write_result
 
 SHOTS = (10, 20)
 TARGET_ZERO_SHOT, TARGET_TEN = 0.95, 0.98
@@ -322,8 +322,7 @@ def main() -> None:
             "\n".join(report_ours(*ours, args.ours.relative_to(Path.cwd()) if args.ours.is_absolute() else args.ours))
             + "\n"
         )
-    args.out.write_text(text)
-    print(text)
+    write_result(text, args.out)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import perfpredict
 from perfpredict.nas import fbnet
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import header
+from benchmarks.provenance import header, write_result
 
 DEVICE = "A100-40GB"
 TARGETS = {"per-candidate ms": 50.0, "goal ms": 20.0, "loop s": 30.0}
@@ -174,8 +174,7 @@ def main() -> None:
     families = [family_row(name, build, args.candidates, rng) for name, build in FAMILIES.items()]
     loops = [loop_row(args.loop, True, rng), loop_row(max(1, args.loop // 5), False, rng)]
     text = report(families, loops, batch_row(), time.perf_counter() - start)
-    args.out.write_text(text)
-    print(text)
+    write_result(text, args.out)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from perfpredict.predictors.host_model import load_profile
 from perfpredict.profiling.dataset import load_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import header
+from benchmarks.provenance import header, write_result
 
 
 def _scores(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
@@ -125,9 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {model_name} | {split} | {s['mape']:.1f}% | {s['median']:.1f}% | {s['within10']:.0f}% |")
     lines += ["", "Op rows per kind: " + ", ".join(f"{k} {sum(s.kind == k for s in shapes)}" for k in kinds) + "."]
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_result(text, args.out)
     if args.save:
         save(oe.EfficiencyModel().fit(X, y), Path(args.save), rows, device, results)
     if args.save_cpu_model:

@@ -33,7 +33,7 @@ from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
 from perfpredict.pipeline import report_for_graph
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import header
+from benchmarks.provenance import header, write_result
 
 BATCH, SEQ, IMAGE = 8, 128, 224
 
@@ -230,10 +230,7 @@ def write(rows: list[dict], args: argparse.Namespace) -> None:
         "subtraction, is the one to quote.",
         "",
     ]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines))
-    print(f"wrote {out}")
+    write_result("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

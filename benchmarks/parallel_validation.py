@@ -16,7 +16,7 @@ from pathlib import Path
 from perfpredict.core.units import GIB
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import header
+from benchmarks.provenance import header, write_result
 
 RESULT = Path(__file__).resolve().parent / "results" / "parallel_validation.md"
 
@@ -118,8 +118,7 @@ def main() -> int:
         "",
         *zero_rows(),
     ]
-    RESULT.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_result("\n".join(lines) + "\n", RESULT)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Where a benchmark result came from: the one line every results file's header starts with.
+"""Where a benchmark result came from (the one line every results file's header starts with), and its writing.
 
 It says how to rerun the result (the command), when and where it was taken (date, CPU, cores and the load at the
 end: timings on a shared host stretch with its load), with what (python and package versions) and from which code
@@ -68,3 +68,13 @@ def header(
         f"`{command(script, argv)}`, {utc_now()}{took}; {machine()}; {versions(packages)}; "
         f"commit {commit[:12] if commit else 'unknown'}"
     )
+
+
+def write_result(text: str, out: str | Path | None) -> None:
+    """Show the result on stdout, and write it to ``out`` (its folder made) where one is given."""
+    print(text)
+    if out:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path}", file=sys.stderr)

@@ -26,7 +26,7 @@ from perfpredict.profiling.cpu import cpu_model
 from perfpredict.profiling.monitor import Monitor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import header
+from benchmarks.provenance import header, write_result
 
 
 def configs(n: int = 30, seed: int = 7, device: str = "cpu") -> list[zoo.ModelSpec]:
@@ -144,9 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {a['latency_cv']:.1%} / {b['latency_cv']:.1%} |"
         )
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_result(text, args.out)
     return 0
 
 

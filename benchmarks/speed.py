@@ -30,7 +30,7 @@ import perfpredict
 from perfpredict.core.units import GIB
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import header
+from benchmarks.provenance import header, write_result
 
 DEVICES = ("H100-SXM", "A100-40GB")  # names as perfpredict.list_devices() gives them (A100-40GB = SXM4 part)
 SINGLE_DEVICE = "L4"
@@ -132,11 +132,7 @@ def main() -> None:
                     f"{r['fits_in_memory']} |"
                 )
     lines += ["", f"First-call answer on {first['device'][0]} at batch 8: {first['latency_ms'][0]:.3f} ms.", ""]
-    print("\n".join(lines))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines))
-    print(f"wrote {out}")
+    write_result("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

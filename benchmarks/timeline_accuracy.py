@@ -36,7 +36,7 @@ from perfpredict.profiling import zoo
 from perfpredict.profiling.dataset import load_dataset, quiet_host
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import header
+from benchmarks.provenance import header, write_result
 
 
 def _tau(a: np.ndarray, b: np.ndarray) -> float:
@@ -233,9 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{100 * statistics.median(errs):+.0f}% |"
         )
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_result(text, args.out)
     if args.save:
         save(device, band, coverage, len(pred), rows[0]["device"], tuple(fitted) if fitted is not None else None)
     return 0
