@@ -41,11 +41,11 @@ def git_commit(cwd: Path | None = None) -> str | None:
 
 
 def machine() -> str:
-    from perfpredict.profiling.cpu import cpu_model
+    from perfpredict.profiling.cpu import cpu_count, cpu_model
 
     torch = sys.modules.get("torch")  # its thread count, where the benchmark uses torch
     threads = f", torch threads {torch.get_num_threads()}" if torch is not None else ""
-    return f"{cpu_model()}, {os.cpu_count()} CPUs{threads}, load average {os.getloadavg()[0]:.1f} at the end"
+    return f"{cpu_model()}, {cpu_count()} cores visible{threads}, load average {os.getloadavg()[0]:.1f} at the end"
 
 
 def versions(packages: Sequence[str]) -> str:

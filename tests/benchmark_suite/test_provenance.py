@@ -21,7 +21,7 @@ def test_header_has_command_date_machine_versions_and_commit(monkeypatch):
     line = provenance.header(provenance.ROOT / "benchmarks" / "speed.py", seconds=12.4, packages=("json",))
     assert line.startswith("`python benchmarks/speed.py --runs 3`, ")
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC, 12 s; ", line)
-    assert "CPUs" in line and "load average" in line and "; python 3." in line and ", json " in line
+    assert "cores visible" in line and "load average" in line and "; python 3." in line and ", json " in line
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=provenance.ROOT)
     expected = head.stdout.strip()[:12] if head.returncode == 0 else "unknown"
     assert line.endswith(f"; commit {expected}")
