@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -45,6 +44,9 @@ from perfpredict.predictors.train import dataset_folder, learner_class
 from perfpredict.predictors.training_data import TARGETS, load_training_set
 from perfpredict.predictors.two_timeline_fit import TwoTimelineLearner
 from perfpredict.profiling.dataset import batch_sweep_inversions, neighbour_oracle_mape, trusted_label
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header
 
 BASELINES = {"analytical": AnalyticalBaseline, "flops_linear": FlopsLinearBaseline, "two_timeline": TwoTimelineLearner}
 DEFAULT = ("two_timeline", "analytical", "flops_linear", "xgboost_static", "xgboost", "graphsage", "gae_gnn")
@@ -255,8 +257,8 @@ def write(path: Path, args, data, store: Path, results, metas, skipped) -> None:
     lines = [
         f"# Accuracy on `{args.device}` ({data.devices[0]})",
         "",
-        f"- built: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC from {len(results)} stored runs "
-        f"({runs[0] if runs else '-'} to {runs[-1] if runs else '-'}); python {platform.python_version()}",
+        f"- {header(__file__, packages=())}; built from {len(results)} stored runs "
+        f"({runs[0] if runs else '-'} to {runs[-1] if runs else '-'})",
         f"- commands: `python benchmarks/accuracy.py --device {args.device} --predictors <names> --splits "
         f"<splits>` stores each run under `{store.relative_to(RESULTS.parent.parent)}`; "
         f"`--report-only` rebuilds this file from them",

@@ -15,15 +15,16 @@ times are listed beside it. Run it on a quiet machine: every figure is wall time
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header, write_result
 
 BERT = ["predict", "--hf", "bert-base-uncased", "--device", "H100"]
 LLAMA = ["predict", "--hf", "llama-2-7b", "--device", "H100", "--training"]
@@ -71,9 +72,7 @@ def main() -> int:
     lines = [
         "# CLI answer time, as ratios to `import torch`",
         "",
-        f"- `python {' '.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])}`, "
-        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end",
+        f"- {header(__file__, packages=())}",
         f'- `python -c "import torch"`: {torch_s:.2f} s (median of {args.runs})',
         f"- questions: `perfpredict {' '.join(BERT)}`, `perfpredict {' '.join(LLAMA)}`, "
         f"`perfpredict {' '.join(GENERATE)}` (and with `--engine hf`), `perfpredict {' '.join(GENERATE_TP8)}`; "
@@ -88,8 +87,7 @@ def main() -> int:
         verdict = "-" if target is None else f"<= {target:g}x: {'met' if ratio <= target else 'NOT met'}"
         lines.append(f"| {name} | {seconds:.2f} | {ratio:.2f} | {verdict} |")
     text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.write_text(text)
+    write_result(text, args.out)
     return 0
 
 

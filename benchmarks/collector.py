@@ -28,6 +28,9 @@ from perfpredict.profiling.dataset import load_dataset
 sys.path.insert(0, str(Path(__file__).parent))
 from repeatability import paused
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header, write_result
+
 
 def describe(rows: list[dict], seconds: float | None) -> list[str]:
     status = Counter(r["status"] for r in rows)
@@ -69,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"# Collector throughput on {args.device} ({name})",
         "",
+        f"{header(__file__, argv)}.",
+        "",
         f"torch {torch.__version__}, {torch.get_num_threads()} threads. Settings: `--min-seconds "
         f"{args.min_seconds} --warmup-max-seconds 1 --max-latency-ms {args.max_latency_ms} --graph-features "
         "deferred` (the committed CPU dataset's settings). The 1-minute load average while the rows were "
@@ -97,9 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = load_dataset(args.dataset).rows
         lines += [f"## The dataset in `{args.dataset}`", ""] + describe(rows, None) + [""]
     text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_result(text, args.out)
     return 0
 
 

@@ -31,7 +31,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import shlex
 import statistics
 import sys
 import time
@@ -42,6 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 STORE = RESULTS / "cpu_calibrated"
 sys.path.insert(0, str(Path(__file__).parent))  # the sibling report module, however this file is run
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import command, write_result  # noqa: E402
 
 #: one model of each kind the CPU model's structure was tuned on
 TUNING = (
@@ -271,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     store = Path(args.store)
     store.mkdir(parents=True, exist_ok=True)
     items = [(m, int(b)) for m in args.models.split(",") for b in args.batches.split(",")]
-    run = {"started": stamp, "command": "python benchmarks/cpu_calibrated.py " + shlex.join(sys.argv[1:])}
+    run = {"started": stamp, "command": command(__file__)}
     profile = Path(args.profile) if args.profile else store / f"profile-{stamp}.json"
     clock = CLOCKS[args.clock]
     run["calibration"] = {"path": args.profile, "seconds": None} if args.profile else calibrate_profile(profile, clock)
@@ -295,9 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     spread = spread_probes(measured["probe_rounds"]) if measured.get("probe_rounds") else None
     predicted = predict_all(items, profile, spread)
     text = render(run, measured, predicted, items, TUNING)
-    if args.out:
-        Path(args.out).write_text(text)
-    print(text)
+    write_result(text, args.out)
     return 0
 
 

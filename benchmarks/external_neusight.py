@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header, write_result
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "external" / "neusight" / "e2e_published.csv"
 RESULT = Path(__file__).resolve().parent / "results" / "external_neusight.md"
@@ -159,8 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     text = report(scored, skipped, started, argv)
-    args.out.write_text(text)
-    print(text)
+    write_result(text, args.out)
     return 0
 
 
@@ -169,8 +170,7 @@ def report(scored: list[dict], skipped: list[dict], started: float, argv) -> str
     lines = [
         "# NeuSight's end-to-end table, reproduced",
         "",
-        f"`python benchmarks/external_neusight.py{' ' + ' '.join(argv or sys.argv[1:]) if (argv or sys.argv[1:]) else ''}`, "
-        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {time.time() - started:.0f} s. Scored, never fitted: "
+        f"{header(__file__, argv, seconds=time.time() - started, packages=())}. Scored, never fitted: "
         "no perfpredict model has seen these labels. MAPE per GPU; NeuSight, roofline and Habitat from their "
         f"predictions in the same table (NeuSight's published overall figure: {PUBLISHED_OVERALL}%).",
         "",

@@ -12,10 +12,12 @@ check ("LLM serving questions": within 25% of it until measured rows exist).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 import warnings
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header
 
 MODELS = ("gpt2", "gpt2-medium", "Qwen/Qwen2-0.5B", "llama-2-7b", "mistral-7b")
 DEVICES = ("H100-SXM", "H200", "A100-80GB", "L4")
@@ -30,7 +32,9 @@ def main() -> int:
     lines = [
         "# Generation: time to first token, per-token time, and decode against its bound",
         "",
-        f"`python benchmarks/generation.py`, {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; batch 1, "
+        f"{header(__file__)}.",
+        "",
+        "Batch 1, "
         'prompt 512, 128 new tokens, the config\'s dtype, the transformers engine (`engine="hf"`), HF dynamic '
         "cache, predictor two_timeline with the reference host profile. Predictions only: no measured generation rows "
         "exist yet (the vLLM-class engine is validated in llm_serving.md).",

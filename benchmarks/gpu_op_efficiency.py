@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import platform
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,9 @@ import numpy as np
 
 from perfpredict.predictors import gpu_efficiency as ge
 from perfpredict.predictors import gpu_training_rows as tr
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks import provenance
 
 RESULT = Path(__file__).resolve().parent / "results" / "gpu_op_efficiency.md"
 NEUSIGHT_TRAIN = ("P4", "P100-PCIe-16GB", "T4", "V100-PCIe-32GB", "A100-40GB-PCIe")
@@ -260,9 +262,8 @@ def header(args, labelled, started: float) -> str:
     rows = ", ".join(f"{d} {n}" for (s, d), n in counts.items())
     return (
         "# GPU per-op device time on public measurements\n\n"
-        f"`python benchmarks/gpu_op_efficiency.py {' '.join(sys.argv[1:])}`, "
-        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
-        f"{time.time() - started:.0f} s; training rows per group capped at {args.cap}, {args.trees} trees.\n\n"
+        f"{provenance.header(__file__, seconds=time.time() - started, packages=())}.\n\n"
+        f"Training rows per group capped at {args.cap}, {args.trees} trees.\n\n"
         f"Labelled rows (NeuSight's floor-dominated rows left out): {len(labelled)}: {rows}.\n\n"
     )
 

@@ -38,6 +38,9 @@ from perfpredict.predictors import host_model
 from perfpredict.predictors.training_data import GraphCache
 from perfpredict.profiling.dataset import load_dataset
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import command
+
 MEASURED_LAUNCH = Path(__file__).resolve().parents[1] / "perfpredict" / "data" / "measured" / "h100-sxm.json"
 
 
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu_ops=None,
         cpu_ceilings=None,
         details={
-            "command": "python benchmarks/host_profile_h100.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "command": command(__file__, argv),
             "rows": per_row,
             "scale": "median of the rows' scales",
             "launch_source": f"{MEASURED_LAUNCH.name}: launch_back_to_back min ({launch.get('method', '')})",

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.lease_stages import git_commit
+from benchmarks.provenance import git_commit
 from perfpredict.core.errors import InvalidInputError
 
 ROW_FILES = ("rows.jsonl", "ops/rows.jsonl", "generation/rows.jsonl")

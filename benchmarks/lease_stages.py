@@ -15,6 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.provenance import git_commit
+from perfpredict.core.units import MIB
+
 #: nvidia-smi --query-gpu fields of the environment snapshot (clocks and power limit before and after the lease)
 NVSMI_FIELDS = (
     "name",
@@ -33,7 +36,7 @@ NVSMI_FIELDS = (
     "utilization.gpu",
 )
 #: the dry run's op caps: ops a 2-core CPU times in milliseconds
-CPU_MAX_IO_BYTES = 8 * 2**20
+CPU_MAX_IO_BYTES = 8 * MIB
 CPU_MAX_FLOPS = 5e7
 ROUND_BLOCK = {"cpu": 8, "cuda": 32}  # ops whose rounds interleave (and whose tensors live together)
 
@@ -127,15 +130,6 @@ def snapshot_env(into: Path, when: str, device: str) -> dict[str, Any]:
         file=sys.stderr,
     )
     return info
-
-
-def git_commit(cwd: Path | None = None) -> str | None:
-    """The repository's HEAD, or None where there is no git or no repository (the device tool sends no .git)."""
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=cwd)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def _version(package: str) -> str | None:

@@ -27,10 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import itertools
-import os
-import platform
 import statistics
 import sys
 import time
@@ -43,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.llm_serving_report import fit_summary, markdown  # noqa: E402
+from benchmarks.provenance import header, write_result  # noqa: E402
+from perfpredict.core.units import GIB  # noqa: E402
 
 CALIBRATION = ("meta-llama/Llama-2-7b-hf", "meta-llama/Meta-Llama-3-8B", "mistralai/Mistral-7B-v0.1")
 TEST = (
@@ -155,7 +154,7 @@ def calibrate(rows: list[dict]) -> tuple[dict, list[dict]]:
     calibration = [r for r in rows if r["half"] == "calibration"]
     best = None
     for gib, tp_gib, v1 in itertools.product(RUNTIME_GIB, RUNTIME_TP_GIB, V1_REREADS):
-        grid = {"runtime_bytes": gib * 2**30, "runtime_tp_bytes": tp_gib * 2**30, "paged_v1_rereads_kv": v1}
+        grid = {"runtime_bytes": gib * GIB, "runtime_tp_bytes": tp_gib * GIB, "paged_v1_rereads_kv": v1}
         constants = {**engine_calibration.DEFAULTS, **grid}
         sim = simulate(calibration, constants)
         host = fit_host(sim)
@@ -216,14 +215,8 @@ def main() -> int:
     scored = predict(simulate(rows, constants), host)
     extra = list(csv.DictReader(args.hf_rows.open())) if args.hf_rows else []
     anchors = [] if args.skip_hf else score_hf(gpt_fast_rows(extra))
-    command = " ".join(["python", os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
-    header = (
-        f"`{command}`, {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs, {time.perf_counter() - t0:.0f} s"
-    )
-    text = markdown(scored, anchors, constants, header)
-    args.out.write_text(text)
-    print(text)
+    text = markdown(scored, anchors, constants, header(__file__, seconds=time.perf_counter() - t0, packages=()))
+    write_result(text, args.out)
     return 0
 
 

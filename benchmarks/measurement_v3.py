@@ -15,7 +15,6 @@ rows or 1,000 op rows a minute on a GPU. The relative difference of a row is ``|
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import random
@@ -24,6 +23,9 @@ import sys
 from pathlib import Path
 
 from perfpredict.profiling import dataset as ds
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header, write_result
 
 TARGETS = {"device_ms": (0.02, 0.05), "eager_ms": (0.05, None), "op device_ms": (0.02, None)}
 
@@ -99,11 +101,9 @@ def report(args: argparse.Namespace) -> int:
     lines = [
         f"# Measurement v3 on {device}",
         "",
-        f"`python benchmarks/measurement_v3.py report {args.folder}"
-        + (f" --recheck {args.recheck}" if args.recheck else "")
-        + "`, written "
-        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; rows from `{args.folder}` "
-        f"({len(models)} model rows, {len(ops)} op rows, status ok).",
+        f"{header(__file__, packages=())}.",
+        "",
+        f"Rows from `{args.folder}` ({len(models)} model rows, {len(ops)} op rows, status ok).",
         "",
         "## Repeatability: the same rows in another collection",
         "",
@@ -158,9 +158,7 @@ def report(args: argparse.Namespace) -> int:
         lines.append(f"| seconds between a row's rounds, median | {statistics.median(gaps):.0f} s | minutes apart |")
     lines += ["", f"Host: {os.cpu_count()} cores; load average at the end of the report {os.getloadavg()[0]:.2f}."]
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_result(text, args.out)
     return 0
 
 

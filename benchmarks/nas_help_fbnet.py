@@ -25,9 +25,6 @@ its two timings of each candidate (back-to-back and synchronised).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -40,6 +37,9 @@ from perfpredict.hardware.devices import get_device
 from perfpredict.nas import adapt, fbnet
 from perfpredict.nas.candidates import Candidates
 from perfpredict.nas.fbnet import LAYERS, OPS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header, write_result
 
 SHOTS = (10, 20)
 TARGET_ZERO_SHOT, TARGET_TEN = 0.95, 0.98
@@ -215,9 +215,7 @@ def report(rows: list[dict], fitted: dict, args: argparse.Namespace, n: int, sec
     lines = [
         "# HELP's FBNet latency set: rank correlation, zero-shot and adapted",
         "",
-        f"- `python {' '.join([os.path.relpath(sys.argv[0]), *sys.argv[1:]])}`, "
-        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {seconds / 60:.1f} min on {os.cpu_count()} CPUs "
-        f"(load average {os.getloadavg()[0]:.1f}); python {platform.python_version()}, torch {_torch()}",
+        f"- {header(__file__, seconds=seconds)}",
         f"- {n} candidates of HELP's FBNet set (CIFAR-100 variant, `data/external/help/`), each built in plain "
         "PyTorch and captured on meta inputs, never run; measured latency is HELP's (ms, per GPU and batch).",
         f"- adapted: `perfpredict.nas.adapt.fit` on 10 or 20 measured candidates, {args.reps} random draws (seed "
@@ -324,8 +322,7 @@ def main() -> None:
             "\n".join(report_ours(*ours, args.ours.relative_to(Path.cwd()) if args.ours.is_absolute() else args.ours))
             + "\n"
         )
-    args.out.write_text(text)
-    print(text)
+    write_result(text, args.out)
 
 
 if __name__ == "__main__":

@@ -21,9 +21,6 @@ robust figures; the load average is recorded.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
-import platform
 import statistics
 import sys
 import time
@@ -35,6 +32,9 @@ from torch import nn
 
 import perfpredict
 from perfpredict.nas import fbnet
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header, write_result
 
 DEVICE = "A100-40GB"
 TARGETS = {"per-candidate ms": 50.0, "goal ms": 20.0, "loop s": 30.0}
@@ -127,10 +127,7 @@ def report(families: list[dict], loops: list[dict], batches: dict, seconds: floa
     lines = [
         "# NAS speed: milliseconds per candidate, and as a ratio to one dynamo trace",
         "",
-        f"- `python {' '.join([os.path.relpath(sys.argv[0]), *sys.argv[1:]])}`, "
-        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {seconds:.0f} s; python "
-        f"{platform.python_version()}, torch {torch.__version__}, {os.cpu_count()} CPUs, load average "
-        f"{os.getloadavg()[0]:.1f} at the end (shared host: wall times stretch with the load; the ratios hold)",
+        f"- {header(__file__, seconds=seconds)} (shared host: wall times stretch with the load; the ratios hold)",
         f"- predicted device: {DEVICE}; each figure a median over fresh candidates (new model objects)",
         "",
         "| family | ops | capture ms (wall) | predict ms (wall) | predict ms (CPU) | one dynamo trace ms (wall, CPU) "
@@ -177,8 +174,7 @@ def main() -> None:
     families = [family_row(name, build, args.candidates, rng) for name, build in FAMILIES.items()]
     loops = [loop_row(args.loop, True, rng), loop_row(max(1, args.loop // 5), False, rng)]
     text = report(families, loops, batch_row(), time.perf_counter() - start)
-    args.out.write_text(text)
-    print(text)
+    write_result(text, args.out)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,9 @@ from perfpredict.predictors.analytical import ACHIEVED_FRACTION
 from perfpredict.predictors.host_model import load_profile
 from perfpredict.profiling.dataset import load_dataset
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header, write_result
+
 
 def _scores(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
     ape = np.abs(pred - true) / true
@@ -106,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"# Per-op device time on {rows[0]['device'] if rows else '?'}",
         "",
-        f"`python benchmarks/op_efficiency.py {args.folder} --device {args.device}`, "
-        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {len(y)} op rows ({len(busy)} taken on a "
+        f"{header(__file__, packages=())}.",
+        "",
+        f"{len(y)} op rows ({len(busy)} taken on a "
         f"busy host left out), {len(fam_names)} source families, ceilings of catalog device `{device.name}`"
         + (f", host profile `{profile.name}` taken off each row" if profile else "")
         + ".",
@@ -122,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {model_name} | {split} | {s['mape']:.1f}% | {s['median']:.1f}% | {s['within10']:.0f}% |")
     lines += ["", "Op rows per kind: " + ", ".join(f"{k} {sum(s.kind == k for s in shapes)}" for k in kinds) + "."]
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_result(text, args.out)
     if args.save:
         save(oe.EfficiencyModel().fit(X, y), Path(args.save), rows, device, results)
     if args.save_cpu_model:

@@ -20,9 +20,6 @@ The ratio perfpredict / dynamo capture is the figure of merit (target: under 5%)
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
 import statistics
 import sys
 import time
@@ -34,7 +31,9 @@ import torch
 import perfpredict
 from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
 from perfpredict.graph_report import report_for_graph
-from perfpredict.profiling.cpu import host_summary
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header, write_result
 
 BATCH, SEQ, IMAGE = 8, 128, 224
 
@@ -178,15 +177,10 @@ def main() -> None:
 
 
 def write(rows: list[dict], args: argparse.Namespace) -> None:
-    command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
     lines = [
         "# perfpredict overhead inside torch.compile",
         "",
-        f"- date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
-        f"- machine: {host_summary()}; load average at the end {os.getloadavg()[0]:.1f} (a shared host)",
-        f"- python {platform.python_version()}, torch {torch.__version__}, "
-        f"transformers {__import__('transformers').__version__}, perfpredict {perfpredict.__version__}",
-        f"- command: `{command}`",
+        f"- {header(__file__, packages=('torch', 'transformers', 'perfpredict'))} (a shared host)",
         f"- models: transformers default configs, random weights, CPU, eval, no_grad; batch {BATCH}, "
         f"seq {SEQ} (text) or {IMAGE}x{IMAGE} (image)",
         f"- dynamo capture = first call with a no-op backend minus the mean of eager calls just before and after "
@@ -236,10 +230,7 @@ def write(rows: list[dict], args: argparse.Namespace) -> None:
         "subtraction, is the one to quote.",
         "",
     ]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines))
-    print(f"wrote {out}")
+    write_result("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

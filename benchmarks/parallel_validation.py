@@ -10,12 +10,14 @@ torch.distributed sends (gloo, on CPU) by tests/parallel/test_parallel_gloo.py.
 
 from __future__ import annotations
 
-import datetime as _dt
-import platform
 import sys
 from pathlib import Path
 
-GIB = 2**30
+from perfpredict.core.units import GIB
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header, write_result
+
 RESULT = Path(__file__).resolve().parent / "results" / "parallel_validation.md"
 
 # (system, device, ranks, GPUs per node, collective, published busbw GB/s, source). "ring" rows are what NCCL's
@@ -96,11 +98,12 @@ def zero_rows() -> list[str]:
 
 
 def main() -> int:
-    when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Multi-GPU model: validation without a multi-GPU machine",
         "",
-        f"`python benchmarks/parallel_validation.py`, {when}; python {platform.python_version()}. Multi-GPU step "
+        f"{header(__file__, packages=())}.",
+        "",
+        "Multi-GPU step "
         "times are **not validated on hardware**; these tables check the parts that can be checked from published "
         "figures. Message sizes against torch.distributed (gloo): `pytest tests/parallel/test_parallel_gloo.py`.",
         "",
@@ -115,8 +118,7 @@ def main() -> int:
         "",
         *zero_rows(),
     ]
-    RESULT.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_result("\n".join(lines) + "\n", RESULT)
     return 0
 
 

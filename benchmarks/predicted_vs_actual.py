@@ -19,11 +19,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from perfpredict.core.units import GIB, MIB
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import command, git_commit
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -53,15 +56,6 @@ LLM_CONFIGS = (("bfloat16", 1), ("bfloat16", 8))  # 7B models: fp32 batches are 
 
 def configs_for(model_id: str) -> tuple:
     return LLM_CONFIGS if "7b" in model_id.lower() else CONFIGS
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
-        ).stdout.strip()
-    except OSError:
-        return ""
 
 
 def _value(pred) -> float | None:
@@ -112,7 +106,7 @@ def predict_all(device_name: str, models: list[str], predictor: str = "auto") ->
     return {
         "device_name": device_name,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "commit": _commit(),
+        "commit": (git_commit(ROOT) or "")[:12],
         "torch_version": torch.__version__,
         "phase": "inference",
         "rows": rows,
@@ -222,7 +216,7 @@ def report(predictions: dict, measured: dict, command: str) -> str:
         "PyTorch, random weights and inputs, `no_grad`, the collector's protocol (median of timed runs, "
         "CUDA events; NVML energy over at least 1 s).",
         "",
-        f"Memory: the predicted peak minus the device's runtime overhead ({overhead / 2**20:.0f} MiB of CUDA "
+        f"Memory: the predicted peak minus the device's runtime overhead ({overhead / MIB:.0f} MiB of CUDA "
         "context and allocator slack, which the report adds), against torch's allocator peak above the level "
         "before the model was built.",
         "",
@@ -245,7 +239,7 @@ def report(predictions: dict, measured: dict, command: str) -> str:
         cells = []
         for what, pred, got, scale in (
             ("latency", p.get("latency_ms"), m.get("latency_ms"), 1.0),
-            ("memory", tensors, m.get("peak_memory_bytes"), 2**30),
+            ("memory", tensors, m.get("peak_memory_bytes"), GIB),
             ("energy", p.get("energy_j"), m.get("energy_j"), 1.0),
         ):
             e = _err(pred, got)
@@ -311,8 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(measure_all(json.loads(pred_path.read_text()), device), indent=1) + "\n")
         print(f"wrote {args.out}", file=sys.stderr)
     else:
-        command = "python benchmarks/predicted_vs_actual.py " + " ".join(shlex.quote(x) for x in sys.argv[1:])
-        text = report(json.loads(pred_path.read_text()), json.loads(Path(args.measured).read_text()), command)
+        text = report(json.loads(pred_path.read_text()), json.loads(Path(args.measured).read_text()), command(__file__))
         out = RESULTS / f"predicted_vs_actual_{slug}.md"
         out.write_text(text)
         print(f"wrote {out}", file=sys.stderr)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -26,6 +25,9 @@ from perfpredict.profiling.collect_engine import CollectConfig
 from perfpredict.profiling.collect_v2 import measure_spec
 from perfpredict.profiling.cpu import cpu_model
 from perfpredict.profiling.monitor import Monitor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header, write_result
 
 
 def configs(n: int = 30, seed: int = 7, device: str = "cpu") -> list[zoo.ModelSpec]:
@@ -113,10 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"# Repeatability on {args.device} ({cpu_model() if args.device == 'cpu' else torch.cuda.get_device_name()})",
         "",
-        f"`python benchmarks/repeatability.py --device {args.device} --min-seconds {args.min_seconds} "
-        f"--warmup-max-seconds {args.warmup_max_seconds}`; torch {torch.__version__}, {torch.get_num_threads()} "
-        f"threads, Python {platform.python_version()}; {len(pairs)} of {len(specs)} configs measured twice "
-        f"(two passes, {seconds:.0f} s in all).",
+        f"{header(__file__, seconds=seconds)}.",
+        "",
+        f"{len(pairs)} of {len(specs)} configs measured twice (two passes, {seconds:.0f} s in all).",
         "",
         f"Host load (1-minute load average) {load_before:.2f} before and {load_after:.2f} after; on {os.cpu_count()} "
         "cores a load near or above the core count means other jobs shared the CPU and these figures measure that "
@@ -144,9 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {a['latency_cv']:.1%} / {b['latency_cv']:.1%} |"
         )
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_result(text, args.out)
     return 0
 
 

@@ -10,9 +10,11 @@ perfpredict/data/measured/, which the catalog auto-loads on every machine: a CPU
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks import provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seq", type=int, default=128)
     args = p.parse_args(argv)
-    command = "python benchmarks/roofline.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    command = provenance.command(__file__, argv)
 
     from perfpredict.hardware.devices import apply_ceilings, get_device, local_cpu
     from perfpredict.kernels.ceilings import write_ceilings

@@ -19,9 +19,6 @@ The whole-model learned predictors have their own benchmark (speed_learned.py).
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
 import statistics
 import sys
 import time
@@ -30,7 +27,10 @@ from pathlib import Path
 import torch
 
 import perfpredict
-from perfpredict.profiling.cpu import host_summary
+from perfpredict.core.units import GIB
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header, write_result
 
 DEVICES = ("H100-SXM", "A100-40GB")  # names as perfpredict.list_devices() gives them (A100-40GB = SXM4 part)
 SINGLE_DEVICE = "L4"
@@ -90,15 +90,10 @@ def main() -> None:
             times.append(time.perf_counter() - t)
         singles[predictor] = (statistics.median(times), report)
 
-    command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
     lines = [
         "# perfpredict speed: predict_many and cached predict",
         "",
-        f"- date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
-        f"- machine: {host_summary()}; load average at the end {os.getloadavg()[0]:.1f} (a shared host)",
-        f"- python {platform.python_version()}, torch {torch.__version__}, "
-        f"transformers {__import__('transformers').__version__}, perfpredict {perfpredict.__version__}",
-        f"- command: `{command}`",
+        f"- {header(__file__, packages=('torch', 'transformers', 'perfpredict'))} (a shared host)",
         "- model: `BertModel(BertConfig())` built under `torch.device('meta')`, input ids (8, 128) on meta; inference",
         "",
         "| what | predictor | time | rate |",
@@ -133,15 +128,11 @@ def main() -> None:
             if r["batch_size"] in (1, 8, 500):
                 lines.append(
                     f"| {predictor} | {r['device']} | {r['batch_size']} | {r['latency_ms']:.3f} | "
-                    f"{r['throughput_per_s']:,.0f} | {r['peak_memory_bytes'] / 2**30:.2f} | "
+                    f"{r['throughput_per_s']:,.0f} | {r['peak_memory_bytes'] / GIB:.2f} | "
                     f"{r['fits_in_memory']} |"
                 )
     lines += ["", f"First-call answer on {first['device'][0]} at batch 8: {first['latency_ms'][0]:.3f} ms.", ""]
-    print("\n".join(lines))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines))
-    print(f"wrote {out}")
+    write_result("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,6 @@ The research reports trees about 268x faster than a GNN; the last column gives o
 from __future__ import annotations
 
 import argparse
-import datetime
-import platform
 import statistics
 import sys
 import time
@@ -28,7 +26,9 @@ import numpy as np
 import torch
 
 import perfpredict
-from perfpredict.profiling.cpu import host_summary
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header
 
 ORDER = ("xgboost", "xgboost_static", "graphsage", "gae_gnn", "gnn_llm")
 
@@ -106,9 +106,7 @@ def main() -> int:
     lines = [
         "# perfpredict speed: learned predictors",
         "",
-        f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
-        f"- machine: {host_summary()}; python {platform.python_version()}, torch {torch.__version__}",
-        f"- command: `python benchmarks/speed_learned.py --device {args.device}`",
+        f"- {header(__file__)}",
         f"- model: BERT-base (`BertModel(BertConfig())` on meta, ids 8 x 128), {len(graph.nodes)} ops; tracing "
         f"it through dynamo (done once per compile, by every predictor alike): {trace_s:.1f} s",
         "",

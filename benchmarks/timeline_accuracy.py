@@ -20,7 +20,6 @@ Rows on a busy host (load average above the core count) are left out.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import statistics
 import sys
 from collections import defaultdict
@@ -35,6 +34,9 @@ from perfpredict.predictors.training_data import GraphCache, arrays_for
 from perfpredict.predictors.two_timeline import CALIBRATION, TwoTimelinePredictor, interval_factor
 from perfpredict.profiling import zoo
 from perfpredict.profiling.dataset import load_dataset, quiet_host
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks.provenance import header, write_result
 
 
 def _tau(a: np.ndarray, b: np.ndarray) -> float:
@@ -170,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"# Two-timeline latency on {rows[0]['device']}",
         "",
-        f"`python benchmarks/timeline_accuracy.py {' '.join(argv if argv is not None else sys.argv[1:])}`, "
-        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {int(ok.sum())} of {len(rows)} rows scored "
+        f"{header(__file__, argv, packages=())}.",
+        "",
+        f"{int(ok.sum())} of {len(rows)} rows scored "
         f"(protocol {'v3' if v3 else 'v2'}, label `{label_key}`), ceilings of `{device.name}`; "
         f"host profile `{TwoTimelinePredictor().profile_for(device).name}`.",
         "",
@@ -230,9 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{100 * statistics.median(errs):+.0f}% |"
         )
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_result(text, args.out)
     if args.save:
         save(device, band, coverage, len(pred), rows[0]["device"], tuple(fitted) if fitted is not None else None)
     return 0

@@ -9,51 +9,26 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from perfpredict.core.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-# Public name -> module that defines it; resolved on first access (PEP 562).
+# Module -> the public names it defines; each is imported on first access (PEP 562).
 _LAZY = {
-    "predict": "perfpredict.api",
-    "predict_many": "perfpredict.api",
-    "predict_models": "perfpredict.nas.batch",
-    "predict_generation": "perfpredict.llm.generation",
-    "parallel_report": "perfpredict.parallel.api",
-    "ParallelReport": "perfpredict.parallel.report",
-    "featurize": "perfpredict.api",
-    "report_for_graph": "perfpredict.graph_report",
-    "Request": "perfpredict.request",
-    "ManyPredictions": "perfpredict.api",
-    "last_report": "perfpredict.render.delivery",
-    "show": "perfpredict.render.delivery",
-    "render_text": "perfpredict.render.text",
-    "PerfReport": "perfpredict.core.report",
-    "Prediction": "perfpredict.core.report",
-    "OpGraph": "perfpredict.core.graph",
-    "OpNode": "perfpredict.core.graph",
-    "Device": "perfpredict.hardware.devices",
-    "get_device": "perfpredict.hardware.devices",
-    "list_devices": "perfpredict.hardware.devices",
-    "load_device_file": "perfpredict.hardware.devices",
-    "register_predictor": "perfpredict.predictors.registry",
-    "get_predictor": "perfpredict.predictors.registry",
-    "list_predictors": "perfpredict.predictors.registry",
-    "PerfPredictError": "perfpredict.core.errors",
+    "perfpredict.api": ("predict", "predict_many", "featurize", "ManyPredictions"),
+    "perfpredict.nas.batch": ("predict_models",),
+    "perfpredict.llm.generation": ("predict_generation",),
+    "perfpredict.parallel.api": ("parallel_report",),
+    "perfpredict.parallel.report": ("ParallelReport",),
+    "perfpredict.graph_report": ("report_for_graph",),
+    "perfpredict.request": ("Request",),
+    "perfpredict.render.delivery": ("last_report", "show"),
+    "perfpredict.render.text": ("render_text",),
+    "perfpredict.core.report": ("PerfReport", "Prediction"),
+    "perfpredict.core.graph": ("OpGraph", "OpNode"),
+    "perfpredict.hardware.devices": ("Device", "get_device", "list_devices", "load_device_file"),
+    "perfpredict.predictors.registry": ("register_predictor", "get_predictor", "list_predictors"),
+    "perfpredict.core.errors": ("PerfPredictError",),
 }
 
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'perfpredict' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _LAZY)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from perfpredict.core.report import GraphSummary, PerfReport, Prediction
+from perfpredict.core.units import GIB
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.registry import get_predictor, resolve_predictor
 
@@ -208,9 +209,9 @@ def _load_note(graph: OpGraph, config: RunConfig, out: PredictorOutput) -> tuple
     if extra <= 0:
         return ()
     return (
-        f"peak memory includes {extra / 2**30:.2f} GiB for building the weights in {config.weights_built_in} "
+        f"peak memory includes {extra / GIB:.2f} GiB for building the weights in {config.weights_built_in} "
         f"and casting them to {graph.dtype}; loaded straight in {graph.dtype} (weights_built_in=None) the peak "
-        f"is {(out.peak_memory_bytes.value - extra) / 2**30:.2f} GiB",
+        f"is {(out.peak_memory_bytes.value - extra) / GIB:.2f} GiB",
     )
 
 

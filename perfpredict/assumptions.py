@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from perfpredict.core import op_kinds
+from perfpredict.core.units import GIB
 from perfpredict.hardware.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def assumptions(
         elif out.timeline.device_model:
             found["device time"] = out.timeline.device_model
     if device.runtime_overhead_bytes:
-        found["runtime"] = f"{device.runtime_overhead_bytes / 2**30:.2f} GiB of framework and context memory"
+        found["runtime"] = f"{device.runtime_overhead_bytes / GIB:.2f} GiB of framework and context memory"
     return found
 
 

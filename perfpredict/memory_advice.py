@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from perfpredict.core.units import GIB
+
 TIGHT_SHARE = 0.90  # above this share of the device's memory, a peak is tight: fragmentation or a longer input OOMs
 FSDP_EXAMPLE_GPUS = 8
-GIB = 2**30
 
 
 def memory_warning(

@@ -9,9 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from perfpredict.core.units import GIB  # noqa: E402
 from perfpredict.memory_advice import memory_warning  # noqa: E402
-
-GIB = 2**30
 
 
 class Net(torch.nn.Module):

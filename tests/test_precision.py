@@ -10,9 +10,8 @@ import pytest
 from perfpredict.cli import main
 from perfpredict.core import ops
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.units import GIB
 from perfpredict.hardware.precision import bytes_per_parameter, resolve_run_dtype
-
-GIB = 2**30
 
 
 def _report(tmp_path, *argv: str) -> dict:

@@ -20,6 +20,7 @@ from perfpredict.core.report import (
     PerfReport,
     Prediction,
 )
+from perfpredict.core.units import GIB, MIB
 from perfpredict.render.html import render_html, write_report
 from perfpredict.render.text import (
     fmt_bytes,
@@ -31,8 +32,6 @@ from perfpredict.render.text import (
     print_report,
     render_text,
 )
-
-GIB = 2**30
 
 
 def _pred(value: float, unit: str, spread: float = 0.2) -> Prediction:
@@ -90,11 +89,11 @@ def synthetic_report(fits: bool = True, with_mig: bool = True) -> PerfReport:
         max_latency_ms=5.0,
     )
     memory = MemoryBreakdown(
-        params_bytes=438 * 2**20,
+        params_bytes=438 * MIB,
         gradients_bytes=0,
         optimizer_state_bytes=0,
-        activations_peak_bytes=96 * 2**20,
-        runtime_overhead_bytes=512 * 2**20,
+        activations_peak_bytes=96 * MIB,
+        runtime_overhead_bytes=512 * MIB,
     )
     return PerfReport(
         model_name="bert-base-uncased",
@@ -145,7 +144,7 @@ def test_formatters_pick_human_units() -> None:
     assert fmt_time_ms(0.0042) == "4.20 us"
     assert fmt_time_ms(2500.0) == "2.50 s"
     assert fmt_bytes(1.5 * GIB) == "1.50 GiB"
-    assert fmt_bytes(300 * 2**20) == "300 MiB"
+    assert fmt_bytes(300 * MIB) == "300 MiB"
     assert fmt_energy_j(0.075) == "75.0 mJ"
     assert fmt_carbon_g(1250.0) == "1.25 kg"
     assert fmt_usd(12.5) == "$12.50"
@@ -300,8 +299,8 @@ def test_mig_meets_targets_is_shown_only_when_a_target_was_given() -> None:
 def test_mig_recommendation_claims_targets_only_when_given() -> None:
     from perfpredict.hardware.mig import advise_mig
 
-    plain = advise_mig("A100-80GB", 5 * 2**30, lambda d: 2.0, batch_size=1)
-    aimed = advise_mig("A100-80GB", 5 * 2**30, lambda d: 2.0, batch_size=1, max_latency_ms=10.0)
+    plain = advise_mig("A100-80GB", 5 * GIB, lambda d: 2.0, batch_size=1)
+    aimed = advise_mig("A100-80GB", 5 * GIB, lambda d: 2.0, batch_size=1, max_latency_ms=10.0)
     assert "targets" not in plain.reason and "meets the targets" in aimed.reason
 
 

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from perfpredict.cli.args import EXIT_OK, console
+from perfpredict.core.units import GIB
 
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> None:
@@ -120,7 +121,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
                 (
                     d.name,
                     d.arch,
-                    f"{d.memory_bytes / 2**30:,.0f}",
+                    f"{d.memory_bytes / GIB:,.0f}",
                     d.memory_label,
                     f"{d.memory_bandwidth_bytes_per_s / 1e12:.2f}",
                     _tflops(peaks.get("fp32")),

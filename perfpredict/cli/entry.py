@@ -30,6 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_names(parser: argparse.ArgumentParser) -> list[str]:
+    """Every command the parser knows, in `--help` order: the error for a missing command lists these, so it
+    cannot go stale when a command is added."""
+    for action in parser._actions:  # argparse has no public accessor for its subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+    return []
+
+
 def report_warnings(caught: list, debug: bool) -> None:
     """Show our own warnings once, on stderr; library noise (torch, transformers) only under --debug."""
     seen = set()
@@ -49,10 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if args.command is None:
-            raise UsageError(
-                f"choose a command: predict, explain, devices, models, demo, roofline, collect, zoo, train, "
-                f"calibrate-host (`{PROG} --help`)"
-            )
+            raise UsageError(f"choose a command: {', '.join(command_names(parser))} (`{PROG} --help`)")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             code = args.func(args)

@@ -55,25 +55,19 @@ def _fused_sdpa(
     )[0]
 
 
-def _cross_entropy(
-    input: Any,
-    target: Any,
-    weight: Any = None,
-    size_average: Any = None,
-    ignore_index: int = -100,
-    reduce: Any = None,
-    reduction: str = "mean",
-    label_smoothing: float = 0.0,
-) -> Any:
-    """F.cross_entropy for class-index targets as log_softmax + aten.nll_loss_forward (others: unchanged)."""
+def _cross_entropy(input: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+    """F.cross_entropy for class-index targets as log_softmax + aten.nll_loss_forward (others: unchanged).
+
+    F.cross_entropy's arguments after ``target`` are F.nll_loss's five, then ``label_smoothing``.
+    """
     import torch
 
+    label_smoothing = args[5] if len(args) > 5 else kwargs.get("label_smoothing", 0.0)
     if label_smoothing or target.is_floating_point():
-        return torch.nn.functional.cross_entropy(
-            input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing
-        )
+        return torch.nn.functional.cross_entropy(input, target, *args, **kwargs)
+    kwargs.pop("label_smoothing", None)
     logp = torch.log_softmax(input, 1 if input.dim() > 1 else 0)
-    return _nll_loss(logp, target, weight, size_average, ignore_index, reduce, reduction)
+    return _nll_loss(logp, target, *args[:5], **kwargs)
 
 
 def _nll_loss(

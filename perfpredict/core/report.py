@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfpredict.core.units import GIB
+
 REPORT_SCHEMA_VERSION = 1
 
 
@@ -230,8 +232,26 @@ class GraphSummary:
     source: str
 
 
+class JsonReport:
+    """The JSON form of a report dataclass (PerfReport, ParallelReport, GenerationReport): its fields, nested
+    dataclasses as dicts. JSON has lists where a report has tuples; :meth:`restore_messages` turns them back."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]  # each subclass is a dataclass
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @staticmethod
+    def restore_messages(d: dict[str, Any]) -> None:
+        """In a report's dict from JSON: ``warnings`` and ``notes`` as tuples, ``assumptions`` as a dict."""
+        d["warnings"] = tuple(d.get("warnings", ()))
+        d["notes"] = tuple(d.get("notes", ()))
+        d["assumptions"] = dict(d.get("assumptions", {}))
+
+
 @dataclass(frozen=True)
-class PerfReport:
+class PerfReport(JsonReport):
     """Everything perfpredict predicts for one model on one device and run config.
 
     ``latency_ms`` is one call: a forward pass (inference) or forward + backward + optimizer step (training).
@@ -293,12 +313,6 @@ class PerfReport:
         """The per-op time summed over every op (the op-kind rows' total)."""
         return sum(k.time_ms for k in self.by_kind)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PerfReport:
         """Rebuild a report from :meth:`to_dict` output (a JSON file written by ``--json`` or ``report=path``)."""
@@ -325,9 +339,7 @@ class PerfReport:
             d["measured"] = MeasuredVsPredicted(**d["measured"])
         if d.get("timeline"):
             d["timeline"] = TimelineSummary(**d["timeline"])
-        d["warnings"] = tuple(d.get("warnings", ()))
-        d["notes"] = tuple(d.get("notes", ()))
-        d["assumptions"] = dict(d.get("assumptions", {}))
+        cls.restore_messages(d)
         d["by_kind"] = tuple(TimeShare(**t) for t in d.get("by_kind", ()))
         d["blocks"] = tuple(
             BlockShare(**{**b, "parts": tuple(TimeShare(**t) for t in b["parts"])}) for b in d.get("blocks", ())
@@ -340,6 +352,6 @@ class PerfReport:
         return (
             f"{self.model_name} on {self.device} ({self.phase}, batch {self.batch_size}, {self.dtype}): "
             f"latency {self.latency_ms.value:.4g} ms [{self.latency_ms.low:.4g}, {self.latency_ms.high:.4g}], "
-            f"peak memory {self.peak_memory_bytes.value / 2**30:.3g} GiB ({fits}), "
+            f"peak memory {self.peak_memory_bytes.value / GIB:.3g} GiB ({fits}), "
             f"energy {self.energy_j.value:.3g} J; predictor {self.predictor}"
         )

@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from perfpredict.core.units import MIB
 from perfpredict.external import neusight, neusight_models, vidur
 from perfpredict.external.op_rows import EXTERNAL_DIR, write_rows
 from perfpredict.external.source_tree import SourceTree
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or EXTERNAL_DIR / args.source
     rows = list(CONVERTERS[args.source](tree, catalog_name))
     path = write_rows(rows, out)
-    print(f"{len(rows)} op rows -> {path} ({path.stat().st_size / 2**20:.1f} MiB)")
+    print(f"{len(rows)} op rows -> {path} ({path.stat().st_size / MIB:.1f} MiB)")
     for (device, split), n in sorted(Counter((r["device"], r["source_split"]) for r in rows).items()):
         print(f"  {device:16s} {split:6s} {n}")
     for (kind, dtype), n in sorted(Counter((r["kind"], r["dtype"]) for r in rows).items()):

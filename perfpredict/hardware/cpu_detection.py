@@ -12,7 +12,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from perfpredict.hardware.device_types import GIB, Device, frozen_mapping
+from perfpredict.core.units import GIB, KIB, MIB
+from perfpredict.hardware.device_types import Device, frozen_mapping
 
 _CPU_CLOCK_FALLBACK_HZ = 2.5e9  # when neither cpufreq nor /proc/cpuinfo reports a clock
 _CPU_BANDWIDTH_PER_CHANNEL_BYTES_PER_S = 20e9  # ~DDR4-2666/DDR5 sustained per channel: an ESTIMATE
@@ -153,5 +154,5 @@ def _last_level_cache_bytes() -> int:
     for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         match = re.fullmatch(r"(\d+)([KMG]?)", _read_text(str(d / "size")).strip())
         if match:
-            sizes.append(int(match.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)])
+            sizes.append(int(match.group(1)) * {"": 1, "K": KIB, "M": MIB, "G": GIB}[match.group(2)])
     return max(sizes, default=0)

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError, MissingDependencyError, close_matches
-from perfpredict.hardware.device_types import FLOP_KEYS, GIB, MIB, Device, MigProfile, frozen_mapping
+from perfpredict.core.units import GIB, MIB
+from perfpredict.hardware.device_types import FLOP_KEYS, Device, MigProfile, frozen_mapping
 from perfpredict.settings import ENV_DEVICES
 
 DATA_DIR = Path(__file__).parent.parent / "data"

@@ -26,9 +26,6 @@ FLOP_KEYS = (
     "int8_tensor",
 )
 
-GIB = 2**30
-MIB = 2**20
-
 
 @dataclass(frozen=True)
 class MigProfile:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError, UnknownDeviceError, close_matches
+from perfpredict.core.units import GIB, MIB
 from perfpredict.hardware import user_config
 from perfpredict.hardware.cpu_detection import detect_local_cpu
 from perfpredict.hardware.device_records import (
@@ -40,7 +41,7 @@ from perfpredict.hardware.device_records import (
     read_device_file,
     read_price_file,
 )
-from perfpredict.hardware.device_types import FLOP_KEYS, GIB, MIB, Device, MigProfile, frozen_mapping
+from perfpredict.hardware.device_types import FLOP_KEYS, Device, MigProfile, frozen_mapping
 from perfpredict.settings import ENV_DEVICES, ENV_PRICES, settings
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.core.report import MigAdvice, MigOption
-from perfpredict.hardware.devices import GIB, Device, MigProfile, get_device
+from perfpredict.core.units import GIB
+from perfpredict.hardware.devices import Device, MigProfile, get_device
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())

@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from perfpredict.core.units import GIB, KIB, MIB
 from perfpredict.kernels import cpu_kernels as ck
 from perfpredict.kernels.ceilings import KernelResult, build_ceilings, cpu_theoretical
 from perfpredict.kernels.table import KernelSpec
 
-MIB = 2**20
 STREAM_MAX_BYTES = 512 * MIB
 FMA_UNITS = 2  # 256-bit (or 512-bit) FMA pipes per core on current x86 server cores: an assumption, see notes
 
@@ -133,7 +133,7 @@ def cache_sizes() -> dict[str, int]:
         m = re.fullmatch(r"(\d+)([KMG]?)", size)
         if m:
             out[f"L{level}{'d' if kind == 'Data' else ''}"] = (
-                int(m.group(1)) * {"": 1, "K": 2**10, "M": MIB, "G": 2**30}[m.group(2)]
+                int(m.group(1)) * {"": 1, "K": KIB, "M": MIB, "G": GIB}[m.group(2)]
             )
     return out
 

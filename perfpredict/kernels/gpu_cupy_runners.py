@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfpredict.core.units import GIB, MIB
 from perfpredict.kernels import cupy_kernels as ck
 from perfpredict.kernels.ceilings import KernelResult
-from perfpredict.kernels.gpu_timing import BLOCK, MIB, grid_size, time_events
+from perfpredict.kernels.gpu_timing import BLOCK, grid_size, time_events
 from perfpredict.kernels.table import KernelSpec
 
 
@@ -148,7 +149,7 @@ def l2_cupy(spec: KernelSpec, ctx: dict[str, Any]):
     for f in fractions:
         n = int(l2 * f) // 16 * 4
         a = cupy.ones(n, dtype=cupy.float32)
-        passes = max(1, int(2 * 2**30 // (n * 4)))
+        passes = max(1, int(2 * GIB // (n * 4)))
         out.fill(0)  # the check run adds its sum into out: each working set starts from zero
         k((grid,), (BLOCK,), (a, np.int64(n // 4), np.int32(1), out, np.int32(1)))
         check = abs(float(out.get()[0]) - n) <= 1e-3 * n

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfpredict.core.units import MIB
 from perfpredict.kernels.ceilings import KernelResult
-from perfpredict.kernels.gpu_timing import BLOCK, MIB, grid_size, time_numba
+from perfpredict.kernels.gpu_timing import BLOCK, grid_size, time_numba
 from perfpredict.kernels.table import KernelSpec
 
 

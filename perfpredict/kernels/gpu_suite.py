@@ -13,11 +13,11 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from perfpredict.core.units import MIB
 from perfpredict.kernels import gpu_cupy_runners as cupy_runners
 from perfpredict.kernels import gpu_numba_runners as numba_runners
 from perfpredict.kernels.ceilings import KernelResult, build_ceilings, gpu_theoretical
 from perfpredict.kernels.gpu_gemm import gemm
-from perfpredict.kernels.gpu_timing import MIB
 from perfpredict.kernels.table import KernelSpec
 
 

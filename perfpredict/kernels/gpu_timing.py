@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-MIB = 2**20
 BLOCK = 256
 
 

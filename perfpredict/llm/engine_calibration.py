@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from perfpredict.core.units import GIB
 from perfpredict.llm.scheduler import HostTime
 
 CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "data" / "engine_calibration.json"
@@ -28,7 +29,7 @@ DEFAULTS = {
     "host_per_seq_s": 2.0e-5,
     "host_per_prefill_token_s": 0.0,
     "host_tp_step_s": 0.0,
-    "runtime_bytes": 2**30,
+    "runtime_bytes": GIB,
     "runtime_tp_bytes": 0.0,  # more per GPU with tensor parallelism: NCCL communicators, custom all-reduce buffers
     "paged_v1_rereads_kv": 1.0,  # 1: PagedAttention v1 reads a key/value head once per query head of its group
 }

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.units import GIB
 from perfpredict.llm.generation_report import BatchPoint, DecodePoint, GenerationReport
 from perfpredict.request import DEFAULT_DEVICE
 
@@ -297,12 +298,12 @@ def _memory_warnings(peak: float, dev: Any, max_batch: int, tokens: int) -> tupl
 
     if peak <= dev.memory_bytes * TIGHT_SHARE:
         return ()
-    gib, share = 2**30, peak / dev.memory_bytes
+    share = peak / dev.memory_bytes
     if peak > dev.memory_bytes:
-        head = f"does not fit: needs {peak / gib:.1f} GiB, {dev.name} has {dev.memory_bytes / gib:.1f} GiB"
+        head = f"does not fit: needs {peak / GIB:.1f} GiB, {dev.name} has {dev.memory_bytes / GIB:.1f} GiB"
     else:
         head = (
-            f"peak memory {peak / gib:.2f} GiB of {dev.memory_bytes / gib:.2f} GiB ({share:.0%}): fits, but above "
+            f"peak memory {peak / GIB:.2f} GiB of {dev.memory_bytes / GIB:.2f} GiB ({share:.0%}): fits, but above "
             f"{TIGHT_SHARE:.0%}; allocator fragmentation or a longer context may not fit"
         )
     return (

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass, field
-from typing import Any
+
+from perfpredict.core.report import JsonReport
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class BatchPoint:
 
 
 @dataclass(frozen=True)
-class GenerationReport:
+class GenerationReport(JsonReport):
     """One generation question answered. Memory figures are per GPU (each of ``tp`` tensor-parallel ranks);
     times are the whole batch's (with an engine, its sequences' first tokens come at different times:
     ``ttft_ms`` is their mean, ``ttft_max_ms`` the last one)."""
@@ -87,12 +86,6 @@ class GenerationReport:
     prefill_steps: int = 0
     decode_steps: int = 0
     host_ms: float = 0.0  # the engine's scheduler time over the run (not overlapped with the GPU)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
 
     @property
     def memory_bound_below_batch(self) -> int | None:

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.core.ops import DTYPE_BYTES
-
-GIB = 2**30
+from perfpredict.core.units import GIB
 
 
 @dataclass(frozen=True)

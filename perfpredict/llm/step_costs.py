@@ -26,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from perfpredict.core.units import KIB, TIB
 from perfpredict.llm.engine_graph import Numerics, RankShape, StepShape, step_graph
 from perfpredict.llm.vllm_config import ResolvedEngine, capture_bucket, paged_attention_kernel
 
-STREAM_ANCHORS = np.geomspace(2**10, 2**40, 31)  # bytes a decode attention kernel reads, tabulated then interpolated
+STREAM_ANCHORS = np.geomspace(KIB, TIB, 31)  # bytes a decode attention kernel reads, tabulated then interpolated
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import numpy as np
 
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.core.ops import DTYPE_BYTES
+from perfpredict.core.units import GIB
 from perfpredict.llm import engine_calibration, paged_kv, weight_formats
 from perfpredict.llm.engine_graph import Numerics, rank_shape, weight_elements
 from perfpredict.llm.generation_report import BatchPoint, DecodePoint, GenerationReport
@@ -230,17 +231,16 @@ def _warnings(trace, batch: int, largest: int, tokens: int) -> tuple[str, ...]:
 
 def assumptions(s: Setup) -> dict[str, str]:
     m, kv, e = s.model, s.kv, s.model.engine
-    gib = 2**30
     c = s.constants
     out = {
         "engine": f"vLLM {VLLM_VERSION} (V0 engine) defaults unless set: block size {e.config.block_size}, "
         f"gpu_memory_utilization {e.config.gpu_memory_utilization:g}, max_num_seqs {e.config.max_num_seqs}, "
         f"max_model_len {e.max_model_len}, max_num_batched_tokens {e.max_num_batched_tokens}, chunked prefill "
         f"{'on' if e.chunked_prefill else 'off'}",
-        "kv cache": f"{kv.blocks:,} blocks of {e.config.block_size} tokens ({kv.kv_pool_bytes / gib:.1f} GiB per GPU, "
-        f"{kv.capacity_tokens:,} tokens): {kv.budget_bytes / gib:.1f} GiB less weights "
-        f"{kv.weights_bytes / gib:.1f}, start-up profile activations {kv.activation_bytes / gib:.2f} and "
-        f"{kv.runtime_bytes / gib:.2f} GiB outside torch",
+        "kv cache": f"{kv.blocks:,} blocks of {e.config.block_size} tokens ({kv.kv_pool_bytes / GIB:.1f} GiB per GPU, "
+        f"{kv.capacity_tokens:,} tokens): {kv.budget_bytes / GIB:.1f} GiB less weights "
+        f"{kv.weights_bytes / GIB:.1f}, start-up profile activations {kv.activation_bytes / GIB:.2f} and "
+        f"{kv.runtime_bytes / GIB:.2f} GiB outside torch",
         "attention": f"{e.backend}: {e.backend_reason}",
         "cuda graphs": "decode steps of up to 256 sequences replay the captured graph of the next size up (1, 2, 4, "
         "8, 16, ..., 256); larger steps, prefills and contexts over 8,192 tokens run eagerly",

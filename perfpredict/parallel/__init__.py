@@ -6,38 +6,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from perfpredict.core.lazy import lazy_exports
 
-__all__ = [
-    "Interconnect",
-    "ParallelPlan",
-    "ParallelReport",
-    "interconnect_for",
-    "parallel_report",
-    "parse_plan",
-    "render_parallel_text",
-]
+_LAZY = {
+    "perfpredict.parallel.interconnect": ("Interconnect", "interconnect_for"),
+    "perfpredict.parallel.plan": ("ParallelPlan", "parse_plan"),
+    "perfpredict.parallel.report": ("ParallelReport",),
+    "perfpredict.parallel.api": ("parallel_report",),
+    "perfpredict.parallel.render": ("render_parallel_text",),
+}
 
-
-def __getattr__(name: str) -> Any:
-    if name in ("ParallelPlan", "parse_plan"):
-        from perfpredict.parallel import plan
-
-        return getattr(plan, name)
-    if name == "ParallelReport":
-        from perfpredict.parallel.report import ParallelReport
-
-        return ParallelReport
-    if name == "parallel_report":
-        from perfpredict.parallel.api import parallel_report
-
-        return parallel_report
-    if name in ("Interconnect", "interconnect_for"):
-        from perfpredict.parallel import interconnect
-
-        return getattr(interconnect, name)
-    if name == "render_parallel_text":
-        from perfpredict.parallel.render import render_parallel_text
-
-        return render_parallel_text
-    raise AttributeError(f"module 'perfpredict.parallel' has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _LAZY)

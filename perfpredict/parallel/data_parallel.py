@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from perfpredict.core.units import MIB
 from perfpredict.parallel.collectives import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
 from perfpredict.parallel.structure import POST, PRE
 
-MIB = 1024 * 1024
 FIRST_BUCKET_BYTES = MIB  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
 DEFAULT_BUCKET_MB = 25.0  # torch DDP's bucket_cap_mb
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from perfpredict.core.units import GIB, MIB
 from perfpredict.parallel.plan import ParallelPlan
 from perfpredict.parallel.report import ParallelReport
-
-GIB = 2**30
 
 
 def render_parallel_text(report: ParallelReport) -> str:
@@ -82,8 +81,8 @@ def _collectives(r: ParallelReport) -> list[str]:
     out = ["collectives per step (one rank of the slowest stage):"]
     for c in r.collectives:
         out.append(
-            f"  {c.group:2s} {c.kind:14s} {c.phase:8s} {c.calls_per_step:5d} calls {c.bytes_per_step / 2**20:10.1f} "
-            f"MiB (largest {c.bytes_per_call / 2**20:.1f})  {c.time_ms_per_step:9.2f} ms  busbw "
+            f"  {c.group:2s} {c.kind:14s} {c.phase:8s} {c.calls_per_step:5d} calls {c.bytes_per_step / MIB:10.1f} "
+            f"MiB (largest {c.bytes_per_call / MIB:.1f})  {c.time_ms_per_step:9.2f} ms  busbw "
             f"{c.bus_bandwidth_gb_per_s:6.1f} GB/s  ({c.link})"
         )
     return out

@@ -6,12 +6,10 @@ pipeline stage runs the same graph, so there is one entry per stage; ``step_ms``
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfpredict.core.report import TimelineSummary
+from perfpredict.core.report import JsonReport, TimelineSummary
 
 PARALLEL_SCHEMA_VERSION = 1
 
@@ -95,7 +93,7 @@ class CollectiveSummary:
 
 
 @dataclass(frozen=True)
-class ParallelReport:
+class ParallelReport(JsonReport):
     model_name: str
     device: str
     phase: str
@@ -132,12 +130,6 @@ class ParallelReport:
     notes: tuple[str, ...] = ()
     schema_version: int = PARALLEL_SCHEMA_VERSION
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ParallelReport:
         d = dict(data)
@@ -145,9 +137,7 @@ class ParallelReport:
             StageReport(**{**s, "layers": tuple(s["layers"]), "memory": RankMemory(**s["memory"])}) for s in d["stages"]
         )
         d["collectives"] = tuple(CollectiveSummary(**c) for c in d["collectives"])
-        d["warnings"] = tuple(d.get("warnings", ()))
-        d["notes"] = tuple(d.get("notes", ()))
-        d["assumptions"] = dict(d.get("assumptions", {}))
+        cls.restore_messages(d)
         if d.get("rank_timeline"):
             d["rank_timeline"] = TimelineSummary(**d["rank_timeline"])
         return cls(**d)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfpredict.core import op_kinds, ops
+from perfpredict.core.units import MIB
 from perfpredict.predictors.op_efficiency import OpShape
 
 KINDS = (
@@ -213,7 +214,7 @@ def device_features(device: Any, peak: float) -> list[float]:
         math.log10(max(device.memory_bandwidth_bytes_per_s, 1.0)),
         float(sms),
         clock_ghz,
-        math.log2(max(float(device.l2_bytes or 0) / 2**20, 1 / 16)),
+        math.log2(max(float(device.l2_bytes or 0) / MIB, 1 / 16)),
         float(cc) if cc.replace(".", "", 1).isdigit() else 0.0,
         fp32 / (sms * clock_ghz * 1e9 * 2),
         float(device.tdp_w),

@@ -5,28 +5,13 @@ Nothing heavy is imported here; ``from perfpredict.profiling import Monitor`` lo
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from perfpredict.core.lazy import lazy_exports
 
 _LAZY = {
-    "Monitor": "perfpredict.profiling.monitor",
-    "measure": "perfpredict.profiling.monitor",
-    "measure_compiled": "perfpredict.profiling.monitor",
-    "Measurement": "perfpredict.profiling.measurement",
-    "Environment": "perfpredict.profiling.measurement",
-    "ModelSpec": "perfpredict.profiling.zoo",
-    "list_families": "perfpredict.profiling.zoo",
-    "sample_specs": "perfpredict.profiling.zoo",
-    "load_dataset": "perfpredict.profiling.dataset",
+    "perfpredict.profiling.monitor": ("Monitor", "measure", "measure_compiled"),
+    "perfpredict.profiling.measurement": ("Measurement", "Environment"),
+    "perfpredict.profiling.zoo": ("ModelSpec", "list_families", "sample_specs"),
+    "perfpredict.profiling.dataset": ("load_dataset",),
 }
 
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'perfpredict.profiling' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _LAZY)

@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from perfpredict.core.units import GIB, MIB
 from perfpredict.profiling import collect_engine as engine
 from perfpredict.profiling import cpu as cpu_probe
 from perfpredict.profiling import dataset as ds
@@ -35,7 +36,7 @@ from perfpredict.progress import Progress
 OPS_FOLDER = "ops"
 ROUNDS_JSONL = "rounds.jsonl"
 #: the largest op (bytes of its tensor arguments) the collector builds, per device kind
-MAX_OP_BYTES = {"cpu": 256 * 2**20, "cuda": 4 * 2**30}
+MAX_OP_BYTES = {"cpu": 256 * MIB, "cuda": 4 * GIB}
 OP_WINDOW_S = {"cpu": 0.01, "cuda": 0.005}  # per timing sample
 
 

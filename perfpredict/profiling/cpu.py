@@ -175,10 +175,3 @@ def load_avg_1m() -> float | None:
         return round(os.getloadavg()[0], 2)
     except (OSError, AttributeError):
         return None
-
-
-def host_summary() -> str:
-    """One line for benchmark results: CPU model, visible cores and torch's thread count."""
-    import torch
-
-    return f"{cpu_model()}, {cpu_count()} cores visible, torch threads {torch.get_num_threads()}"

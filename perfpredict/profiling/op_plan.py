@@ -40,12 +40,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from perfpredict.core.units import GIB
 from perfpredict.profiling.op_instances import OpInstance, record_ops
 
 PLAN_VERSION = 1
 SOURCE_PREFIX = "lease_plan"  # the op rows' source_key: "lease_plan/<tier>/<group>"
 #: the largest op the plan holds (bytes of its tensor arguments); a dry run on a CPU passes much less
-MAX_IO_BYTES = 2 * 2**30
+MAX_IO_BYTES = 2 * GIB
 
 
 @dataclass(frozen=True)

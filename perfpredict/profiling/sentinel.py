@@ -28,10 +28,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from perfpredict.core.units import MIB
+
 #: (matmul side, stream elements, dispatch ops) per device kind. On the project's 2-vCPU VM the CPU parts take 0.25,
 #: 1.2 and 0.19 ms. On a GPU: a 4096-square matmul (a few ms), a 256 MiB stream (five times an H100's L2) and 50
 #: launches of a tiny kernel (the host's dispatch speed); not yet run on one.
-SIZES = {"cpu": (256, 8 * 1024 * 1024, 50), "cuda": (4096, 64 * 1024 * 1024, 50)}
+SIZES = {"cpu": (256, 8 * MIB, 50), "cuda": (4096, 64 * MIB, 50)}
 PARTS = ("matmul", "stream", "dispatch")
 
 

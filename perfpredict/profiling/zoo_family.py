@@ -1,14 +1,15 @@
 """What a zoo family is, and what every family's builder shares: sizes, the classification head, transformers.
 
 :mod:`perfpredict.profiling.zoo` registers the families of :mod:`.zoo_text`, :mod:`.zoo_vision` and
-:mod:`.zoo_torch`, in that order (the collector's round-robin order).
+:mod:`.zoo_torch`, in that order (the collector's round-robin order). The transformers families are built by
+:class:`~perfpredict.profiling.zoo_hf.HfModel` (a field map and ``AutoModelFor*.from_config``).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 NUM_LABELS = 10
@@ -25,12 +26,21 @@ class Family:
 
     name: str
     kind: str  # "text", "vision" or "vector"
-    source: str  # "transformers" or "torch"
-    params: tuple[str, ...]  # the parameter names a spec must give
     sample: Callable[[random.Random, str], dict[str, Any]]
     build: Callable[[Mapping[str, Any], Mapping[str, Any]], Any]  # (params, spec info) -> nn.Module
-    smallest: dict[str, Any] = field(default_factory=dict)
+    # The smallest architecture (what the tests build): it names every parameter, in the order `params` lists them.
+    smallest: dict[str, Any]
     max_seq: Callable[[Mapping[str, Any]], int | None] = lambda p: None
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The parameter names a spec must give (``perfpredict zoo families`` lists them in this order)."""
+        return tuple(self.smallest)
+
+    @property
+    def source(self) -> str:
+        """The library that builds the model: "transformers" for an :class:`~.zoo_hf.HfModel`, else "torch"."""
+        return getattr(self.build, "source", "torch")
 
     @property
     def needs_seq(self) -> bool:

@@ -6,8 +6,6 @@ from typing import Any
 
 from perfpredict.profiling.zoo_family import SMALL_PROFILES, Family, classification_head, image_size
 
-FAMILIES: list[Family] = []  # registered by perfpredict.profiling.zoo, in this order
-
 
 def _vgg(p, info):
     import torch
@@ -164,55 +162,23 @@ def _mlp_sample(rng, profile):
     }
 
 
-FAMILIES.append(
-    Family(
-        "vgg",
-        "vision",
-        "torch",
-        ("batchnorm", "convs", "fc", "image", "kernel", "widths"),
-        _vgg_sample,
-        _vgg,
-        {"image": 32, "widths": [8, 16], "convs": [1, 1], "kernel": 3, "batchnorm": False, "fc": 32},
-    )
-)
-FAMILIES.append(
-    Family(
-        "densenet",
-        "vision",
-        "torch",
-        ("blocks", "bn_size", "compression", "growth", "image"),
-        _densenet_sample,
-        _densenet,
-        {"image": 32, "growth": 8, "blocks": [1, 1], "bn_size": 2, "compression": 0.5},
-    )
-)
-FAMILIES.append(
-    Family(
-        "mnasnet",
-        "vision",
-        "torch",
-        ("expansions", "head", "image", "kernels", "repeats", "stem", "widths"),
-        _mnasnet_sample,
-        _mnasnet,
-        {
-            "image": 64,
-            "stem": 8,
-            "widths": [16, 24],
-            "repeats": [1, 1],
-            "kernels": [3, 5],
-            "expansions": [3, 3],
-            "head": 32,
-        },
-    )
-)
-FAMILIES.append(
-    Family(
-        "mlp",
-        "vector",
-        "torch",
-        ("activation", "in_dim", "layernorm", "layers", "width"),
-        _mlp_sample,
-        _mlp,
-        {"in_dim": 16, "width": 32, "layers": 1, "activation": "relu", "layernorm": False},
-    )
-)
+# Registered by perfpredict.profiling.zoo, in this order. Each smallest architecture lists the parameters in the
+# order `perfpredict zoo families` shows them (sorted).
+_TINY_VGG = {"batchnorm": False, "convs": [1, 1], "fc": 32, "image": 32, "kernel": 3, "widths": [8, 16]}
+_TINY_DENSENET = {"blocks": [1, 1], "bn_size": 2, "compression": 0.5, "growth": 8, "image": 32}
+_TINY_MNASNET = {
+    "expansions": [3, 3],
+    "head": 32,
+    "image": 64,
+    "kernels": [3, 5],
+    "repeats": [1, 1],
+    "stem": 8,
+    "widths": [16, 24],
+}
+_TINY_MLP = {"activation": "relu", "in_dim": 16, "layernorm": False, "layers": 1, "width": 32}
+FAMILIES: list[Family] = [
+    Family("vgg", "vision", _vgg_sample, _vgg, _TINY_VGG),
+    Family("densenet", "vision", _densenet_sample, _densenet, _TINY_DENSENET),
+    Family("mnasnet", "vision", _mnasnet_sample, _mnasnet, _TINY_MNASNET),
+    Family("mlp", "vector", _mlp_sample, _mlp, _TINY_MLP),
+]

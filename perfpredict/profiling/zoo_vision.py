@@ -3,38 +3,11 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from perfpredict.profiling.zoo_family import (
-    NUM_LABELS,
-    SMALL_PROFILES,
-    TEXT_DEPTHS,
-    TEXT_WIDTHS,
-    Family,
-    heads_for,
-    hf,
-    image_size,
-)
-
-FAMILIES: list[Family] = []  # registered by perfpredict.profiling.zoo, in this order
-
-
-def _vit_like(cls_name: str, cfg_name: str):
-    def build(p, info):
-        t = hf()
-        cfg = getattr(t, cfg_name)(
-            hidden_size=p["hidden"],
-            num_hidden_layers=p["layers"],
-            num_attention_heads=p["heads"],
-            intermediate_size=p["hidden"] * p["expansion"],
-            image_size=p["image"],
-            patch_size=p["patch"],
-            num_labels=NUM_LABELS,
-        )
-        return getattr(t, cls_name)(cfg)
-
-    return build
+from perfpredict.profiling.zoo_family import SMALL_PROFILES, TEXT_DEPTHS, TEXT_WIDTHS, Family, heads_for, image_size
+from perfpredict.profiling.zoo_hf import LABELS, TRANSFORMER_FIELDS, HfModel
 
 
 def _vit_sample(rng: random.Random, profile: str) -> dict[str, Any]:
@@ -54,22 +27,6 @@ def _vit_sample(rng: random.Random, profile: str) -> dict[str, Any]:
         "image": image,
         "patch": patch,
     }
-
-
-def _swin(p, info):
-    t = hf()
-    stages = len(p["depths"])
-    cfg = t.SwinConfig(
-        image_size=p["image"],
-        patch_size=4,
-        embed_dim=p["embed"],
-        depths=list(p["depths"]),
-        num_heads=[max(1, p["embed"] * 2**i // 32) for i in range(stages)],
-        window_size=p["window"],
-        mlp_ratio=float(p["expansion"]),
-        num_labels=NUM_LABELS,
-    )
-    return t.SwinForImageClassification(cfg)
 
 
 def _swin_sample(rng: random.Random, profile: str) -> dict[str, Any]:
@@ -95,29 +52,9 @@ def _stage_sample(rng: random.Random, profile: str, base: Sequence[int], max_sta
     return widths, depths
 
 
-def _convnext(p, info):
-    t = hf()
-    cfg = t.ConvNextConfig(
-        hidden_sizes=list(p["widths"]), depths=list(p["depths"]), num_stages=len(p["widths"]), num_labels=NUM_LABELS
-    )
-    return t.ConvNextForImageClassification(cfg)
-
-
 def _convnext_sample(rng, profile):
     widths, depths = _stage_sample(rng, profile, (16, 24, 32) if profile in SMALL_PROFILES else (64, 96, 128))
     return {"image": image_size(rng, profile), "widths": widths, "depths": depths}
-
-
-def _resnet(p, info):
-    t = hf()
-    cfg = t.ResNetConfig(
-        embedding_size=p["stem"],
-        hidden_sizes=list(p["widths"]),
-        depths=list(p["depths"]),
-        layer_type=p["block"],
-        num_labels=NUM_LABELS,
-    )
-    return t.ResNetForImageClassification(cfg)
 
 
 def _resnet_sample(rng, profile):
@@ -133,22 +70,6 @@ def _resnet_sample(rng, profile):
     }
 
 
-def _efficientnet(p, info):
-    t = hf()
-    cfg = t.EfficientNetConfig(
-        image_size=p["image"],
-        width_coefficient=p["width_mult"],
-        depth_coefficient=p["depth_mult"],
-        kernel_sizes=list(p["kernels"]),
-        expand_ratios=list(p["expansions"]),
-        num_labels=NUM_LABELS,
-    )
-    from transformers.models.efficientnet.modeling_efficientnet import round_filters
-
-    cfg.hidden_dim = round_filters(cfg, 1280)  # NB: HF's default (2560) only matches width_coefficient 2.0
-    return t.EfficientNetForImageClassification(cfg)
-
-
 def _efficientnet_sample(rng, profile):
     kernels = [rng.choice((3, 5)) for _ in range(7)]
     expansions = [1] + [rng.choice((3, 4, 6)) for _ in range(6)]
@@ -161,33 +82,12 @@ def _efficientnet_sample(rng, profile):
     }
 
 
-def _mobilenet_v2(p, info):
-    t = hf()
-    cfg = t.MobileNetV2Config(
-        image_size=p["image"], depth_multiplier=p["width_mult"], expand_ratio=p["expansion"], num_labels=NUM_LABELS
-    )
-    return t.MobileNetV2ForImageClassification(cfg)
-
-
 def _mobilenet_sample(rng, profile):
     return {
         "image": image_size(rng, profile),
         "width_mult": rng.choice((0.25, 0.35, 0.5) if profile in SMALL_PROFILES else (0.75, 1.0, 1.4)),
         "expansion": float(rng.choice((2, 4, 6))),
     }
-
-
-def _regnet(p, info):
-    t = hf()
-    cfg = t.RegNetConfig(
-        embedding_size=p["stem"],
-        hidden_sizes=list(p["widths"]),
-        depths=list(p["depths"]),
-        groups_width=p["group_width"],
-        layer_type=p["block"],
-        num_labels=NUM_LABELS,
-    )
-    return t.RegNetForImageClassification(cfg)
 
 
 def _regnet_sample(rng, profile):
@@ -203,22 +103,6 @@ def _regnet_sample(rng, profile):
     }
 
 
-def _poolformer(p, info):
-    t = hf()
-    cfg = t.PoolFormerConfig(
-        hidden_sizes=list(p["widths"]),
-        depths=list(p["depths"]),
-        pool_size=p["pool"],
-        mlp_ratio=float(p["expansion"]),
-        num_encoder_blocks=len(p["widths"]),
-        patch_sizes=[7, 3, 3, 3][: len(p["widths"])],
-        strides=[4, 2, 2, 2][: len(p["widths"])],
-        padding=[2, 1, 1, 1][: len(p["widths"])],
-        num_labels=NUM_LABELS,
-    )
-    return t.PoolFormerForImageClassification(cfg)
-
-
 def _poolformer_sample(rng, profile):
     widths, depths = _stage_sample(rng, profile, (16, 32) if profile in SMALL_PROFILES else (64, 96), 4)
     return {
@@ -230,109 +114,124 @@ def _poolformer_sample(rng, profile):
     }
 
 
-_VIT_PARAMS = ("expansion", "heads", "hidden", "image", "layers", "patch")
-FAMILIES.append(
-    Family(
-        "vit",
-        "vision",
-        "transformers",
-        _VIT_PARAMS,
-        _vit_sample,
-        _vit_like("ViTForImageClassification", "ViTConfig"),
-        {"hidden": 32, "layers": 1, "heads": 2, "expansion": 2, "image": 32, "patch": 8},
-    )
-)
-FAMILIES.append(
-    Family(
-        "deit",
-        "vision",
-        "transformers",
-        _VIT_PARAMS,
-        _vit_sample,
-        _vit_like("DeiTForImageClassification", "DeiTConfig"),
-        {"hidden": 32, "layers": 1, "heads": 2, "expansion": 2, "image": 32, "patch": 8},
-    )
-)
-FAMILIES.append(
-    Family(
+def _stages(p: Mapping[str, Any]) -> int:
+    return len(p["widths"])
+
+
+def _swin_heads(p: Mapping[str, Any]) -> list[int]:
+    return [max(1, p["embed"] * 2**i // 32) for i in range(len(p["depths"]))]
+
+
+def _efficientnet_head(cfg: Any) -> None:
+    from transformers.models.efficientnet.modeling_efficientnet import round_filters
+
+    cfg.hidden_dim = round_filters(cfg, 1280)  # NB: HF's default (2560) only matches width_coefficient 2.0
+
+
+def _first_stages(*values: int):
+    """A per-stage config list cut to the spec's stage count."""
+    return lambda p: list(values[: _stages(p)])
+
+
+# Config fields, per config class.
+_VIT = {**TRANSFORMER_FIELDS, "image_size": "image", "patch_size": "patch"}
+_SWIN = {
+    "image_size": "image",
+    "embed_dim": "embed",
+    "depths": "depths",
+    "num_heads": _swin_heads,
+    "window_size": "window",
+    "mlp_ratio": lambda p: float(p["expansion"]),
+}
+_CONVNEXT = {"hidden_sizes": "widths", "depths": "depths", "num_stages": _stages}
+_RESNET = {"embedding_size": "stem", "hidden_sizes": "widths", "depths": "depths", "layer_type": "block"}
+_EFFICIENTNET = {
+    "image_size": "image",
+    "width_coefficient": "width_mult",
+    "depth_coefficient": "depth_mult",
+    "kernel_sizes": "kernels",
+    "expand_ratios": "expansions",
+}
+_MOBILENET_V2 = {"image_size": "image", "depth_multiplier": "width_mult", "expand_ratio": "expansion"}
+_REGNET = {**_RESNET, "groups_width": "group_width"}
+_POOLFORMER = {
+    "hidden_sizes": "widths",
+    "depths": "depths",
+    "pool_size": "pool",
+    "mlp_ratio": lambda p: float(p["expansion"]),
+    "num_encoder_blocks": _stages,
+    "patch_sizes": _first_stages(7, 3, 3, 3),
+    "strides": _first_stages(4, 2, 2, 2),
+    "padding": _first_stages(2, 1, 1, 1),
+}
+
+
+def _classifier(config: str, fields: Mapping[str, Any], finish: Any = None, **more: Any) -> HfModel:
+    return HfModel(config, "AutoModelForImageClassification", fields, {**more, **LABELS}, finish=finish)
+
+
+def _vision(name: str, sample: Any, build: HfModel, smallest: dict[str, Any]) -> Family:
+    return Family(name, "vision", sample, build, smallest)
+
+
+# Registered by perfpredict.profiling.zoo, in this order. Each smallest architecture lists the parameters in the
+# order `perfpredict zoo families` shows them (sorted).
+_TINY_VIT = {"expansion": 2, "heads": 2, "hidden": 32, "image": 32, "layers": 1, "patch": 8}
+_TINY_EFFICIENTNET = {
+    "depth_mult": 0.25,
+    "expansions": [1, 6, 6, 6, 6, 6, 6],
+    "image": 64,
+    "kernels": [3, 3, 5, 3, 5, 5, 3],
+    "width_mult": 0.25,
+}
+FAMILIES: list[Family] = [
+    _vision("vit", _vit_sample, _classifier("ViTConfig", _VIT), _TINY_VIT),
+    # DeiT has two image classifiers (with and without a distillation token's head): the auto class picks by name
+    _vision(
+        "deit", _vit_sample, _classifier("DeiTConfig", _VIT, architectures=["DeiTForImageClassification"]), _TINY_VIT
+    ),
+    _vision(
         "swin",
-        "vision",
-        "transformers",
-        ("depths", "embed", "expansion", "image", "window"),
         _swin_sample,
-        _swin,
-        {"image": 32, "embed": 32, "depths": [1, 1], "window": 2, "expansion": 2},
-    )
-)
-FAMILIES.append(
-    Family(
+        _classifier("SwinConfig", _SWIN, patch_size=4),
+        {"depths": [1, 1], "embed": 32, "expansion": 2, "image": 32, "window": 2},
+    ),
+    _vision(
         "convnext",
-        "vision",
-        "transformers",
-        ("depths", "image", "widths"),
         _convnext_sample,
-        _convnext,
-        {"image": 32, "widths": [16, 32], "depths": [1, 1]},
-    )
-)
-FAMILIES.append(
-    Family(
+        _classifier("ConvNextConfig", _CONVNEXT),
+        {"depths": [1, 1], "image": 32, "widths": [16, 32]},
+    ),
+    _vision(
         "resnet",
-        "vision",
-        "transformers",
-        ("block", "depths", "image", "stem", "widths"),
         _resnet_sample,
-        _resnet,
-        {"image": 64, "stem": 16, "widths": [16, 32], "depths": [1, 1], "block": "basic"},
-    )
-)
-FAMILIES.append(
-    Family(
+        _classifier("ResNetConfig", _RESNET),
+        {"block": "basic", "depths": [1, 1], "image": 64, "stem": 16, "widths": [16, 32]},
+    ),
+    _vision(
         "efficientnet",
-        "vision",
-        "transformers",
-        ("depth_mult", "expansions", "image", "kernels", "width_mult"),
         _efficientnet_sample,
-        _efficientnet,
-        {
-            "image": 64,
-            "width_mult": 0.25,
-            "depth_mult": 0.25,
-            "kernels": [3, 3, 5, 3, 5, 5, 3],
-            "expansions": [1, 6, 6, 6, 6, 6, 6],
-        },
-    )
-)
-FAMILIES.append(
-    Family(
+        HfModel(
+            "EfficientNetConfig", "AutoModelForImageClassification", _EFFICIENTNET, LABELS, finish=_efficientnet_head
+        ),
+        _TINY_EFFICIENTNET,
+    ),
+    _vision(
         "mobilenet_v2",
-        "vision",
-        "transformers",
-        ("expansion", "image", "width_mult"),
         _mobilenet_sample,
-        _mobilenet_v2,
-        {"image": 64, "width_mult": 0.25, "expansion": 6.0},
-    )
-)
-FAMILIES.append(
-    Family(
+        _classifier("MobileNetV2Config", _MOBILENET_V2),
+        {"expansion": 6.0, "image": 64, "width_mult": 0.25},
+    ),
+    _vision(
         "regnet",
-        "vision",
-        "transformers",
-        ("block", "depths", "group_width", "image", "stem", "widths"),
         _regnet_sample,
-        _regnet,
-        {"image": 64, "stem": 32, "widths": [16, 32], "depths": [1, 1], "group_width": 8, "block": "x"},
-    )
-)
-FAMILIES.append(
-    Family(
+        _classifier("RegNetConfig", _REGNET),
+        {"block": "x", "depths": [1, 1], "group_width": 8, "image": 64, "stem": 32, "widths": [16, 32]},
+    ),
+    _vision(
         "poolformer",
-        "vision",
-        "transformers",
-        ("depths", "expansion", "image", "pool", "widths"),
         _poolformer_sample,
-        _poolformer,
-        {"image": 32, "widths": [16, 32], "depths": [1, 1], "pool": 3, "expansion": 2},
-    )
-)
+        _classifier("PoolFormerConfig", _POOLFORMER),
+        {"depths": [1, 1], "expansion": 2, "image": 32, "pool": 3, "widths": [16, 32]},
+    ),
+]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Union
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.units import GIB
 
 if TYPE_CHECKING:
     from perfpredict.core.report import PerfReport
@@ -70,7 +71,7 @@ def deliver(report: PerfReport, target: ReportTarget = None) -> None:
         report.latency_ms.value,
         report.latency_ms.low,
         report.latency_ms.high,
-        report.peak_memory_bytes.value / 2**30,
+        report.peak_memory_bytes.value / GIB,
         report.predictor,
     )
 

@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from perfpredict.core.units import GIB, KIB, MIB, TIB
+
 if TYPE_CHECKING:
     from perfpredict.core.report import OpContribution, PerfReport, Prediction
 
@@ -45,10 +47,8 @@ def fmt_time_ms(ms: float | None) -> str:
 
 
 def fmt_bytes(n: float | None) -> str:
-    """Binary units, as device memory is quoted: 1.5 * 2**30 -> '1.50 GiB'."""
-    return (
-        NA if _bad(n) else _scaled(float(n), [(2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")])
-    )
+    """Binary units, as device memory is quoted: 1.5 * GIB -> '1.50 GiB'."""
+    return NA if _bad(n) else _scaled(float(n), [(TIB, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB"), (1, "B")])
 
 
 def fmt_energy_j(j: float | None) -> str:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.units import MIB
 from perfpredict.request import DEFAULT_DEVICE, Request, field_names
 
-MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few KB; anything near this is not one
+MAX_CONFIG_BYTES = MIB  # a config.json is a few KB; anything near this is not one
 MAX_ONNX_BYTES = 512 << 20
 PHASES = ("inference", "training", "generation")
 

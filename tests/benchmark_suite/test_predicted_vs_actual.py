@@ -4,12 +4,12 @@ when the predictions were taken after the measurement they are compared with."""
 import importlib.util
 from pathlib import Path
 
+from perfpredict.core.units import GIB
+
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "predicted_vs_actual.py"
 _spec = importlib.util.spec_from_file_location("predicted_vs_actual", _PATH)
 pva = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(pva)
-
-GIB = 2**30
 
 
 def _predictions(created: str) -> dict:

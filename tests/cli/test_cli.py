@@ -256,3 +256,13 @@ def test_unknown_model_type_suggests_only_close_names(capsys, tmp_path, model_ty
     assert f"model_type {model_type!r}" in line and not_suggested not in line
     if suggested:
         assert f"(close: {suggested}" in line
+
+
+def test_missing_command_lists_every_command(capsys) -> None:
+    from perfpredict.cli.entry import COMMANDS, build_parser, command_names
+
+    assert main([]) == 2
+    listed = _error_line(capsys).split("choose a command: ")[1].split(" (")[0].split(", ")
+    names = command_names(build_parser())
+    assert listed == names and {"generate", "serve", "adapt", "calibrate-host"} <= set(names)
+    assert len(names) >= len(COMMANDS)

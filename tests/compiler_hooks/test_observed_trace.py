@@ -9,6 +9,7 @@ import collections
 import warnings
 
 import numpy as np
+import pytest
 import torch
 
 import perfpredict
@@ -133,3 +134,25 @@ def test_views_are_contracted_out_of_node_and_edge_counts():
     plain, reshaped = perfpredict.featurize(Plain(), (x,)), perfpredict.featurize(Reshaped(), (x,))
     assert len(reshaped.nodes) > len(plain.nodes)
     assert graph_size_without_views(reshaped) == graph_size_without_views(plain) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        ((), {}),
+        ((), {"ignore_index": 1, "reduction": "sum"}),
+        ((None, None, -100, None, "none"), {}),  # F.nll_loss's five, positionally
+        ((None, None, -100, None, "mean", 0.1), {}),  # label smoothing, positionally: torch's own path
+        ((), {"label_smoothing": 0.2, "reduction": "sum"}),
+    ],
+)
+def test_cross_entropy_replacement_matches_torch(args, kwargs):
+    import torch.nn.functional as F
+
+    from perfpredict.compiler_hooks.observed_trace import _cross_entropy
+
+    logits = torch.randn(6, 4, generator=torch.Generator().manual_seed(0))
+    target = torch.tensor([0, 1, 2, 3, 1, 0])
+    torch.testing.assert_close(
+        _cross_entropy(logits, target, *args, **kwargs), F.cross_entropy(logits, target, *args, **kwargs)
+    )

@@ -11,6 +11,7 @@ import pytest
 from perfpredict.cli import main
 from perfpredict.compiler_hooks import hf_frontend as hf
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.units import GIB
 from perfpredict.hardware.devices import get_device
 from perfpredict.llm import kv_cache, weight_formats
 from perfpredict.llm.decode_trace import decode_graph, prefill_graph
@@ -107,7 +108,7 @@ def test_llama_2_7b_decode_is_never_faster_than_streaming_its_weights_and_the_fi
     first = r.decode_points[0]
     assert first.weight_streaming_ms == pytest.approx(r.weights_bytes / h100.memory_bandwidth_bytes_per_s * 1e3)
     assert first.device_ms >= first.weight_streaming_ms  # physics: every weight is read once per step
-    assert r.weights_bytes / 2**30 == pytest.approx(12.55, abs=0.05)
+    assert r.weights_bytes / GIB == pytest.approx(12.55, abs=0.05)
     assert r.kv_cache_bytes == 2 * 32 * 32 * 128 * 160 * 2
     per_seq = (r.kv_cache_bytes + r.activations_bytes) / r.batch
     fixed = r.weights_bytes + r.runtime_bytes

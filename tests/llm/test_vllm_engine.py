@@ -6,13 +6,12 @@ from __future__ import annotations
 import pytest
 
 from perfpredict.core.errors import InvalidInputError, UnknownModelError
+from perfpredict.core.units import GIB, MIB
 from perfpredict.hardware.devices import get_device
 from perfpredict.llm import paged_kv
 from perfpredict.llm.decoder_spec import spec_from
 from perfpredict.llm.engine_graph import Numerics, StepShape, rank_shape, step_graph, weight_elements
 from perfpredict.llm.vllm_config import EngineConfig, attention_backend, capture_bucket, paged_attention_kernel, resolve
-
-GIB = 2**30
 
 
 @pytest.mark.parametrize(
@@ -47,7 +46,7 @@ def test_paged_kv_blocks_come_from_the_memory_left_after_weights_activations_and
     plan = paged_kv.plan(spec, rank, device=h100, utilization=0.9, weights_bytes=13 * GIB, activation_bytes=GIB,
                          runtime_bytes=GIB, block_size=16, kv_dtype="float16")  # fmt: skip
     free = int(h100.memory_bytes * 0.9) - 15 * GIB
-    assert plan.blocks == free // (8 * 2**20) and plan.capacity_tokens == plan.blocks * 16
+    assert plan.blocks == free // (8 * MIB) and plan.capacity_tokens == plan.blocks * 16
     assert plan.blocks_for(2048) == 128 and plan.blocks_for(2049) == 129
     assert plan.max_seqs_at(4096) == plan.blocks // 256
     # the start-up forward's peak: 4,096 tokens x (residual + normed + gate/up out + SiLU out) in fp16, then

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.units import GIB
 from perfpredict.parallel.collectives import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -22,8 +23,6 @@ from perfpredict.parallel.collectives import (
     ring_steps,
 )
 from perfpredict.parallel.interconnect import INTERCONNECTS_FILE, interconnect_for
-
-GIB = 2**30
 
 # Published nccl-tests bus bandwidths at large sizes, with their sources: the table the benchmark prints
 # (benchmarks/parallel_validation.py); each is a maintainer's statement, not a run of ours.

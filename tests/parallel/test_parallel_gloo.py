@@ -20,6 +20,7 @@ pytestmark = pytest.mark.slow  # one spawn of two gloo processes: 4-6 s on a 2-c
 from parallel_gloo import WORLD, run_all  # noqa: E402
 from parallel_models import ShardedNet, bucketed_net, capture  # noqa: E402
 
+from perfpredict.core.units import MIB  # noqa: E402
 from perfpredict.parallel import data_parallel as dpm  # noqa: E402
 from perfpredict.parallel import tensor_parallel  # noqa: E402
 from perfpredict.parallel.dp_timing import units_of  # noqa: E402
@@ -57,7 +58,7 @@ def test_ddp_buckets_are_the_ones_reduced(sent):
     predicted = [c.size_bytes for c in dpm.ddp_comms(_units(graph), grad_bytes_per_param=4, cap_mb=25.0)]
     steady = sent["ddp"]["buckets"][-1]  # DDP rebuilds its buckets after the first step
     # the first bucket (capped at 1 MiB) closes on one 4 MiB gradient, the next (25 MiB) at 7 x 4 = 28 MiB
-    assert predicted == steady == [4 * 2**20, 28 * 2**20]
+    assert predicted == steady == [4 * MIB, 28 * MIB]
     assert sum(predicted) == sent["ddp"]["param_bytes"]
 
 

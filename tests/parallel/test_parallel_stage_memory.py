@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 
 from parallel_models import TinyDecoder, capture  # noqa: E402
 
+from perfpredict.core.units import GIB  # noqa: E402
 from perfpredict.parallel import memory as mem  # noqa: E402
 from perfpredict.parallel import parallel_report, render_parallel_text  # noqa: E402
 
@@ -80,7 +81,7 @@ def test_every_stage_term_is_shown_and_sums_to_its_total(training_graph):
         for name, value in rows:
             if value:
                 assert name in line
-        assert line.endswith(f"= {stage.memory.total_bytes / 2**30:.2f} GiB")
+        assert line.endswith(f"= {stage.memory.total_bytes / GIB:.2f} GiB")
     assert report.peak_memory_bytes == max(s.memory.total_bytes for s in report.stages)
 
 

@@ -11,6 +11,7 @@ import torch
 
 import perfpredict
 from perfpredict.core.errors import ArtifactError, InvalidInputError, UnknownPredictorError
+from perfpredict.core.units import GIB
 from perfpredict.predictors import artifacts, registry
 from perfpredict.predictors.evaluation import metrics
 from perfpredict.predictors.training_data import GraphCache, load_training_set
@@ -235,7 +236,7 @@ def test_gpu_memory_is_learned_as_tensors_and_reported_with_the_runtime_overhead
     from perfpredict.predictors.xgboost_model import XGBoostLearner
 
     h100 = get_device("H100-SXM")
-    bigger = dataclasses.replace(h100, runtime_overhead_bytes=h100.runtime_overhead_bytes + 2**30)
+    bigger = dataclasses.replace(h100, runtime_overhead_bytes=h100.runtime_overhead_bytes + GIB)
     col = TABULAR_FEATURES.index("log_analytical_memory")
     arrays, config, batch = rows.arrays[0], RunConfig(), np.array([4])
     assert tabular_matrix(arrays, h100, config, batch)[0, col] == tabular_matrix(arrays, bigger, config, batch)[0, col]

@@ -11,6 +11,7 @@ from perfpredict.api import MANY_COLUMNS
 from perfpredict.core import op_kinds, ops
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
+from perfpredict.core.units import MIB
 from perfpredict.hardware.devices import get_device
 from perfpredict.predictors import host_model, timeline
 from perfpredict.predictors.base import RunConfig
@@ -367,8 +368,8 @@ def test_a_cuda_graph_never_makes_a_step_slower(flops):
     compiled, whether the host or the device is the bottleneck (a device-bound step's graph-node gaps used to make
     compiled_cuda_graph slower than compiled)."""
     graph = _graph(
-        [_node(f"m{i}", ops.MATMUL, flops=flops, moved=2**20) for i in range(40)]
-        + [_node(f"e{i}", ops.ELEMENTWISE, moved=2**20) for i in range(40)]
+        [_node(f"m{i}", ops.MATMUL, flops=flops, moved=MIB) for i in range(40)]
+        + [_node(f"e{i}", ops.ELEMENTWISE, moved=MIB) for i in range(40)]
     )
     p = TwoTimelinePredictor(host_model.HostProfile.from_file(host_model.REFERENCE))
     device = get_device("H100-SXM")

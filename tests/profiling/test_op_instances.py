@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.units import GIB
 from perfpredict.profiling import collect_engine as engine
 from perfpredict.profiling import collect_ops, zoo
 from perfpredict.profiling import dataset as ds
@@ -62,7 +63,7 @@ def test_zoo_ops_rebuild_and_run_on_cpu(family, phase):
 def test_variants_scale_one_dimension_and_stay_valid():
     a, b = torch.empty(64, 96, device="meta"), torch.empty(96, 128, device="meta")
     (mm,) = record_ops(lambda: a @ b)
-    out = variants(mm, random.Random(0), n=6, max_bytes=2**30)
+    out = variants(mm, random.Random(0), n=6, max_bytes=GIB)
     assert len(out) == 6 and len({v.to_key() for v in out}) == 6
     for v in out:
         (m, k1), (k2, n) = (t["t"] for t in v.tensors())

@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 import torch
 
+from perfpredict.core.units import MIB
 from perfpredict.profiling import collect_engine as engine
 from perfpredict.profiling import collect_ops, op_plan
 from perfpredict.profiling import dataset as ds
@@ -112,7 +113,7 @@ def test_composites_are_planned_as_the_call_a_model_makes():
 
 
 def test_a_dry_run_plan_fits_a_cpu_and_runs_there():
-    small = op_plan.lease_plan(max_io_bytes=2**20, max_flops=2e7)
+    small = op_plan.lease_plan(max_io_bytes=MIB, max_flops=2e7)
     groups = {p.group for p in small}
     assert {"gemm_llm", "elementwise", "norm", "conv"} <= groups
     for p in small[:: max(1, len(small) // 40)]:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.units import GIB, MIB
 from perfpredict.profiling import cpu as cpu_probe
 from perfpredict.profiling.measurement import Measurement, spread
 from perfpredict.profiling.monitor import Monitor, measure_compiled
@@ -42,11 +43,11 @@ def test_measure_cpu_real_model():
 def test_peak_rss_counts_a_big_allocation():
     mon = Monitor("cpu")
     mon.begin_window("alloc")
-    block = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+    block = torch.ones(64 * MIB // 4)  # 64 MiB, touched
     m = mon.end_window("alloc")
     del block
     if m.memory_method == "rss_hwm":
-        assert m.peak_memory_bytes >= 60 * 2**20
+        assert m.peak_memory_bytes >= 60 * MIB
     assert m.rss_peak_bytes >= m.rss_begin_bytes
 
 
@@ -117,7 +118,7 @@ def _mock_pynvml(mocker):
     else:  # nvidia-ml-py not installed: a plain mock stands in for the module
         nv = mocker.patch("perfpredict.profiling.nvml.pynvml", create=True)
     nv.nvmlDeviceGetPowerUsage.return_value = 200_000  # mW
-    nv.nvmlDeviceGetMemoryInfo.return_value = mocker.Mock(used=3 * 2**30)
+    nv.nvmlDeviceGetMemoryInfo.return_value = mocker.Mock(used=3 * GIB)
     nv.nvmlDeviceGetClockInfo.return_value = 1980
     nv.nvmlDeviceGetEnforcedPowerLimit.return_value = 700_000
     nv.nvmlDeviceGetTemperature.return_value = 41
@@ -138,7 +139,7 @@ def test_nvml_energy_counter_differenced(mocker, fake_cuda):
     assert m.sampled_avg_power_w == pytest.approx(200.0) and m.power_samples >= 2  # the cross-check
     assert m.torch_max_allocated_bytes == 5000 and m.torch_max_reserved_bytes == 8192
     assert m.peak_memory_bytes == 4000  # 5000 peak - 1000 allocated at begin_window
-    assert m.nvml_used_bytes == 3 * 2**30
+    assert m.nvml_used_bytes == 3 * GIB
     assert m.env.driver_version == "550.54.15" and m.env.power_limit_w_before == 700.0
     assert m.env.sm_clock_mhz_after == 1980.0 and m.env.temperature_c_before == 41.0
     assert m.timer == "cuda_event" and m.device == "cuda:0"
@@ -225,17 +226,17 @@ def test_no_gpu_is_a_clear_error():
 def test_end_build_splits_the_cpu_peak_into_build_and_step():
     mon = Monitor("cpu")
     mon.begin_window("split")
-    build = torch.ones(96 * 2**20 // 4)  # a 96 MiB "float32 build", freed before the steps
+    build = torch.ones(96 * MIB // 4)  # a 96 MiB "float32 build", freed before the steps
     del build
     mon.end_build("split")
-    step = torch.ones(32 * 2**20 // 4)  # a 32 MiB step
+    step = torch.ones(32 * MIB // 4)  # a 32 MiB step
     m = mon.end_window("split")
     del step
     if m.memory_method != "rss_hwm":
         pytest.skip("this kernel does not let a process reset its RSS high-water mark")
-    assert m.build_peak_memory_bytes >= 90 * 2**20
+    assert m.build_peak_memory_bytes >= 90 * MIB
     # The step's 32 MiB, less what the split's malloc_trim returned below the window's starting level.
-    assert 20 * 2**20 <= m.step_peak_memory_bytes < m.build_peak_memory_bytes
+    assert 20 * MIB <= m.step_peak_memory_bytes < m.build_peak_memory_bytes
     assert m.peak_memory_bytes == m.build_peak_memory_bytes
     assert m.rss_peak_bytes >= m.rss_begin_bytes + m.build_peak_memory_bytes
 
