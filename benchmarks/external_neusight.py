@@ -61,7 +61,7 @@ class Graphs:
         self.cache: dict[tuple, object] = {}
 
     def get(self, model: str, batch: int, seq: int, phase: str):
-        from perfpredict import graph_store
+        from perfpredict.caching import graph_store
         from perfpredict.external import neusight_models
 
         key = (model, batch, seq, phase)

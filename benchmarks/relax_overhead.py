@@ -30,7 +30,7 @@ def main() -> None:
     from tvm.relax.frontend.torch import from_exported_program
 
     import perfpredict
-    from perfpredict.compiler_hooks import relax_pass
+    from perfpredict.backends import relax_pass
     from perfpredict.compiler_hooks.relax_frontend import graph_from_relax
 
     model = BertModel(BertConfig(num_hidden_layers=args.layers)).eval()

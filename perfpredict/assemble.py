@@ -42,8 +42,8 @@ def build_report(
 ) -> PerfReport:
     """The report for ``graph`` on ``device``. ``assumed``: what the caller chose for the user (where the dtype
     came from, ...), listed first in the report's assumptions."""
-    from perfpredict import breakdown
     from perfpredict.assumptions import assumptions, dtype_warnings
+    from perfpredict.core import breakdown
     from perfpredict.hardware import carbon, cost, mig
 
     predictor, choice_note = resolve_predictor(predictor, device.parent or device.name)
@@ -169,7 +169,7 @@ def _workload(phase: str, batch: int, workload_calls: int | None) -> tuple[int, 
 
 
 def _warnings(graph: OpGraph, device: Device, config: RunConfig, out_: PredictorOutput) -> tuple[str, ...]:
-    from perfpredict.memory_advice import memory_warning
+    from perfpredict.core.memory_advice import memory_warning
 
     out = []
     if graph.coverage < COVERAGE_WARNING_BELOW:

@@ -53,6 +53,6 @@ def shipped_ceilings(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _no_cli_graph_cache(monkeypatch):
-    """Every CLI test captures its model: the user's on-disk graph cache (perfpredict.graph_store) is off unless a
+    """Every CLI test captures its model: the user's on-disk graph cache (perfpredict.caching.graph_store) is off unless a
     test turns it on for itself."""
     monkeypatch.setenv("PERFPREDICT_NO_GRAPH_CACHE", "1")

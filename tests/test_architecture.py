@@ -59,7 +59,7 @@ def import_graph() -> nx.DiGraph:
 def test_the_graph_sees_lazy_imports():
     graph = import_graph()
     # the torch.compile backend reaches the report pipeline only inside a function
-    assert graph.has_edge("perfpredict.compiler_hooks.torch_backend", "perfpredict.pipeline")
+    assert graph.has_edge("perfpredict.backends.torch_backend", "perfpredict.pipeline")
     assert graph.has_edge("perfpredict.cli.entry", "perfpredict.cli.predict")
 
 

@@ -102,7 +102,7 @@ def test_text_html_and_json_state_the_total_and_the_latency():
 
 
 def test_html_groups_identical_ops():
-    from perfpredict.breakdown import group_ops
+    from perfpredict.core.breakdown import group_ops
     from perfpredict.render.html import render_html
 
     report = _predict(device="L4", top_ops=25)

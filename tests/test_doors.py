@@ -76,7 +76,7 @@ def _relax_door(model, x) -> dict:
     pytest.importorskip("tvm")
     from tvm.relax.frontend.torch import from_exported_program
 
-    from perfpredict.compiler_hooks.relax_pass import PredictPerformance
+    from perfpredict.backends.relax_pass import PredictPerformance
 
     mod = from_exported_program(torch.export.export(model, (x,)))
     got = []
@@ -93,9 +93,9 @@ def _latency(r) -> tuple[float, float, float, str, str]:
 
 
 def test_every_door_defaults_to_the_same_predictor_and_mode():
+    from perfpredict.backends import relax_pass
+    from perfpredict.backends.torch_backend import BackendOptions
     from perfpredict.cli.predict import parse_predict
-    from perfpredict.compiler_hooks import relax_pass
-    from perfpredict.compiler_hooks.torch_backend import BackendOptions
     from perfpredict.request import default
 
     assert (default("predictor"), default("mode")) == (DEFAULT_PREDICTOR, DEFAULT_MODE)

@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from perfpredict.core.memory_advice import memory_warning  # noqa: E402
 from perfpredict.core.units import GIB  # noqa: E402
-from perfpredict.memory_advice import memory_warning  # noqa: E402
 
 
 class Net(torch.nn.Module):

@@ -102,7 +102,7 @@ def _cli(name, value, monkeypatch):
 
 
 def _backend(name, value, monkeypatch):
-    from perfpredict.compiler_hooks.torch_backend import BackendOptions
+    from perfpredict.backends.torch_backend import BackendOptions
 
     return BackendOptions.parse({name: value}).request
 
@@ -161,7 +161,7 @@ def test_every_door_accepts_every_field_and_passes_it_on(door, name, monkeypatch
 
 def test_a_new_field_needs_no_code_in_the_api_the_backend_or_the_web_page():
     """The API's signature, the backend's valid options and the web question's are generated from the fields."""
-    from perfpredict.compiler_hooks.torch_backend import BackendOptions
+    from perfpredict.backends.torch_backend import BackendOptions
 
     params = inspect.signature(perfpredict.predict).parameters
     assert {n: params[n].default for n in RUN_FIELDS} == {n: default(n) for n in RUN_FIELDS}

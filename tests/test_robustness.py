@@ -80,7 +80,8 @@ def _zero_flop_compute(graphs) -> list[str]:
 
 @pytest.mark.slow
 def test_random_architectures_compile_unchanged_and_predict(monkeypatch):
-    from perfpredict.compiler_hooks import fx_frontend, torch_backend
+    from perfpredict.backends import torch_backend
+    from perfpredict.compiler_hooks import fx_frontend
 
     graphs: list = []
     real_graph_from_fx = fx_frontend.graph_from_fx

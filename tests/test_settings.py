@@ -41,7 +41,7 @@ def test_unset_means_the_defaults():
 
 
 def test_the_modules_follow_the_environment(monkeypatch, tmp_path):
-    from perfpredict import graph_store
+    from perfpredict.caching import graph_store
     from perfpredict.hardware import carbon, user_config
 
     monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))

@@ -85,8 +85,8 @@ def _meta_training(model: Any, args: tuple, kwargs: Mapping[str, Any], dtype: st
     """A training step: the forward recorded on meta stand-ins in train mode, then AOTAutograd's joint forward and
     backward of that recording, as the torch.compile backend observes a training step (no dynamo: its bytecode
     tracing is the slow part, and it stumbles on tensors a forward makes on the meta device)."""
+    from perfpredict.backends.torch_backend import BackendOptions, _training
     from perfpredict.compiler_hooks import meta_trace
-    from perfpredict.compiler_hooks.torch_backend import BackendOptions, _training
     from perfpredict.request import Request
 
     gm, inputs = meta_trace.to_graph_module(_recorded(model, args, kwargs, dtype, training=True))
@@ -169,8 +169,8 @@ def dynamo_graph(model: Any, args: tuple, kwargs: Mapping[str, Any], phase: str,
     """torch.compile's capture (dynamo, and AOTAutograd's joint graph for a training step), subgraphs merged."""
     import torch
 
+    from perfpredict.backends.torch_backend import BackendOptions, _training
     from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
-    from perfpredict.compiler_hooks.torch_backend import BackendOptions, _training
     from perfpredict.request import Request
 
     graphs: list[OpGraph] = []

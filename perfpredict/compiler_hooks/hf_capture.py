@@ -20,7 +20,7 @@ def cached(
 ) -> tuple[OpGraph, str]:
     """``capture``, answered from the on-disk graph cache when the same question was captured before. A config
     given as a dict (an uploaded config.json) is keyed by its fields."""
-    from perfpredict import graph_store
+    from perfpredict.caching import graph_store
     from perfpredict.compiler_hooks.hf_frontend import raw_config
 
     fields, name = (

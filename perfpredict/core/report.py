@@ -288,7 +288,7 @@ class PerfReport(JsonReport):
     device_source: str = "datasheet"
     measured: MeasuredVsPredicted | None = None
     timeline: TimelineSummary | None = None
-    # the per-op time totalled over every op: per op kind, and per repeated block (perfpredict.breakdown); every
+    # the per-op time totalled over every op: per op kind, and per repeated block (perfpredict.core.breakdown); every
     # share is of latency_ms, and sum(by_kind) + outside_ops_ms == latency_ms
     by_kind: tuple[TimeShare, ...] = ()
     blocks: tuple[BlockShare, ...] = ()

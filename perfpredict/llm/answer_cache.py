@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from perfpredict.disk_store import DiskStore
+from perfpredict.caching.disk_store import DiskStore
 from perfpredict.llm.generation_report import BatchPoint, DecodePoint, GenerationReport
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ STORE = DiskStore("answer-store", 256 * 2**20)
 @functools.lru_cache(maxsize=1)
 def package_digest() -> str:
     """A digest of every file of the installed perfpredict (code, shipped data, artifacts), read once per process."""
-    from perfpredict import graph_store
+    from perfpredict.caching import graph_store
 
     h = hashlib.sha256(graph_store.code_digest().encode())  # the capture code and the tracing libraries' versions
     for f in sorted(p for p in _PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
@@ -102,7 +102,7 @@ def canonical(value: Any) -> Any:
 
 
 def load(cache_key: str | None) -> GenerationReport | None:
-    from perfpredict import graph_store
+    from perfpredict.caching import graph_store
 
     if cache_key is None or not graph_store.enabled():
         return None
@@ -118,7 +118,7 @@ def load(cache_key: str | None) -> GenerationReport | None:
 
 def save(cache_key: str | None, report: GenerationReport) -> None:
     """Store ``report``; a cache that cannot be written is skipped, never an error."""
-    from perfpredict import graph_store
+    from perfpredict.caching import graph_store
 
     if cache_key is None or not graph_store.enabled():
         return

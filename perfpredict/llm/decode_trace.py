@@ -63,7 +63,7 @@ def _captured(config: Any, dtype: str, trace, replicate: bool, question: dict) -
     """``trace(model, config)`` on the causal LM, its layers copied from two where they can be
     (``hf_capture.traced_stack``), answered from the on-disk graph cache (``graph_store``) when the same step of
     the same config was traced before: a repeated ``generate --engine hf`` question traces nothing."""
-    from perfpredict import graph_store
+    from perfpredict.caching import graph_store
     from perfpredict.compiler_hooks.hf_capture import traced_stack
 
     key = graph_store.key(config=config.to_dict(), dtype=dtype, replicate=replicate, **question)

@@ -294,7 +294,7 @@ def _predict_hf(
 
 def _memory_warnings(peak: float, dev: Any, max_batch: int, tokens: int) -> tuple[str, ...]:
     """Does not fit, or fits above ``memory_advice.TIGHT_SHARE`` of the device: say so, and what brings it under."""
-    from perfpredict.memory_advice import TIGHT_SHARE
+    from perfpredict.core.memory_advice import TIGHT_SHARE
 
     if peak <= dev.memory_bytes * TIGHT_SHARE:
         return ()

@@ -163,7 +163,7 @@ def _warnings(plan: ParallelPlan, stages, dev, links, phase: str = "training", o
             f"microbatches={plan.microbatches} < pp={plan.pp}: the pipeline is idle "
             f"{pipeline_bubble(plan):.0%} of the step; use at least {plan.pp} microbatches (4x is common)"
         )
-    from perfpredict.memory_advice import memory_warning
+    from perfpredict.core.memory_advice import memory_warning
 
     for s in stages:
         m = s.memory

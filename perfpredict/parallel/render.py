@@ -89,6 +89,6 @@ def _collectives(r: ParallelReport) -> list[str]:
 
 
 def _tight(r: ParallelReport) -> bool:
-    from perfpredict.memory_advice import TIGHT_SHARE
+    from perfpredict.core.memory_advice import TIGHT_SHARE
 
     return r.fits_in_memory and r.peak_memory_bytes > TIGHT_SHARE * r.device_memory_bytes

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfpredict import breakdown
-from perfpredict.core import op_kinds, ops
+from perfpredict.core import breakdown, op_kinds, ops
 from perfpredict.core.report import OpContribution, Prediction
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays

@@ -120,7 +120,7 @@ class PredictorOutput:
     per_op: tuple[OpContribution, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
     timeline: TimelineSummary | None = None  # device, host and wall time (the two-timeline predictor)
-    by_kind: tuple[TimeShare, ...] = ()  # totals over every op, not only the listed ones (perfpredict.breakdown)
+    by_kind: tuple[TimeShare, ...] = ()  # totals over every op, not only the listed ones (perfpredict.core.breakdown)
     blocks: tuple[BlockShare, ...] = ()
     # what the latency holds beyond the summed per-op time ("" where the per-op rows are the latency's own terms)
     outside_ops_label: str = ""

@@ -66,7 +66,7 @@ def stage1_encoder(
     """The GraphMAE-pretrained GIN state, the node standardiser it was trained with, and what it was trained on."""
     import torch
 
-    from perfpredict.disk_store import cache_root
+    from perfpredict.caching.disk_store import cache_root
     from perfpredict.predictors.gin import corpus_key, load_state, pretrain_graphmae, save_state
 
     specs = _corpus_specs(hp)

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict import graph_store
+from perfpredict.caching import graph_store
+from perfpredict.caching.disk_store import DiskStore
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.core.graph import OpGraph
-from perfpredict.disk_store import DiskStore
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.features import TABULAR_FEATURES, tabular_matrix
 from perfpredict.progress import Progress

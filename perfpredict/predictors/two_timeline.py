@@ -29,8 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfpredict import breakdown
-from perfpredict.core import op_kinds, ops
+from perfpredict.core import breakdown, op_kinds, ops
 from perfpredict.core.report import HOST_BOUND_IDLE_SHARE, OpContribution, Prediction, TimelineSummary
 from perfpredict.predictors import gpu_device_time, host_model, op_efficiency, timeline
 from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor, attainable_bandwidth, op_contribution

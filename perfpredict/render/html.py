@@ -102,7 +102,7 @@ def _timeline(report: PerfReport) -> str:
 
 
 def _ops(report: PerfReport, top_ops: int | None) -> str:
-    from perfpredict.breakdown import group_ops
+    from perfpredict.core.breakdown import group_ops
 
     ops = sorted_ops(report, top_ops)
     if not ops:

@@ -140,7 +140,7 @@ def memory_terms(report: PerfReport) -> str:
 
 
 def fits_text(report: PerfReport) -> str:
-    from perfpredict.memory_advice import TIGHT_SHARE
+    from perfpredict.core.memory_advice import TIGHT_SHARE
 
     verdict = "fits in" if report.fits_in_memory else "DOES NOT FIT in"
     tight = report.fits_in_memory and report.memory_share > TIGHT_SHARE
@@ -204,7 +204,7 @@ GROUP_COLUMNS = ("op", "target", "module path", "count", "time each", "time", "s
 
 
 def group_row(group) -> tuple[str, ...]:
-    """A row of identical ops (``perfpredict.breakdown.group_ops``): count, time of one, time and share of all."""
+    """A row of identical ops (``perfpredict.core.breakdown.group_ops``): count, time of one, time and share of all."""
     op = group.first
     return (
         op.op,

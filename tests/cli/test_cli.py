@@ -174,7 +174,8 @@ def test_small_costs_print_without_an_exponent():
 
 
 def test_a_repeated_question_is_answered_from_the_graph_cache(tmp_path, monkeypatch):
-    from perfpredict import api, graph_store
+    from perfpredict import api
+    from perfpredict.caching import graph_store
 
     monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("PERFPREDICT_NO_GRAPH_CACHE", raising=False)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from perfpredict import graph_store
+from perfpredict.caching import graph_store
+from perfpredict.caching.disk_store import DiskStore
 from perfpredict.core.graph import graph_to_dict
-from perfpredict.disk_store import DiskStore
 
 
 @pytest.fixture(autouse=True)

@@ -96,7 +96,7 @@ def test_dynamic_shapes_resolved_with_hints_and_said_so():
 
 @pytest.fixture
 def fresh_warnings(monkeypatch):
-    from perfpredict.compiler_hooks import torch_backend
+    from perfpredict.backends import torch_backend
 
     monkeypatch.setattr(torch_backend, "_WARNED", set())
 

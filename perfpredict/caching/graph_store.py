@@ -25,18 +25,20 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from perfpredict.caching.disk_store import DiskStore
 from perfpredict.core.graph import OpGraph, graph_from_dict, graph_to_dict
-from perfpredict.disk_store import DiskStore
+from perfpredict.core.units import GIB
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]
 # the code that turns a model into an OpGraph: a change to any of it must miss the cache (globs: the zoo's builders
 # decide the training data's graphs, however its files are split)
 _CAPTURE_CODE = (
     "core/graph.py",
     "core/ops.py",
+    "core/op_kinds",
     "api.py",
     "compiler_hooks",
     "data/hf_configs/index.json",
@@ -44,7 +46,7 @@ _CAPTURE_CODE = (
     "profiling/zoo*",
 )
 # NB: a training set's traces take about 20 MB today; the limit leaves room for a few code versions' worth
-SIZE_LIMIT_BYTES = 2 * 2**30
+SIZE_LIMIT_BYTES = 2 * GIB
 STORE = DiskStore("graph-store", SIZE_LIMIT_BYTES)
 
 

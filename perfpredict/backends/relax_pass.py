@@ -2,7 +2,7 @@
 
     import tvm
     from tvm import relax
-    from perfpredict.compiler_hooks.relax_pass import PredictPerformance
+    from perfpredict.backends.relax_pass import PredictPerformance
 
     seq = tvm.transform.Sequential([PredictPerformance(device="H100-SXM"), relax.get_pipeline("default")])
     ex = tvm.compile(mod, target="llvm", relax_pipeline=seq)

@@ -14,14 +14,14 @@ tvm = pytest.importorskip("tvm")
 relax = pytest.importorskip("tvm.relax")
 
 import perfpredict  # noqa: E402
-from perfpredict.compiler_hooks.relax_frontend import graph_from_relax  # noqa: E402
-from perfpredict.compiler_hooks.relax_pass import (  # noqa: E402
+from perfpredict.backends.relax_pass import (  # noqa: E402
     ATTR_NAME,
     PredictPerformance,
     instrument,
     register_pipeline,
     report_from_module,
 )
+from perfpredict.compiler_hooks.relax_frontend import graph_from_relax  # noqa: E402
 
 
 class SmallCNN(torch.nn.Module):

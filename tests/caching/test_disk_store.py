@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from perfpredict.disk_store import DiskStore, cache_root
+from perfpredict.caching.disk_store import DiskStore, cache_root
 
 
 def test_the_cache_root_follows_perfpredict_cache_dir_then_xdg_then_home(tmp_path, monkeypatch):
