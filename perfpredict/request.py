@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.core.graph import DTYPES, PHASES
 from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR, MEASURED_BUILD_DTYPE, RunConfig
 
 #: the device a question is about when none is named (every door: API, CLI, backend, Relax pass, web, parallel)
@@ -26,8 +27,6 @@ DEFAULT_DEVICE = "H100-SXM"
 DEFAULT_OPTIMIZER = "adamw"
 #: ``weights_built_in`` left to the source: see :meth:`Request.resolved_weights_built_in`
 AUTO = "auto"
-PHASES = ("inference", "training")
-DTYPES = ("float32", "float16", "bfloat16", "float64")
 
 
 _SOURCE, _RUN, _REPORT = ({"group": g} for g in ("source", "run", "report"))

@@ -270,58 +270,17 @@ def _inner(gm: Any, example_inputs: list[Any], opts: BackendOptions) -> Any:
     return gm.forward
 
 
-def _training(gm: Any, example_inputs: list[Any], opts: BackendOptions, on_graph: Any = None) -> Any:
-    """Trace forward + backward with AOTAutograd, featurize the joint graph, and run it as the inner backend.
+def _training(gm: Any, example_inputs: list[Any], opts: BackendOptions) -> Any:
+    """Observe the training step's joint graph (``aot_observe``), report it, and run ``gm`` with the inner backend."""
+    from perfpredict.compiler_hooks.aot_observe import observe_training
 
-    ``on_graph`` receives the training OpGraph (default: add it to the current session and deliver a report).
-    """
-    from functorch.compile import make_boxed_func
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.partitioners import default_partition
-
-    state = {"seen": False}
-
-    def observe(graph_fn: Any) -> None:
-        try:
-            graph = graph_fn()
-            on_graph(graph) if on_graph is not None else _observe(graph, opts)
-        except Exception as err:
-            if opts.strict:
-                raise
-            _warn_once(err)
-
-    def partition(joint_module: Any, joint_inputs: Any, **kwargs: Any) -> Any:
-        from perfpredict.compiler_hooks.aot_frontend import graph_from_joint
-
-        state["seen"] = True
-        observe(lambda: graph_from_joint(joint_module, gm, example_inputs, name=opts.request.model_name))
-        return default_partition(joint_module, joint_inputs, **kwargs)
-
-    def forward_compiler(fw_module: Any, fw_inputs: Any) -> Any:
-        if not state["seen"]:  # nothing requires grad: AOT traced a forward-only graph
-            from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
-
-            state["seen"] = True
-            observe(
-                lambda: graph_from_fx(fw_module, None, phase="training", name=opts.request.model_name).with_run(
-                    notes=("no input or parameter requires grad: the training step is forward-only",)
-                )
-            )
-        return make_boxed_func(fw_module.forward)
-
-    # AOT traces forward + backward with fake tensors only to observe; the graph itself goes to the inner
-    # backend untouched, so autograd behaves exactly as without perfpredict (double backward included). The
-    # traced copy runs attention fused, as a GPU does, and a loss meta tensors can differentiate (observed_trace.py).
-    try:
-        from perfpredict.compiler_hooks.observed_trace import observation_copy
-
-        aot_autograd(
-            fw_compiler=forward_compiler, bw_compiler=lambda m, _: make_boxed_func(m.forward), partition_fn=partition
-        )(observation_copy(gm), example_inputs)
-    except Exception as err:
-        if opts.strict:
-            raise
-        _warn_once(err)
+    observe_training(
+        gm,
+        example_inputs,
+        name=opts.request.model_name,
+        on_graph=lambda graph: _observe(graph, opts),
+        on_error=None if opts.strict else _warn_once,
+    )
     return _inner(gm, example_inputs, opts)
 
 

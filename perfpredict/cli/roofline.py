@@ -192,7 +192,7 @@ def _plot(args: argparse.Namespace, data: dict[str, Any] | None) -> int:
         device = apply_ceilings(device, ceilings)
     graph = None
     if args.hf:
-        from perfpredict.api import featurize
+        from perfpredict.compiler_hooks.featurize import featurize
         from perfpredict.compiler_hooks.hf_frontend import model_from_hf
 
         model, inputs, name = model_from_hf(args.hf, batch_size=args.batch, seq_len=args.seq, dtype=args.dtype)

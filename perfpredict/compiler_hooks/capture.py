@@ -85,13 +85,12 @@ def _meta_training(model: Any, args: tuple, kwargs: Mapping[str, Any], dtype: st
     """A training step: the forward recorded on meta stand-ins in train mode, then AOTAutograd's joint forward and
     backward of that recording, as the torch.compile backend observes a training step (no dynamo: its bytecode
     tracing is the slow part, and it stumbles on tensors a forward makes on the meta device)."""
-    from perfpredict.backends.torch_backend import BackendOptions, _training
     from perfpredict.compiler_hooks import meta_trace
-    from perfpredict.request import Request
+    from perfpredict.compiler_hooks.aot_observe import observe_training
 
     gm, inputs = meta_trace.to_graph_module(_recorded(model, args, kwargs, dtype, training=True))
     graphs: list[OpGraph] = []
-    _training(gm, inputs, BackendOptions(Request(phase="training", model_name=name), strict=True), graphs.append)
+    observe_training(gm, inputs, name=name, on_graph=graphs.append)
     if not graphs:
         raise FrontendError(f"AOTAutograd traced no training graph from {name!r}; try capture='dynamo'")
     return graphs[0]
@@ -169,17 +168,15 @@ def dynamo_graph(model: Any, args: tuple, kwargs: Mapping[str, Any], phase: str,
     """torch.compile's capture (dynamo, and AOTAutograd's joint graph for a training step), subgraphs merged."""
     import torch
 
-    from perfpredict.backends.torch_backend import BackendOptions, _training
+    from perfpredict.compiler_hooks.aot_observe import observe_training
     from perfpredict.compiler_hooks.fx_frontend import graph_from_fx
-    from perfpredict.request import Request
 
     graphs: list[OpGraph] = []
     if phase == "training":
 
         def backend(gm: Any, ex: list) -> Any:
-            return _training(
-                gm, ex, BackendOptions(Request(phase="training", model_name=name), strict=True), graphs.append
-            )
+            observe_training(gm, ex, name=name, on_graph=graphs.append)
+            return gm.forward
     else:
 
         def backend(gm: Any, ex: list) -> Any:

@@ -45,9 +45,9 @@ def _config_of(fields: dict, name: str) -> Any:
 
 def capture(id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str, phase: str) -> tuple[OpGraph, str]:
     """(the OpGraph, the model's name) for a shipped id, alias or config.json, built on the meta device."""
-    from perfpredict.api import featurize
     from perfpredict.compiler_hooks import hf_frontend as hf
     from perfpredict.compiler_hooks import moe_routing
+    from perfpredict.compiler_hooks.featurize import featurize
 
     config = hf.load_config(id_or_path)
     name = config.name_or_path or config.model_type

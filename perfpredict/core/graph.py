@@ -19,6 +19,8 @@ from perfpredict.core import op_kinds
 from perfpredict.core.ops import DTYPE_BYTES
 
 PHASES = ("inference", "training")
+#: the dtypes a model may be captured and predicted in
+DTYPES = ("float32", "float16", "bfloat16", "float64")
 
 
 @dataclass(frozen=True)

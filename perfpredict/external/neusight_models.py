@@ -65,8 +65,8 @@ def inputs(cfg: Any, batch: int, seq: int) -> tuple:
 
 def capture(model: str, batch: int, seq: int, phase: str) -> OpGraph:
     """The OpGraph of one NeuSight row's program (a deep stack traced with two layers and copied where alike)."""
-    from perfpredict.api import featurize
     from perfpredict.compiler_hooks import moe_routing
+    from perfpredict.compiler_hooks.featurize import featurize
     from perfpredict.compiler_hooks.hf_capture import traced_stack
 
     cfg = config(model)

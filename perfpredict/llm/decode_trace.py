@@ -49,7 +49,7 @@ def prefill_graph(config: Any, *, batch: int, prompt: int, dtype: str, replicate
 
         import torch
 
-        from perfpredict.api import featurize
+        from perfpredict.compiler_hooks.featurize import featurize
 
         ids = torch.zeros(batch, prompt, dtype=torch.long, device="meta")
         keep = "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -99,7 +99,7 @@ def _trace_decode(
 ) -> OpGraph:
     import torch
 
-    from perfpredict.api import featurize
+    from perfpredict.compiler_hooks.featurize import featurize
     from perfpredict.compiler_hooks.hf_frontend import torch_dtype
 
     kv = _filled_cache(config, batch, context, torch_dtype(dtype), cache, max_cache_len)

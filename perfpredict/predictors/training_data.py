@@ -77,7 +77,7 @@ def _trace(spec: Any) -> OpGraph:
 
     import torch
 
-    from perfpredict.api import featurize
+    from perfpredict.compiler_hooks.featurize import featurize
 
     torch._dynamo.reset()  # thousands of cached graphs slow every later trace down
     model = spec.build("meta")

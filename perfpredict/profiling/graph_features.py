@@ -32,7 +32,7 @@ GRAPH_COLUMNS = (
 def spec_graph(spec: zoo.ModelSpec) -> Any:
     import torch
 
-    from perfpredict.api import featurize
+    from perfpredict.compiler_hooks.featurize import featurize
 
     torch._dynamo.reset()  # thousands of cached graphs slow every later trace down
     model = spec.build("meta")
