@@ -5,7 +5,7 @@
 
 Rows: ``data/external/neusight`` (fp32, eight GPUs), ``data/external/vidur`` (fp16, three GPUs) and the project's
 own GPU op rows (``data/<gpu>/ops``), with NeuSight's per-call timing floor and overhead taken off
-(:mod:`perfpredict.predictors.gpu_training_rows`). Metric: the absolute percentage error of predicted device time
+(:mod:`perfpredict.learning.gpu_training_rows`). Metric: the absolute percentage error of predicted device time
 per op (MAPE, and the median), per op kind and GPU. Splits:
 
 - **leave-one-GPU-out**: every row of one GPU held out; its level in each GEMM class comes from its nearest covered
@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from perfpredict.learning import gpu_training_rows as tr
 from perfpredict.predictors import gpu_efficiency as ge
-from perfpredict.predictors import gpu_training_rows as tr
 
 RESULT = Path(__file__).resolve().parent / "results" / "gpu_op_efficiency.md"
 NEUSIGHT_TRAIN = ("P4", "P100-PCIe-16GB", "T4", "V100-PCIe-32GB", "A100-40GB-PCIe")

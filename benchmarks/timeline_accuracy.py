@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from perfpredict.hardware.devices import get_device
+from perfpredict.learning.training_data import GraphCache, arrays_for
 from perfpredict.predictors.analytical import AnalyticalPredictor
 from perfpredict.predictors.base import RunConfig
-from perfpredict.predictors.training_data import GraphCache, arrays_for
 from perfpredict.predictors.two_timeline import CALIBRATION, TwoTimelinePredictor, interval_factor
 from perfpredict.profiling import zoo
 from perfpredict.profiling.dataset import load_dataset, quiet_host
@@ -78,8 +78,8 @@ def predict_rows(rows: list[dict], device, sweeps: list, profile=None) -> dict[s
 def fit_scales(folder: str, device, families: np.ndarray, keys: list[str]) -> tuple[float, float, float, np.ndarray]:
     """(dispatch scale, device-time scale, training steps' dispatch scale) fitted on every row, and each row's wall
     time with the scales fitted on the other families (leave-one-family-out), aligned to ``keys``."""
-    from perfpredict.predictors.training_data import load_training_set
-    from perfpredict.predictors.two_timeline_fit import TwoTimelineLearner
+    from perfpredict.learning.training_data import load_training_set
+    from perfpredict.learning.two_timeline_fit import TwoTimelineLearner
 
     data = load_training_set([folder], device=device)
     learner = TwoTimelineLearner()

@@ -50,7 +50,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfpredict.predictors.adapt import adapt
+    from perfpredict.learning.adapt import adapt
 
     result = adapt(
         args.device,

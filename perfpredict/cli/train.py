@@ -50,7 +50,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfpredict.predictors.train import train
+    from perfpredict.learning.train import train
 
     folder = train(
         args.device,

@@ -116,8 +116,8 @@ class GAEGNNLearner(GNNEnsembleLearner):
         if extra > 0:
             from pathlib import Path
 
+            from perfpredict.learning.training_data import GraphCache
             from perfpredict.predictors.cost_arrays import CostArrays
-            from perfpredict.predictors.training_data import GraphCache
             from perfpredict.profiling import corpus
 
             path = Path(self.hp["corpus_path"] or corpus.DEFAULT_DIR / corpus.SPECS_FILE)

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from perfpredict.predictors.artifacts import Manifest
-    from perfpredict.predictors.training_data import TrainingSet
+    from perfpredict.predictors.feature_rows import TrainingSet
 
 
 logger = logging.getLogger(__name__)

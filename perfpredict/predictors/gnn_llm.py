@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from perfpredict.predictors.base_lm import BaseLM
-    from perfpredict.predictors.training_data import TrainingSet
+    from perfpredict.predictors.feature_rows import TrainingSet
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())

@@ -43,8 +43,8 @@ def _corpus_specs(hp: dict[str, Any]) -> list[Any]:
 
 def _corpus_graphs(specs: list[Any], kind: str) -> tuple[list[Any], list[np.ndarray]]:
     """Cost arrays and raw node matrices of the corpus graphs that trace (others are skipped)."""
+    from perfpredict.learning.training_data import GraphCache
     from perfpredict.predictors.cost_arrays import CostArrays
-    from perfpredict.predictors.training_data import GraphCache
 
     cache = GraphCache()
     arrays, nodes = [], []
@@ -66,8 +66,8 @@ def stage1_encoder(
     """The GraphMAE-pretrained GIN state, the node standardiser it was trained with, and what it was trained on."""
     import torch
 
+    from perfpredict.learning.training_data import cache_dir
     from perfpredict.predictors.gin import corpus_key, load_state, pretrain_graphmae, save_state
-    from perfpredict.predictors.training_data import cache_dir
 
     specs = _corpus_specs(hp)
     source, keys = "graph corpus", [spec.to_key() for spec in specs]

@@ -18,13 +18,14 @@ import numpy as np
 from perfpredict.core.errors import ArtifactError
 from perfpredict.core.report import MemoryBreakdown, Prediction
 from perfpredict.predictors.base import MEASURED_BUILD_DTYPE, PredictorOutput, RunConfig
+from perfpredict.predictors.feature_rows import single_row_set
 from perfpredict.predictors.intervals import bracket
 
 if TYPE_CHECKING:
     from perfpredict.core.graph import OpGraph
     from perfpredict.hardware.devices import Device
     from perfpredict.predictors.artifacts import Manifest
-    from perfpredict.predictors.training_data import TrainingSet
+    from perfpredict.predictors.feature_rows import TrainingSet
 
 OOD_WARN_ABOVE = 3.0  # nearest-training-row distance, in units of the training set's own nearest-neighbour median
 
@@ -52,27 +53,6 @@ class Learner(Protocol):
 
     @classmethod
     def from_files(cls, manifest: Manifest, files: dict[str, bytes]) -> Learner: ...
-
-
-def single_row_set(graph: OpGraph, device: Device, config: RunConfig) -> TrainingSet:
-    """A user's graph as a one-row TrainingSet (no targets), so learners need one input path only."""
-    from perfpredict.predictors.cost_arrays import CostArrays
-    from perfpredict.predictors.features import tabular_matrix
-    from perfpredict.predictors.training_data import TARGETS, TrainingSet
-
-    arrays = CostArrays.from_graph(graph)
-    X = tabular_matrix(arrays, device, config, np.array([graph.batch_size]))
-    row = {"batch_size": graph.batch_size, "family": graph.name or "model", "key": graph.structure_hash()}
-    return TrainingSet(
-        X=X,
-        y={t: np.array([np.nan]) for t in TARGETS},
-        families=np.array([row["family"]]),
-        keys=[row["key"]],
-        group_ids=np.array([0]),
-        devices=[device.name],
-        rows=[row],
-        arrays=[arrays],
-    )
 
 
 class LearnedPredictor:

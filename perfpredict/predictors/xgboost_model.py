@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from perfpredict.core.errors import require
+from perfpredict.learning.model_selection import simplest_within_one_se
 from perfpredict.predictors.features import STATIC_ONLY_FEATURES, TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.intervals import bracket
 from perfpredict.predictors.learned import LearnedPredictor, TargetPrediction
-from perfpredict.predictors.model_selection import simplest_within_one_se
 from perfpredict.predictors.registry import register_predictor
 
 # Small on purpose: every outer fold of the accuracy benchmark repeats the search on a 2-core machine.

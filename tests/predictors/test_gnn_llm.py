@@ -242,7 +242,7 @@ def test_fine_tune_adapts_to_a_shifted_device(traced, fitted):
     """A 'new device' whose latency is 3x the training device's: a few shots pull the prediction over."""
     import copy
 
-    from perfpredict.predictors.adapt import pick_shots
+    from perfpredict.learning.adapt import pick_shots
 
     ts, _ = traced
     shifted = ts.subset(np.arange(len(ts.keys)))
@@ -264,9 +264,9 @@ def test_adapt_command_registers_an_artifact_for_the_device(tiny_lms, tmp_path, 
         pytest.skip("the committed CPU dataset is missing")
     import perfpredict
     from perfpredict.hardware.devices import get_device
+    from perfpredict.learning.train import train
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.registry import get_predictor
-    from perfpredict.predictors.train import train
     from perfpredict.profiling.dataset import load_dataset
 
     ok = [r for r in load_dataset(DATA).rows if r.get("status") == "ok" and r["family"] in ("mlp", "vgg")]
@@ -319,7 +319,7 @@ def test_adapt_command_registers_an_artifact_for_the_device(tiny_lms, tmp_path, 
 
 def test_adapt_refuses_more_shots_than_rows(traced):
     from perfpredict.core.errors import InvalidInputError
-    from perfpredict.predictors.adapt import pick_shots
+    from perfpredict.learning.adapt import pick_shots
 
     ts, _ = traced
     with pytest.raises(InvalidInputError, match="fewer shots"):

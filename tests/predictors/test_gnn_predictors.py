@@ -136,7 +136,8 @@ def test_gae_fit_is_reproducible_whatever_python_random_holds_and_leaves_it_as_i
 def test_ood_is_high_for_an_absurd_graph(traced, fitted):
     import perfpredict
     from perfpredict.predictors.base import RunConfig
-    from perfpredict.predictors.learned import OOD_WARN_ABOVE, single_row_set
+    from perfpredict.predictors.feature_rows import single_row_set
+    from perfpredict.predictors.learned import OOD_WARN_ABOVE
 
     ts, device = traced
     layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from perfpredict.hardware.devices import get_device
+from perfpredict.learning import gpu_training_rows as tr
 from perfpredict.predictors import gpu_efficiency as ge
 from perfpredict.predictors import gpu_op_features as gf
-from perfpredict.predictors import gpu_training_rows as tr
 from perfpredict.predictors.op_efficiency import OpShape
 
 pytest.importorskip("xgboost")

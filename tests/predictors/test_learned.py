@@ -11,9 +11,9 @@ import torch
 
 import perfpredict
 from perfpredict.core.errors import ArtifactError, InvalidInputError, UnknownPredictorError
+from perfpredict.learning.evaluation import metrics
+from perfpredict.learning.training_data import GraphCache, load_training_set
 from perfpredict.predictors import artifacts, registry
-from perfpredict.predictors.evaluation import metrics
-from perfpredict.predictors.training_data import GraphCache, load_training_set
 
 pytest.importorskip("xgboost")
 DATA = Path(__file__).resolve().parents[2] / "data" / "cpu-amd-epyc-2c"
@@ -201,7 +201,7 @@ def test_rows_from_a_busy_host_are_left_out_unless_asked_for(tmp_path):
 def test_a_failed_trace_is_remembered_not_retried(tmp_path, monkeypatch):
     # Every row of a batch sweep shares one anchor trace: an untraceable architecture (DeBERTa's relative positions
     # call nonzero, which the meta device cannot run) must fail once per load, not once per row.
-    from perfpredict.predictors import training_data
+    from perfpredict.learning import training_data
     from perfpredict.profiling import zoo
 
     calls = []
@@ -229,8 +229,8 @@ def test_gpu_memory_is_learned_as_tensors_and_reported_with_the_runtime_overhead
 
     from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.base import RunConfig
+    from perfpredict.predictors.feature_rows import single_row_set
     from perfpredict.predictors.features import TABULAR_FEATURES, tabular_matrix
-    from perfpredict.predictors.learned import single_row_set
     from perfpredict.predictors.xgboost_model import XGBoostLearner
 
     h100 = get_device("H100-SXM")
@@ -256,7 +256,7 @@ def test_learned_memory_of_a_model_loaded_in_its_run_dtype_drops_the_float32_loa
     # model loaded straight in bfloat16 swaps the load's analytical transient out of the learned peak.
     from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.base import RunConfig
-    from perfpredict.predictors.learned import single_row_set
+    from perfpredict.predictors.feature_rows import single_row_set
     from perfpredict.predictors.xgboost_model import XGBoostLearner
 
     h100 = get_device("H100-SXM")
@@ -285,7 +285,7 @@ def test_learned_memory_of_a_model_loaded_in_its_run_dtype_drops_the_float32_loa
 def test_rows_measured_under_another_transformers_are_named_in_the_problems():
     from importlib import metadata
 
-    from perfpredict.predictors.training_data import _library_mismatches
+    from perfpredict.learning.training_data import _library_mismatches
 
     local = metadata.version("transformers")
     rows = [{"env_transformers_version": "5.17.0"}] * 3 + [{"env_transformers_version": local}, {}]
@@ -298,7 +298,7 @@ def test_rows_measured_under_another_transformers_are_named_in_the_problems():
 def test_two_timeline_learner_recovers_the_scales_its_labels_were_made_with(rows):
     import dataclasses
 
-    from perfpredict.predictors.two_timeline_fit import DEVICE_GRID, SCALE_GRID, TwoTimelineLearner
+    from perfpredict.learning.two_timeline_fit import DEVICE_GRID, SCALE_GRID, TwoTimelineLearner
 
     learner = TwoTimelineLearner()
     host, dev = 9, 12  # labels simulated at SCALE_GRID[9] and DEVICE_GRID[12], with 5% noise: fit finds them again

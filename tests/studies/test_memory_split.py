@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from perfpredict.hardware.devices import get_device
+from perfpredict.learning.training_data import GraphCache, _trace, arrays_for
 from perfpredict.pipeline import report_for_graph
-from perfpredict.predictors.training_data import GraphCache, _trace, arrays_for
 from perfpredict.profiling import zoo
 
 _PATH = Path(__file__).resolve().parents[2] / "studies" / "memory_split.py"

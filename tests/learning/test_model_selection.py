@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from perfpredict.predictors.model_selection import clustered_standard_error, simplest_within_one_se
+from perfpredict.learning.model_selection import clustered_standard_error, simplest_within_one_se
 
 
 def test_clustered_standard_error_by_hand():

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError, close_matches
+from perfpredict.learning.training_data import load_training_set
 from perfpredict.predictors.artifacts import Manifest, artifact_path, save_artifact
-from perfpredict.predictors.training_data import TARGETS, load_training_set
+from perfpredict.predictors.feature_rows import TARGETS
 
 LEARNERS = {
     "xgboost": ("perfpredict.predictors.xgboost_model", "XGBoostLearner"),
@@ -68,7 +69,7 @@ def train(
     overrides the learner's defaults (e.g. ``{"base_lm": PATH}`` for gnn_llm)."""
     from functools import partial
 
-    from perfpredict.predictors.evaluation import cross_validate, random_folds, report
+    from perfpredict.learning.evaluation import cross_validate, random_folds, report
 
     cls = partial(learner_class(predictor), **(hyper or {}))
     folder = dataset_folder(device, data_root)
