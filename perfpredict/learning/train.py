@@ -17,8 +17,8 @@ from perfpredict.predictors.artifacts import Manifest, artifact_path, save_artif
 from perfpredict.predictors.feature_rows import TARGETS
 
 LEARNERS = {
-    "xgboost": ("perfpredict.predictors.xgboost_model", "XGBoostLearner"),
-    "xgboost_static": ("perfpredict.predictors.xgboost_model", "XGBoostStaticLearner"),
+    "xgboost": ("perfpredict.learning.xgboost_learner", "XGBoostLearner"),
+    "xgboost_static": ("perfpredict.learning.xgboost_learner", "XGBoostStaticLearner"),
     "graphsage": ("perfpredict.predictors.graphsage", "GraphSAGELearner"),
     "gae_gnn": ("perfpredict.predictors.gae", "GAEGNNLearner"),
     "gnn_llm": ("perfpredict.predictors.gnn_llm", "GNNLLMLearner"),

@@ -41,6 +41,7 @@ from perfpredict.predictors.gnn_data import (
     unique_keys,
 )
 from perfpredict.predictors.learned import TargetPrediction
+from perfpredict.predictors.ood import nearest_distance
 
 if TYPE_CHECKING:
     import torch
@@ -381,7 +382,7 @@ class GNNEnsembleLearner:
         if len(z) < 2:
             self.ood_scale = 1.0
             return
-        d = _nearest(z, z, exclude_self=True)
+        d = nearest_distance(z, z, exclude_self=True)
         pos = d[d > 1e-6]
         self.ood_scale = float(np.median(pos)) if len(pos) else 1.0
 
@@ -413,7 +414,7 @@ class GNNEnsembleLearner:
     def ood(self, emb: np.ndarray) -> np.ndarray:
         if self.ood_std is None or not len(self.ood_emb):
             return np.zeros(len(emb))
-        return _nearest(self.ood_std(emb), self.ood_emb) / max(self.ood_scale, 1e-6)
+        return nearest_distance(self.ood_std(emb), self.ood_emb) / max(self.ood_scale, 1e-6)
 
     # ---- artifacts
     def _config(self) -> dict[str, Any]:
@@ -507,20 +508,6 @@ def _threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def _nearest(q: np.ndarray, ref: np.ndarray, exclude_self: bool = False, chunk: int = 1024) -> np.ndarray:
-    """Euclidean distance from each row of ``q`` to its nearest row of ``ref``."""
-    out = np.empty(len(q))
-    rr = (ref.astype(np.float64) ** 2).sum(axis=1)
-    for s in range(0, len(q), chunk):
-        qq = q[s : s + chunk].astype(np.float64)
-        d2 = (qq**2).sum(axis=1)[:, None] + rr[None, :] - 2.0 * qq @ ref.T.astype(np.float64)
-        if exclude_self:
-            idx = np.arange(s, s + len(qq))
-            d2[np.arange(len(qq)), idx] = np.inf
-        out[s : s + chunk] = np.sqrt(np.maximum(d2.min(axis=1), 0.0))
-    return out
 
 
 def _jsonable(v: Any) -> Any:

@@ -32,7 +32,7 @@ def rows(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fitted(rows):
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
 
     learner = XGBoostLearner()
     learner.fit(rows, ["latency_ms", "peak_memory_bytes"])
@@ -59,7 +59,7 @@ def test_interval_contains_the_point_and_ood_grows_far_from_data(rows, fitted):
 
 
 def test_artifact_round_trip_and_schema_mismatch(rows, fitted, tmp_path):
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
 
     manifest = artifacts.Manifest("xgboost", "1", "cpu", XGBoostLearner.schema, rows.data_hash, fitted.targets)
     folder = artifacts.save_artifact(tmp_path / "xgboost-cpu", manifest, fitted.to_files())
@@ -76,8 +76,8 @@ def test_artifact_round_trip_and_schema_mismatch(rows, fitted, tmp_path):
 def test_a_gpu_artifact_trained_under_older_physics_is_refused_and_auto_skips_it(rows, fitted, tmp_path, monkeypatch):
     # GPU memory model 2 changed the H100 rows' physics features without changing the feature schema: an artifact
     # trained before it would feed its trees inputs they never saw, so it must not load, and auto must not pick it.
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
     from perfpredict.predictors.memory_model import GPU_MEMORY_MODEL_VERSION
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
 
     manifest = artifacts.Manifest(
         "xgboost",
@@ -127,14 +127,14 @@ def test_search_keeps_the_scaled_physics_when_trees_only_add_noise(rows, tmp_pat
     # so the trees can only fit it on the training rows, and the scaled physics (one constant) wins out of fold.
     import dataclasses
 
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
 
     noise = np.exp(np.random.default_rng(0).normal(0.0, 0.1, len(rows.X)))
     target = rows.analytical("latency_ms") * 1.3 * noise
     scaled = dataclasses.replace(rows, y={**rows.y, "latency_ms": target})
     learner = XGBoostLearner()
     learner.fit(scaled, ["latency_ms"])
-    assert learner.choice["latency_ms"]["params"] is None and learner.choice["latency_ms"]["residual"]
+    assert learner.model_.choice["latency_ms"]["params"] is None and learner.model_.choice["latency_ms"]["residual"]
     pred = learner.predict(scaled)["latency_ms"]
     ratio = pred.value / scaled.analytical("latency_ms")
     np.testing.assert_allclose(ratio, np.median(target / scaled.analytical("latency_ms")), rtol=1e-9)
@@ -146,7 +146,7 @@ def test_search_keeps_the_scaled_physics_when_trees_only_add_noise(rows, tmp_pat
 
 
 def test_auto_is_two_timeline_everywhere_and_a_trained_model_answers_by_name(rows, fitted, tmp_path, monkeypatch):
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
 
     manifest = artifacts.Manifest(
         "xgboost",
@@ -228,10 +228,10 @@ def test_gpu_memory_is_learned_as_tensors_and_reported_with_the_runtime_overhead
     import dataclasses
 
     from perfpredict.hardware.devices import get_device
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.feature_rows import single_row_set
     from perfpredict.predictors.features import TABULAR_FEATURES, tabular_matrix
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
 
     h100 = get_device("H100-SXM")
     bigger = dataclasses.replace(h100, runtime_overhead_bytes=h100.runtime_overhead_bytes + 2**30)
@@ -255,9 +255,9 @@ def test_learned_memory_of_a_model_loaded_in_its_run_dtype_drops_the_float32_loa
     # Every measured row built its model in float32 and then cast it, so the trees always see that protocol; a
     # model loaded straight in bfloat16 swaps the load's analytical transient out of the learned peak.
     from perfpredict.hardware.devices import get_device
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.feature_rows import single_row_set
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
 
     h100 = get_device("H100-SXM")
     manifest = artifacts.Manifest("xgboost", "1", "H100-SXM", XGBoostLearner.schema, rows.data_hash, fitted.targets)
