@@ -187,9 +187,10 @@ class GAEGNNLearner(GNNEnsembleLearner):
             p.requires_grad_(False)
         return enc, losses
 
-    def fit(self, train: Any, targets: Any, seed: int = 0) -> None:
+    def fit(self, train: Any, targets: Any, seed: int = 0) -> GAEGNNLearner:
         super().fit(train, targets, seed)
         self.fit_info["gae"] = self.fit_info_gae
+        return self
 
     # ---- phase 2 inputs: the frozen, sum-pooled GAE embedding of each distinct graph
     def extra_row_inputs(

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from perfpredict.core.errors import ArtifactError, InvalidInputError
+from perfpredict.core.errors import ArtifactError, InvalidInputError, NotFittedError
 from perfpredict.predictors.features import NODE_FEATURES
 from perfpredict.predictors.gnn_data import (
     GRAPHS,
@@ -293,11 +293,16 @@ class GNNEnsembleLearner:
                 embs = e
         return np.stack(outs), np.concatenate(embs)
 
-    def fit(self, train: TrainingSet, targets: Sequence[str], seed: int = 0) -> None:
+    def get_params(self) -> dict[str, Any]:
+        """The hyper-parameters (every key of DEFAULTS): ``type(self)(**get_params())`` is an unfitted copy."""
+        return dict(self.hp)
+
+    def fit(self, train: TrainingSet, targets: Sequence[str], seed: int = 0) -> GNNEnsembleLearner:
         # NB: a fixed thread count makes the float sums, hence the artifact, reproducible on any host; one thread
         # is also the fastest on a busy 2-core machine (oversubscribed OpenMP threads spin).
         with _threads(self.hp["threads"]):
             self._fit(train, targets, seed)
+        return self
 
     def _fit(self, train: TrainingSet, targets: Sequence[str], seed: int) -> None:
         t0 = time.monotonic()
@@ -389,7 +394,7 @@ class GNNEnsembleLearner:
     # ---- prediction
     def predict(self, data: TrainingSet) -> dict[str, TargetPrediction]:
         if not self.members:
-            raise InvalidInputError(f"{self.name!r} is not trained; call fit() or load an artifact")
+            raise NotFittedError(f"{self.name!r} is not trained; call fit() or load an artifact")
         with _threads(self.hp["threads"]):
             rows = self._data(data, None)
             out, emb = self._forward(self.members, rows)
@@ -443,7 +448,7 @@ class GNNEnsembleLearner:
         from safetensors.torch import save
 
         if not self.members:
-            raise InvalidInputError(f"{self.name!r} is not trained; nothing to save")
+            raise NotFittedError(f"{self.name!r} is not trained; nothing to save")
         state = {
             f"member{k}.{n}": v.detach().contiguous()
             for k, m in enumerate(self.members)

@@ -286,9 +286,10 @@ class GNNLLMLearner(GNNEnsembleLearner):
             net.gin.load_state_dict(self.gin_state)
         return net
 
-    def fit(self, train: Any, targets: Any, seed: int = 0) -> None:
+    def fit(self, train: Any, targets: Any, seed: int = 0) -> GNNLLMLearner:
         super().fit(train, targets, seed)
         self.fit_info["stages"] = self.stage_info
+        return self
 
     # ---- artifact: trainable weights only; the base LM is found again by name and fingerprint
     def member_state(self, net: nn.Module) -> dict[str, torch.Tensor]:

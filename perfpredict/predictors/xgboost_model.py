@@ -84,8 +84,14 @@ class XGBoostModel:
                 files[f"{target}.json"] = json.dumps({"log_ratio_quantiles": model.log_ratios.tolist()}).encode()
             else:
                 files[f"{target}.ubj"] = bytes(model.booster.save_raw(raw_format="ubj"))
+        # C order on purpose: safetensors writes the buffer as it lies, and a column-indexed feature matrix is
+        # often Fortran-ordered, which read back as C scrambled the reference (artifacts before this fix)
         files["ood.safetensors"] = save(
-            {"reference": self.reference.astype(np.float32), "mean": self.scale[0], "std": self.scale[1]}
+            {
+                "reference": np.ascontiguousarray(self.reference, dtype=np.float32),
+                "mean": np.ascontiguousarray(self.scale[0]),
+                "std": np.ascontiguousarray(self.scale[1]),
+            }
         )
         files["config.json"] = json.dumps(
             {

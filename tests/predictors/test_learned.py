@@ -305,7 +305,7 @@ def test_two_timeline_learner_recovers_the_scales_its_labels_were_made_with(rows
     walls = learner.simulate(rows)["wall_s"][host, dev]
     noise = np.exp(np.random.default_rng(0).normal(0.0, 0.05, len(walls)))
     made = dataclasses.replace(rows, y={**rows.y, "latency_ms": walls * 1e3 * noise})
-    learner.fit(made)
+    assert learner.fit(made) is learner
     assert abs(learner.scale_index - host) <= 2 and abs(learner.device_index - dev) <= 2
     assert learner.scale == pytest.approx(SCALE_GRID[host], rel=0.3)
     assert learner.device_scale == pytest.approx(DEVICE_GRID[dev], rel=0.3)
