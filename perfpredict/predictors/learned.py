@@ -1,7 +1,8 @@
-"""The contract every learned model follows, and the predictor that serves a trained artifact.
+"""The predictor that serves a trained artifact.
 
-A :class:`Learner` fits on a :class:`TrainingSet` and predicts every target for a TrainingSet-shaped input, in
-natural units, with an interval and an out-of-distribution score. :class:`LearnedPredictor` adapts a learner to
+A learned model (its contract: ``perfpredict/learning/learner.py``) predicts every target for a
+TrainingSet-shaped input, in natural units, with an interval and an out-of-distribution score
+(:class:`TargetPrediction`). :class:`LearnedPredictor` adapts a model class with ``from_files`` to
 the predictor registry: it finds the artifact trained for the device, turns the user's OpGraph into a one-row
 input, and falls back to the analytical predictor for targets the artifact was not trained on (CPU rows carry no
 energy, say), saying so in the warnings.
@@ -9,9 +10,8 @@ energy, say), saying so in the warnings.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,8 +24,6 @@ from perfpredict.predictors.intervals import bracket
 if TYPE_CHECKING:
     from perfpredict.core.graph import OpGraph
     from perfpredict.hardware.devices import Device
-    from perfpredict.predictors.artifacts import Manifest
-    from perfpredict.predictors.feature_rows import TrainingSet
 
 OOD_WARN_ABOVE = 3.0  # nearest-training-row distance, in units of the training set's own nearest-neighbour median
 
@@ -36,23 +34,6 @@ class TargetPrediction:
     low: np.ndarray
     high: np.ndarray
     ood: np.ndarray
-
-
-class Learner(Protocol):
-    name: ClassVar[str]
-    version: ClassVar[str]
-    schema: ClassVar[str]  # feature-schema hash written into and checked against the manifest
-
-    targets: list[str]
-
-    def fit(self, train: TrainingSet, targets: Sequence[str], seed: int = 0) -> None: ...
-
-    def predict(self, data: TrainingSet) -> dict[str, TargetPrediction]: ...
-
-    def to_files(self) -> dict[str, bytes]: ...
-
-    @classmethod
-    def from_files(cls, manifest: Manifest, files: dict[str, bytes]) -> Learner: ...
 
 
 class LearnedPredictor:
