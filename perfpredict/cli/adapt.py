@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from perfpredict.cli.learning_args import add_learning_args
+
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -32,19 +34,13 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         help="the trained device to start from (default: a shipped artifact of the same kind)",
     )
     p.add_argument("--steps", type=int, default=100, help="optimiser steps over the shots (default 100)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--out",
         type=Path,
         default=None,
         help="artifact root (default: the user folder, ~/.local/share/perfpredict/artifacts)",
     )
-    p.add_argument("--latency-stat", choices=("median", "min"), default="median")
-    p.add_argument(
-        "--include-busy-host",
-        action="store_true",
-        help="keep rows measured while other work loaded the host (left out by default: see data/README.md)",
-    )
+    add_learning_args(p)
     p.set_defaults(func=run, handler=run)
     return p
 

@@ -1,0 +1,21 @@
+"""The arguments ``perfpredict train`` and ``perfpredict adapt`` share: the seed, and which measured rows to learn."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_learning_args(p: argparse.ArgumentParser) -> None:
+    """``--seed``, ``--latency-stat`` and ``--include-busy-host`` (the keywords of learning.train and adapt)."""
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--latency-stat",
+        choices=("median", "min"),
+        default="median",
+        help="learn the median of the timed runs (default) or the fastest run (for a busy host)",
+    )
+    p.add_argument(
+        "--include-busy-host",
+        action="store_true",
+        help="keep rows measured while other work loaded the host (left out by default: see data/README.md)",
+    )
