@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from perfpredict.learning import gpu_training_rows as tr
+from perfpredict.learning.gpu_efficiency_fit import GpuEfficiencyLearner
 from perfpredict.predictors import gpu_efficiency as ge
 
 RESULT = Path(__file__).resolve().parent / "results" / "gpu_op_efficiency.md"
@@ -96,9 +97,8 @@ def fit(a: tr.Arrays, cols: Columns, rows: np.ndarray, trees: int) -> ge.GpuEffi
     params = {**ge.PARAMS, "n_estimators": trees, "learning_rate": 0.08}
     weight = balanced_weights(cols, rows)
     classes, devices = np.asarray(a.classes), np.asarray(a.devices)
-    return ge.GpuEfficiencyModel(params=params).fit(
-        a.X[rows], a.log_eff[rows], classes[rows], devices[rows], a.bound_s[rows], weight
-    )
+    learner = GpuEfficiencyLearner(params=params)
+    return learner.fit(a.X[rows], a.log_eff[rows], classes[rows], devices[rows], a.bound_s[rows], weight).model
 
 
 def balanced_weights(cols: Columns, rows: np.ndarray) -> np.ndarray:
@@ -232,9 +232,9 @@ SPLITS = {"logo": logo, "neusight": neusight_split, "vidur": vidur_models, "own"
 
 def save(a: tr.Arrays, cols: Columns) -> str:
     everyone = np.arange(len(a.log_eff))
-    model = ge.GpuEfficiencyModel()
     classes, devices = np.asarray(a.classes), np.asarray(a.devices)
-    model.fit(a.X, a.log_eff, classes, devices, a.bound_s, balanced_weights(cols, everyone))
+    weight = balanced_weights(cols, everyone)
+    model = GpuEfficiencyLearner().fit(a.X, a.log_eff, classes, devices, a.bound_s, weight).model
     model.dtypes = tr.dtypes_seen(a)
     rows = {
         f"{s}:{d}": int(((cols.source == s) & (cols.device == d)).sum())
