@@ -19,9 +19,9 @@ from perfpredict.predictors.feature_rows import TARGETS
 LEARNERS = {
     "xgboost": ("perfpredict.learning.xgboost_learner", "XGBoostLearner"),
     "xgboost_static": ("perfpredict.learning.xgboost_learner", "XGBoostStaticLearner"),
-    "graphsage": ("perfpredict.predictors.graphsage", "GraphSAGELearner"),
-    "gae_gnn": ("perfpredict.predictors.gae", "GAEGNNLearner"),
-    "gnn_llm": ("perfpredict.predictors.gnn_llm", "GNNLLMLearner"),
+    "graphsage": ("perfpredict.learning.graphsage_learner", "GraphSAGELearner"),
+    "gae_gnn": ("perfpredict.learning.gae_learner", "GAEGNNLearner"),
+    "gnn_llm": ("perfpredict.learning.gnn_llm_learner", "GNNLLMLearner"),
 }
 
 

@@ -7,13 +7,6 @@ from test_architecture import import_graph
 from perfpredict.learning.train import LEARNERS
 from perfpredict.predictors import registry
 
-# The GNN learners still fit in predictors/ (their fitting and answering halves are not split yet): their
-# pretraining reads the traced-graph cache. Lazy imports inside fit-time methods; answering never runs them.
-NOT_SPLIT_YET = {
-    "perfpredict.predictors.gae -> perfpredict.learning.training_data",
-    "perfpredict.predictors.gnn_llm_stages -> perfpredict.learning.training_data",
-}
-
 
 def _reached(graph: nx.DiGraph, start: str) -> set[str]:
     return nx.descendants(graph, start) | {start}
@@ -26,12 +19,11 @@ def test_predictors_never_import_learning_or_the_api():
         for a, b in graph.edges
         if a.startswith("perfpredict.predictors") and (b.startswith("perfpredict.learning") or b == "perfpredict.api")
     )
-    assert sorted(set(bad) - NOT_SPLIT_YET) == []
+    assert bad == []
 
 
 def test_the_registry_string_modules_reach_no_training_code():
     graph = import_graph()
-    graph.remove_edges_from(tuple(edge.split(" -> ")) for edge in NOT_SPLIT_YET)
     for module in registry._BUILTIN_MODULES:
         reached = _reached(graph, module)
         assert not any(m.startswith("perfpredict.learning") or m == "perfpredict.api" for m in reached), module

@@ -29,9 +29,9 @@ CASES = {
         TINY_XGB,
         ("xgboost", "safetensors"),
     ),
-    "graphsage": ("perfpredict.predictors.graphsage", "GraphSAGELearner", TINY_GNN, ("torch_geometric",)),
+    "graphsage": ("perfpredict.learning.graphsage_learner", "GraphSAGELearner", TINY_GNN, ("torch_geometric",)),
     "gae_gnn": (
-        "perfpredict.predictors.gae",
+        "perfpredict.learning.gae_learner",
         "GAEGNNLearner",
         {**TINY_GNN, "gae_epochs": 1, "gae_hidden": 8, "gae_layers": 1},
         ("torch_geometric",),

@@ -66,8 +66,8 @@ def stage1_encoder(
     """The GraphMAE-pretrained GIN state, the node standardiser it was trained with, and what it was trained on."""
     import torch
 
+    from perfpredict.learning.graphmae import corpus_key, load_state, pretrain_graphmae, save_state
     from perfpredict.learning.training_data import cache_dir
-    from perfpredict.predictors.gin import corpus_key, load_state, pretrain_graphmae, save_state
 
     specs = _corpus_specs(hp)
     source, keys = "graph corpus", [spec.to_key() for spec in specs]
