@@ -26,6 +26,7 @@ import numpy as np
 
 from perfpredict.hardware.devices import get_device
 from perfpredict.learning import cpu_op_model_fit
+from perfpredict.learning.op_efficiency_fit import OpEfficiencyLearner, training_arrays
 from perfpredict.predictors import op_efficiency as oe
 from perfpredict.predictors.analytical import ACHIEVED_FRACTION
 from perfpredict.predictors.host_model import load_profile
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     busy = [r for r in rows if (r.get("load_avg_1m") or 0) > cores]
     rows = [r for r in rows if (r.get("load_avg_1m") or 0) <= cores][: args.max_rows]
     profile = load_profile() if device.kind == "cpu" else None
-    X, y, seconds, shapes = oe.training_arrays(rows, device, profile.dispatch_us if profile else None)
+    X, y, seconds, shapes = training_arrays(rows, device, profile.dispatch_us if profile else None)
     families = np.array([json.loads(r["source_key"])["family"] if r.get("source_key") else "?" for r in rows])
     rng = np.random.default_rng(0)
     random_fold = rng.integers(0, 5, len(y))
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         pred = np.zeros(len(y))
         for f in np.unique(fold_of):
             test = fold_of == f
-            model = oe.EfficiencyModel().fit(X[~test], y[~test])
+            model = OpEfficiencyLearner().fit(X[~test], y[~test]).model
             held = [s for s, t in zip(shapes, test) if t]
             b = np.array([oe.bound_s(s, device)[0] for s in held])
             pred[test] = b / model.efficiency(X[test], np.array([oe.max_efficiency(s, device) for s in held]))
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         Path(args.out).write_text(text)
     if args.save:
-        save(oe.EfficiencyModel().fit(X, y), Path(args.save), rows, device, results)
+        save(OpEfficiencyLearner().fit(X, y).model, Path(args.save), rows, device, results)
     if args.save_cpu_model:
         save_cpu_op_model(samples, rows, Path(args.save_cpu_model))
     return 0
