@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfpredict.cli.learning_args import add_learning_args
+from perfpredict.cli.learning_args import add_learning_args, learning_kwargs
 
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
@@ -53,13 +53,11 @@ def run(args: argparse.Namespace) -> int:
         args.data,
         predictor=args.predictor,
         shots=args.shots,
-        seed=args.seed,
         steps=args.steps,
         from_device=args.from_device,
         out_root=args.out,
-        latency_stat=args.latency_stat,
         progress=True,
-        include_busy_host=args.include_busy_host,
+        **learning_kwargs(args),
     )
     print(f"adapted on {result.shots} rows; checked on the other {result.held_out}:")
     for target, after in result.after.items():

@@ -19,3 +19,8 @@ def add_learning_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep rows measured while other work loaded the host (left out by default: see data/README.md)",
     )
+
+
+def learning_kwargs(args: argparse.Namespace) -> dict[str, object]:
+    """The keywords those arguments give ``learning.train.train`` and ``learning.adapt.adapt``."""
+    return {"seed": args.seed, "latency_stat": args.latency_stat, "include_busy_host": args.include_busy_host}

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfpredict.cli.learning_args import add_learning_args
+from perfpredict.cli.learning_args import add_learning_args, learning_kwargs
 
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
@@ -47,14 +47,12 @@ def run(args: argparse.Namespace) -> int:
         args.device,
         args.predictor,
         out_root=args.out,
-        seed=args.seed,
         max_rows=args.max_rows,
         evaluate=not args.no_eval,
         data_root=args.data_root,
         progress=True,
-        latency_stat=args.latency_stat,
+        **learning_kwargs(args),
         hyper=_hyper(args),
-        include_busy_host=args.include_busy_host,
     )
     print(f"perfpredict: wrote {folder}", file=sys.stderr)
     return 0
