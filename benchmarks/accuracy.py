@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from perfpredict.hardware.devices import get_device
-from perfpredict.predictors.evaluation import (
+from perfpredict.learning.evaluation import (
     AnalyticalBaseline,
     FlopsLinearBaseline,
     cross_validate,
@@ -38,11 +38,12 @@ from perfpredict.predictors.evaluation import (
     random_row_folds,
     report,
 )
+from perfpredict.learning.train import dataset_folder, learner_class
+from perfpredict.learning.training_data import load_training_set
+from perfpredict.learning.two_timeline_fit import TwoTimelineLearner
+from perfpredict.predictors.feature_rows import TARGETS
 from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.memory_model import physics_versions
-from perfpredict.predictors.train import dataset_folder, learner_class
-from perfpredict.predictors.training_data import TARGETS, load_training_set
-from perfpredict.predictors.two_timeline_fit import TwoTimelineLearner
 from perfpredict.profiling.dataset import batch_sweep_inversions, neighbour_oracle_mape, trusted_label
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout

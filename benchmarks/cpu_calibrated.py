@@ -72,7 +72,7 @@ MIN_CALLS, WINDOW_S = 3, 0.3
 
 
 def calibrate_profile(path: Path, clock) -> dict:
-    from perfpredict.predictors.host_calibration import calibrate
+    from perfpredict.learning.host_calibration import calibrate
 
     t0 = time.perf_counter()
     profile = calibrate("cpu_calibrated benchmark", say=lambda m: print(m, file=sys.stderr, flush=True), clock=clock)
@@ -147,11 +147,12 @@ def refit(profile, probes: list[dict] | None = None):
     """The profile with its CPU op model fitted again by this code (the same fit calibrate-host makes) from its
     stored probes, or from ``probes``, so a stored calibration scores the current model."""
     from perfpredict.kernels.cpu_op_probes import ProbeResult
+    from perfpredict.learning import cpu_op_model_fit
     from perfpredict.predictors import cpu_op_model
 
     results = [ProbeResult(**p) for p in (probes or profile.details["probes"])]
     old = cpu_op_model.CpuOpModel.from_dict(profile.cpu_ops)
-    model = cpu_op_model.fit(cpu_op_model.device_samples(results, profile.dispatch_us), old.threads, old.source)
+    model = cpu_op_model_fit.fit(cpu_op_model_fit.device_samples(results, profile.dispatch_us), old.threads, old.source)
     return replace(profile, cpu_ops=model.to_dict())
 
 

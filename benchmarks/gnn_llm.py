@@ -29,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from perfpredict.predictors.adapt import pick_shots
-from perfpredict.predictors.evaluation import metrics, random_folds
-from perfpredict.predictors.train import dataset_folder, learner_class
-from perfpredict.predictors.training_data import TARGETS, load_training_set
+from perfpredict.learning.adapt import pick_shots
+from perfpredict.learning.evaluation import metrics, random_folds
+from perfpredict.learning.train import dataset_folder, learner_class
+from perfpredict.learning.training_data import load_training_set
+from perfpredict.predictors.feature_rows import TARGETS
 
 sys.path.insert(0, str(Path(__file__).parent))  # the sibling benchmark modules, however this file is run
 from accuracy import features_id
@@ -160,7 +161,7 @@ def _adapt_curve(base_models: dict, source, target, shots_list: list[int], seed:
 
 
 def _concat(a, b):
-    from perfpredict.predictors.training_data import TrainingSet
+    from perfpredict.predictors.feature_rows import TrainingSet
 
     return TrainingSet(
         np.concatenate([a.X, b.X]),

@@ -5,7 +5,7 @@
 
 Rows: ``data/external/neusight`` (fp32, eight GPUs), ``data/external/vidur`` (fp16, three GPUs) and the project's
 own GPU op rows (``data/<gpu>/ops``), with NeuSight's per-call timing floor and overhead taken off
-(:mod:`perfpredict.predictors.gpu_training_rows`). Metric: the absolute percentage error of predicted device time
+(:mod:`perfpredict.learning.gpu_training_rows`). Metric: the absolute percentage error of predicted device time
 per op (MAPE, and the median), per op kind and GPU. Splits:
 
 - **leave-one-GPU-out**: every row of one GPU held out; its level in each GEMM class comes from its nearest covered
@@ -32,8 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
+from perfpredict.learning import gpu_training_rows as tr
+from perfpredict.learning.gpu_efficiency_fit import GpuEfficiencyLearner
 from perfpredict.predictors import gpu_efficiency as ge
-from perfpredict.predictors import gpu_training_rows as tr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
 from benchmarks import provenance
@@ -98,9 +99,8 @@ def fit(a: tr.Arrays, cols: Columns, rows: np.ndarray, trees: int) -> ge.GpuEffi
     params = {**ge.PARAMS, "n_estimators": trees, "learning_rate": 0.08}
     weight = balanced_weights(cols, rows)
     classes, devices = np.asarray(a.classes), np.asarray(a.devices)
-    return ge.GpuEfficiencyModel(params=params).fit(
-        a.X[rows], a.log_eff[rows], classes[rows], devices[rows], a.bound_s[rows], weight
-    )
+    learner = GpuEfficiencyLearner(params=params)
+    return learner.fit(a.X[rows], a.log_eff[rows], classes[rows], devices[rows], a.bound_s[rows], weight).model
 
 
 def balanced_weights(cols: Columns, rows: np.ndarray) -> np.ndarray:
@@ -234,9 +234,9 @@ SPLITS = {"logo": logo, "neusight": neusight_split, "vidur": vidur_models, "own"
 
 def save(a: tr.Arrays, cols: Columns) -> str:
     everyone = np.arange(len(a.log_eff))
-    model = ge.GpuEfficiencyModel()
     classes, devices = np.asarray(a.classes), np.asarray(a.devices)
-    model.fit(a.X, a.log_eff, classes, devices, a.bound_s, balanced_weights(cols, everyone))
+    weight = balanced_weights(cols, everyone)
+    model = GpuEfficiencyLearner().fit(a.X, a.log_eff, classes, devices, a.bound_s, weight).model
     model.dtypes = tr.dtypes_seen(a)
     rows = {
         f"{s}:{d}": int(((cols.source == s) & (cols.device == d)).sum())

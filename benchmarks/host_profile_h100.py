@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timeline_accuracy import sweeps_of
 
 from perfpredict.hardware.devices import get_device
+from perfpredict.learning.training_data import GraphCache
 from perfpredict.predictors import host_model
-from perfpredict.predictors.training_data import GraphCache
 from perfpredict.profiling.dataset import load_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout

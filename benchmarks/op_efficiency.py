@@ -26,7 +26,8 @@ import numpy as np
 
 from perfpredict.core import op_kinds
 from perfpredict.hardware.devices import get_device
-from perfpredict.predictors import cpu_op_model
+from perfpredict.learning import cpu_op_model_fit
+from perfpredict.learning.op_efficiency_fit import OpEfficiencyLearner, training_arrays
 from perfpredict.predictors import op_efficiency as oe
 from perfpredict.predictors.analytical import ACHIEVED_FRACTION
 from perfpredict.predictors.host_model import load_profile
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     busy = [r for r in rows if (r.get("load_avg_1m") or 0) > cores]
     rows = [r for r in rows if (r.get("load_avg_1m") or 0) <= cores][: args.max_rows]
     profile = load_profile() if device.kind == "cpu" else None
-    X, y, seconds, shapes = oe.training_arrays(rows, device, profile.dispatch_us if profile else None)
+    X, y, seconds, shapes = training_arrays(rows, device, profile.dispatch_us if profile else None)
     families = np.array([json.loads(r["source_key"])["family"] if r.get("source_key") else "?" for r in rows])
     rng = np.random.default_rng(0)
     random_fold = rng.integers(0, 5, len(y))
@@ -95,13 +96,13 @@ def main(argv: list[str] | None = None) -> int:
         pred = np.zeros(len(y))
         for f in np.unique(fold_of):
             test = fold_of == f
-            model = oe.EfficiencyModel().fit(X[~test], y[~test])
+            model = OpEfficiencyLearner().fit(X[~test], y[~test]).model
             held = [s for s, t in zip(shapes, test) if t]
             b = np.array([oe.bound_s(s, device)[0] for s in held])
             pred[test] = b / model.efficiency(X[test], np.array([oe.max_efficiency(s, device) for s in held]))
         results[split] = _scores(pred, seconds)
     if device.kind == "cpu":  # the CPU op model's classes, fitted on the same folds
-        samples = cpu_op_model.op_row_samples(rows, profile.dispatch_us)
+        samples = cpu_op_model_fit.op_row_samples(rows, profile.dispatch_us)
         for split, fold_of in splits:
             results[f"CPU op model|{split}"] = _scores(_cpu_op_model_oof(samples, fold_of), seconds)
     results["fixed-fraction roofline (analytical)"] = _scores(_baseline(shapes, device), seconds)
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines) + "\n"
     write_result(text, args.out)
     if args.save:
-        save(oe.EfficiencyModel().fit(X, y), Path(args.save), rows, device, results)
+        save(OpEfficiencyLearner().fit(X, y).model, Path(args.save), rows, device, results)
     if args.save_cpu_model:
         save_cpu_op_model(samples, rows, Path(args.save_cpu_model))
     return 0
@@ -139,7 +140,7 @@ def _cpu_op_model_oof(samples: list, fold_of: np.ndarray) -> np.ndarray:
     pred = np.zeros(len(samples))
     for f in np.unique(fold_of):
         test = np.flatnonzero(fold_of == f)
-        model = cpu_op_model.fit([s for s, k in zip(samples, fold_of) if k != f], threads=0)
+        model = cpu_op_model_fit.fit([s for s, k in zip(samples, fold_of) if k != f], threads=0)
         classes = [(samples[i].cls, samples[i].prec) for i in test]
         flops = np.array([[samples[i].flops] for i in test])
         moved = np.array([[samples[i].bytes] for i in test])
@@ -156,7 +157,7 @@ def save_cpu_op_model(samples: list, rows: list[dict], profile_path: Path) -> No
 
     threads = int(rows[0].get("env_torch_threads") or 0)
     source = f"fitted on {len(rows)} op rows of {rows[0]['device']} (benchmarks/op_efficiency.py --save-cpu-model)"
-    model = cpu_op_model.fit(samples, threads, source)
+    model = cpu_op_model_fit.fit(samples, threads, source)
     profile = replace(HostProfile.from_file(profile_path), cpu_ops=model.to_dict())
     profile_path.write_text(profile.to_json())
     print(f"op_efficiency: CPU op model saved into {profile_path}", file=sys.stderr)

@@ -48,8 +48,8 @@ def many_rows(graph, device, n: int):
     """The graph at batch 1..n as one TrainingSet (one row per configuration)."""
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays
+    from perfpredict.predictors.feature_rows import TARGETS, TrainingSet
     from perfpredict.predictors.features import tabular_matrix
-    from perfpredict.predictors.training_data import TARGETS, TrainingSet
 
     arrays = CostArrays.from_graph(graph)
     batches = np.arange(1, n + 1, dtype=float)
@@ -69,7 +69,7 @@ def many_rows(graph, device, n: int):
 
 def measure(name: str, graph, device) -> dict | None:
     from perfpredict.predictors.base import RunConfig
-    from perfpredict.predictors.learned import single_row_set
+    from perfpredict.predictors.feature_rows import single_row_set
     from perfpredict.predictors.registry import get_predictor
 
     try:

@@ -9,7 +9,7 @@ Without ``--fit`` nothing is trained on these rows: the two-timeline model's par
 profile, the op rows' efficiency model, the device's ceilings, the shipped calibration), so every row is held out.
 ``--fit`` fits the two scales of the device's kind (the host's dispatch scale and the device-time scale,
 ``two_timeline_fit``) on all rows, and scores each family with the scales fitted on the other families
-(``two_timeline_lofo``, a held-out figure). ``--save`` stores them: the dispatch scale in the reference host
+(``two_timeline_lofo``, a held-out figure). ``--save`` stores them (``perfpredict.learning.conformal``): the dispatch scale in the reference host
 profile, the device-time scale and the conformal interval in ``two_timeline_calibration.json``. The label is ``eager_ms`` for protocol-v3 rows
 (``device_ms`` is scored too where it differs) and ``latency_ms`` (synced after every step) for v2 rows, which the
 eager simulation plus one sync approximates. Interval coverage: the share of rows inside the reported [low, high],
@@ -28,10 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from perfpredict.hardware.devices import get_device
+from perfpredict.learning.conformal import conformal_band, save_calibration
+from perfpredict.learning.training_data import GraphCache, arrays_for
 from perfpredict.predictors.analytical import AnalyticalPredictor
 from perfpredict.predictors.base import RunConfig
-from perfpredict.predictors.training_data import GraphCache, arrays_for
-from perfpredict.predictors.two_timeline import CALIBRATION, TwoTimelinePredictor, interval_factor
+from perfpredict.predictors.two_timeline import TwoTimelinePredictor, interval_factor
 from perfpredict.profiling import zoo
 from perfpredict.profiling.dataset import load_dataset, quiet_host
 
@@ -80,8 +81,8 @@ def predict_rows(rows: list[dict], device, sweeps: list, profile=None) -> dict[s
 def fit_scales(folder: str, device, families: np.ndarray, keys: list[str]) -> tuple[float, float, float, np.ndarray]:
     """(dispatch scale, device-time scale, training steps' dispatch scale) fitted on every row, and each row's wall
     time with the scales fitted on the other families (leave-one-family-out), aligned to ``keys``."""
-    from perfpredict.predictors.training_data import load_training_set
-    from perfpredict.predictors.two_timeline_fit import TwoTimelineLearner
+    from perfpredict.learning.training_data import load_training_set
+    from perfpredict.learning.two_timeline_fit import TwoTimelineLearner
 
     data = load_training_set([folder], device=device)
     learner = TwoTimelineLearner()
@@ -94,48 +95,6 @@ def fit_scales(folder: str, device, families: np.ndarray, keys: list[str]) -> tu
         lofo[held] = fold.predict(data.subset(np.flatnonzero(held)))["latency_ms"].value * 1e-3
     by_key = dict(zip(data.keys, lofo))
     return learner.scale, learner.device_scale, learner.training_scale, np.array([by_key.get(k, np.nan) for k in keys])
-
-
-def conformal(pred: np.ndarray, true: np.ndarray, groups: list[str], level: float = 0.8) -> tuple[float, float]:
-    """(multiplicative half-width from the calibration half, coverage on the other half)."""
-    keys = sorted(set(groups))
-    rng = np.random.default_rng(0)
-    cal = set(rng.choice(keys, len(keys) // 2, replace=False))
-    mask = np.array([g in cal for g in groups])
-    resid = np.abs(np.log(true / pred))
-    width = float(np.quantile(resid[mask], level))
-    return float(np.exp(width)), float((resid[~mask] <= width).mean())
-
-
-def save(device, band: float, coverage: float, rows: int, label: str, scales: tuple[float, ...] | None) -> None:
-    """The interval (and, when fitted, the device-time scale) into the calibration file; the dispatch scale into
-    the reference host profile."""
-    import json
-
-    from perfpredict.predictors import host_model
-
-    kind = "gpu" if device.kind == "gpu" else "cpu"
-    data = json.loads(CALIBRATION.read_text()) if CALIBRATION.exists() else {}
-    entry = data.get(kind, {})
-    entry.update(
-        {
-            "level": 0.8,
-            "interval_factor": round(band, 3),
-            "held_out_coverage": round(coverage, 3),
-            "rows": rows,
-            "rows_device": label,
-            "source": "benchmarks/timeline_accuracy.py --save (split conformal by architecture)",
-        }
-    )
-    if scales is not None:
-        entry["device_time_scale"] = round(scales[1], 3)
-        profile = json.loads(host_model.REFERENCE.read_text())
-        profile["dispatch_scale"][kind] = round(scales[0], 3)
-        if kind == "cpu":  # a CPU's training steps are fitted apart (host_model.dispatch_scale)
-            profile["dispatch_scale"]["cpu_training"] = round(scales[2], 3)
-        host_model.REFERENCE.write_text(json.dumps(profile, indent=2, sort_keys=True) + "\n")
-    data[kind] = entry
-    CALIBRATION.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     factor = interval_factor(device)
     inside = float(((true[ok] >= pred / factor) & (true[ok] <= pred * factor)).mean())
     groups = [zoo.ModelSpec.from_key(r["key"]).arch_key() for r, k in zip(rows, ok) if k]
-    band, coverage = conformal(pred, true[ok], groups)
+    band, coverage = conformal_band(pred, true[ok], groups)
     lines += [
         "",
         "## Intervals (80%)",
@@ -235,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines) + "\n"
     write_result(text, args.out)
     if args.save:
-        save(device, band, coverage, len(pred), rows[0]["device"], tuple(fitted) if fitted is not None else None)
+        save_calibration(
+            device, band, coverage, len(pred), rows[0]["device"], tuple(fitted) if fitted is not None else None
+        )
     return 0
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from perfpredict.learning.training_data import GraphCache, arrays_for
 from perfpredict.predictors.memory_model import (
     backward_born_peak,
     cpu_math_attention_bytes,
@@ -32,7 +33,6 @@ from perfpredict.predictors.memory_model import (
     free_steps,
     picked_elements,
 )
-from perfpredict.predictors.training_data import GraphCache, arrays_for
 from perfpredict.profiling import zoo
 from perfpredict.profiling.dataset import load_dataset
 

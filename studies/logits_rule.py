@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from perfpredict.learning.train import dataset_folder
+from perfpredict.learning.training_data import device_for_rows, load_training_set
 from perfpredict.predictors.analytical import AnalyticalPredictor
 from perfpredict.predictors.base import RunConfig
 from perfpredict.predictors.memory_model import peak_tensor_bytes
-from perfpredict.predictors.train import dataset_folder
-from perfpredict.predictors.training_data import device_for_rows, load_training_set
 from perfpredict.profiling import zoo
 
 RESULTS = Path(__file__).parent / "results"

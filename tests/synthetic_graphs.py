@@ -48,8 +48,8 @@ def traced_set():
     from perfpredict.hardware.devices import get_device
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.cost_arrays import CostArrays
+    from perfpredict.predictors.feature_rows import TARGETS, TrainingSet
     from perfpredict.predictors.features import tabular_matrix
-    from perfpredict.predictors.training_data import TARGETS, TrainingSet
 
     torch.manual_seed(0)
     device = get_device("cpu")

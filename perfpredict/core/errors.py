@@ -48,6 +48,10 @@ class MissingDependencyError(PerfPredictError, ImportError):
     """An optional dependency is not installed."""
 
 
+class NotFittedError(PerfPredictError, ValueError):
+    """A learner asked to predict (or save) before it was fitted or loaded."""
+
+
 def close_matches(value: str, choices: Iterable[str], n: int = 5, cutoff: float = 0.4, substrings: bool = True) -> str:
     """Render the closest choices to ``value`` for an error message ("" when none are close).
 

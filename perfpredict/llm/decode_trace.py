@@ -49,12 +49,13 @@ def prefill_graph(config: Any, *, batch: int, prompt: int, dtype: str, replicate
 
         import torch
 
-        from perfpredict.compiler_hooks.featurize import featurize
+        from perfpredict.compiler_hooks.capture import capture_graph
 
         ids = torch.zeros(batch, prompt, dtype=torch.long, device="meta")
         keep = "logits_to_keep" in inspect.signature(model.forward).parameters
         step = _Prefill(model, keep)
-        return featurize(step, (ids,), name=f"{cfg.name_or_path or cfg.model_type} prefill")
+        name = f"{cfg.name_or_path or cfg.model_type} prefill"
+        return capture_graph(step, (ids,), {}, phase="inference", dtype=None, name=name)
 
     return _captured(config, dtype, trace, replicate, {"step": "prefill", "batch": batch, "prompt": prompt})
 
@@ -99,14 +100,15 @@ def _trace_decode(
 ) -> OpGraph:
     import torch
 
-    from perfpredict.compiler_hooks.featurize import featurize
+    from perfpredict.compiler_hooks.capture import capture_graph
     from perfpredict.compiler_hooks.hf_frontend import torch_dtype
 
     kv = _filled_cache(config, batch, context, torch_dtype(dtype), cache, max_cache_len)
     ids = torch.zeros(batch, 1, dtype=torch.long, device="meta")
     position = torch.full((batch, 1), context, dtype=torch.long, device="meta")
     step = _Step(model, kv, static=cache == "static")
-    return featurize(step, (ids, position), name=f"{config.name_or_path or config.model_type} decode")
+    name = f"{config.name_or_path or config.model_type} decode"
+    return capture_graph(step, (ids, position), {}, phase="inference", dtype=None, name=name)
 
 
 def _filled_cache(config: Any, batch: int, context: int, dtype: Any, cache: str, max_cache_len: int | None):

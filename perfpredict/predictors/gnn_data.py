@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import torch
 
     from perfpredict.predictors.cost_arrays import CostArrays
-    from perfpredict.predictors.training_data import TrainingSet
+    from perfpredict.predictors.feature_rows import TrainingSet
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())

@@ -11,9 +11,10 @@ on the final hidden state at ``<pred>`` predicts every target in log space (and 
 roofline; the holdout picks per target, as for ``graphsage``). LoRA (``peft``, rank 8 by default) adapts the LM's
 attention projections; the base weights stay frozen and are not stored in the artifact.
 
-Training has three stages:
+Training has three stages (the fitting is ``perfpredict.learning.gnn_llm_learner``):
 
-1. GraphMAE pretraining of the GIN on the unlabelled graph corpus (``data/graph_corpus``; cached, see :mod:`.gin`).
+1. GraphMAE pretraining of the GIN on the unlabelled graph corpus (``data/graph_corpus``; cached, see
+   :mod:`perfpredict.learning.graphmae`).
 2. Graph-text alignment, GIN frozen, training the projection, markers and LoRA on (graph, generated summary)
    pairs: a contrastive loss against the LM's mean-pooled summary embedding for encoder LMs, next-token loss on
    the summary for causal LMs.
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -36,7 +36,7 @@ import numpy as np
 from perfpredict.core.errors import ArtifactError
 from perfpredict.predictors.features import DTYPES, TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.gnn_data import NODE_FEATURES, schema_extra
-from perfpredict.predictors.gnn_ensemble import GNNEnsembleLearner
+from perfpredict.predictors.gnn_ensemble import GNNEnsembleModel
 from perfpredict.predictors.learned import LearnedPredictor
 from perfpredict.predictors.registry import register_predictor
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from perfpredict.predictors.base_lm import BaseLM
-    from perfpredict.predictors.training_data import TrainingSet
+    from perfpredict.predictors.feature_rows import TrainingSet
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
@@ -160,8 +160,8 @@ def _RowNorm(width: int) -> nn.Module:  # noqa: N802 - reads as the module it bu
     return _row_norm_class()(width)
 
 
-class GNNLLMLearner(GNNEnsembleLearner):
-    """GNN + LLM with LoRA (Learner protocol); keyword arguments override DEFAULTS (``stage1=False`` etc. for
+class GNNLLMModel(GNNEnsembleModel):
+    """GNN + LLM with LoRA as served; keyword arguments override DEFAULTS (``stage1=False`` etc. for
     ablations, ``base_lm=PATH`` for another local LM)."""
 
     name: ClassVar[str] = "gnn_llm"
@@ -170,7 +170,7 @@ class GNNLLMLearner(GNNEnsembleLearner):
         TABULAR_FEATURES, {"model": "gnn_llm", "prompt": PROMPT_VERSION, **schema_extra()}
     )
     DEFAULTS: ClassVar[dict[str, Any]] = {
-        **GNNEnsembleLearner.DEFAULTS,
+        **GNNEnsembleModel.DEFAULTS,
         "members": 1,
         "threads": 2,
         "batch_size": 32,
@@ -227,11 +227,6 @@ class GNNLLMLearner(GNNEnsembleLearner):
             _load_partial(net, self.stage2_state, complete=False)  # projection, markers and LoRA only
         return net
 
-    def param_groups(self, net: nn.Module) -> list[dict[str, Any]]:
-        lora = [p for n, p in net.named_parameters() if p.requires_grad and "lora_" in n]
-        rest = [p for n, p in net.named_parameters() if p.requires_grad and "lora_" not in n]
-        return [{"params": rest, "lr": self.hp["lr"]}, {"params": lora, "lr": self.hp["lm_lr"]}]
-
     # ---- per-row prompt tokens
     def row_inputs(self, ts: TrainingSet) -> dict[str, torch.Tensor]:
         import torch
@@ -253,42 +248,6 @@ class GNNLLMLearner(GNNEnsembleLearner):
             ids[i, : len(seq)] = seq
             lengths[i] = len(seq)
         return {"prompt_ids": torch.from_numpy(ids), "prompt_len": torch.from_numpy(lengths)}
-
-    # ---- stages 1 and 2 (stage 3 is the base class's supervised training)
-    def pretrain(self, keys: list[tuple[Any, float, str]], seed: int) -> None:
-        t0 = time.monotonic()
-        kind = keys[0][2] if keys else "gpu"
-        self.gin_state = None
-        self.stage2_state = None
-        if self.hp["stage1"]:
-            from perfpredict.predictors.gnn_llm_stages import stage1_encoder
-
-            self.gin_state, self.node_std, info = stage1_encoder(self.hp, kind, seed, keys)
-            self.stage_info["stage1"] = info
-        t1 = time.monotonic()
-        if self.hp["stage2"]:
-            from perfpredict.predictors.gnn_llm_stages import stage2_align
-
-            self.stage2_state, info = stage2_align(
-                self._stage2_net(seed), self.base(), self.hp, self.node_std, keys, seed
-            )
-            self.stage_info["stage2"] = info
-        self.stage_info["seconds"] = {"stage1": t1 - t0, "stage2": time.monotonic() - t1}
-
-    def _stage2_net(self, seed: int) -> Any:
-        """The network stage 2 aligns: stage 1's GIN on the base LM, seeded as stage 2 always was."""
-        import torch
-
-        assert self.node_std is not None
-        torch.manual_seed(seed * 1000 + 29)
-        net = gnn_llm_net(self.base(), len(NODE_FEATURES), 1, self.hp)
-        if self.gin_state is not None:
-            net.gin.load_state_dict(self.gin_state)
-        return net
-
-    def fit(self, train: Any, targets: Any, seed: int = 0) -> None:
-        super().fit(train, targets, seed)
-        self.fit_info["stages"] = self.stage_info
 
     # ---- artifact: trainable weights only; the base LM is found again by name and fingerprint
     def member_state(self, net: nn.Module) -> dict[str, torch.Tensor]:
@@ -338,4 +297,4 @@ def _load_partial(net: nn.Module, state: dict[str, torch.Tensor], complete: bool
 
 @register_predictor("gnn_llm")
 def _make() -> LearnedPredictor:
-    return LearnedPredictor(GNNLLMLearner)
+    return LearnedPredictor(GNNLLMModel)

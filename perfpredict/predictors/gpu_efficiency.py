@@ -81,7 +81,8 @@ def max_efficiency(op: OpShape, device: Any) -> float:
 
 @dataclass
 class GpuEfficiencyModel:
-    """Learned efficiency = exp(level of the GPU in the op's class + the trees' shape residual).
+    """Learned efficiency = exp(level of the GPU in the op's class + the trees' shape residual); fitted by
+    ``perfpredict.learning.gpu_efficiency_fit``.
 
     ``levels[class][gpu]`` is the GPU's level (a log efficiency) in each class it has rows in; ``dtypes`` the dtypes
     of those rows. Both name what the model has seen, for the report."""
@@ -91,25 +92,6 @@ class GpuEfficiencyModel:
     dtypes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=lambda: dict(PARAMS))
     _memo: dict[tuple, float] = field(default_factory=dict, repr=False, compare=False)  # (device, op, unit) -> eff
-
-    def fit(
-        self,
-        X: np.ndarray,
-        log_eff: np.ndarray,
-        classes: Sequence[str],
-        devices: Sequence[str],
-        bounds_s: np.ndarray,
-        weight: np.ndarray | None = None,
-    ) -> GpuEfficiencyModel:
-        """Levels from the rows, then the trees on what the levels leave."""
-        from xgboost import XGBRegressor
-
-        self._memo.clear()
-        self.levels = fit_levels(log_eff, classes, devices, bounds_s)
-        offset = np.array([self.levels.get(c, {}).get(d, 0.0) for c, d in zip(classes, devices)])
-        fitted = XGBRegressor(**self.params).fit(X, log_eff - offset, sample_weight=weight)
-        self.trees = TreeEnsemble.from_xgboost(fitted)
-        return self
 
     def level(self, device: Any, cls: str) -> tuple[float, str]:
         """(the log-efficiency level of ``device`` in class ``cls``, where it came from: a GPU name, or the
@@ -211,23 +193,6 @@ class GpuEfficiencyModel:
         if manifest.get("features") != list(gf.FEATURE_NAMES):
             return None
         return cls(trees, manifest.get("levels", {}), manifest.get("dtypes", {}), manifest.get("params", dict(PARAMS)))
-
-
-def fit_levels(
-    log_eff: np.ndarray, classes: Sequence[str], devices: Sequence[str], bounds_s: np.ndarray
-) -> dict[str, dict[str, float]]:
-    """Per class and GPU: the median log efficiency of its ops at least LEVEL_BOUND_S long at the bound (of all its
-    ops in the class where fewer than 30 are that long)."""
-    classes, devices = np.asarray(classes), np.asarray(devices)
-    levels: dict[str, dict[str, float]] = {}
-    for cls in np.unique(classes):
-        if cls not in LEVELLED:
-            continue
-        for name in np.unique(devices[classes == cls]):
-            mine = (classes == cls) & (devices == name)
-            long = mine & (bounds_s >= LEVEL_BOUND_S)
-            levels.setdefault(str(cls), {})[str(name)] = float(np.median(log_eff[long if long.sum() >= 30 else mine]))
-    return levels
 
 
 def distance(device: Any, name: str) -> float:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.gnn_data import NODE_FEATURES, STATIC_FEATURES, schema_extra
-from perfpredict.predictors.gnn_ensemble import GNNEnsembleLearner
+from perfpredict.predictors.gnn_ensemble import GNNEnsembleModel
 from perfpredict.predictors.learned import LearnedPredictor
 from perfpredict.predictors.registry import register_predictor
 
@@ -46,13 +46,13 @@ def _sage_net(n_node: int, n_static: int, hidden: int, n_out: int) -> nn.Module:
     return SageNet()
 
 
-class GraphSAGELearner(GNNEnsembleLearner):
-    """DIPPM-style GraphSAGE (Learner protocol); ``GraphSAGELearner(members=5, ...)`` overrides DEFAULTS."""
+class GraphSAGEModel(GNNEnsembleModel):
+    """DIPPM-style GraphSAGE as served; keyword arguments override DEFAULTS (its learner: ``learning.gnn_learners``)."""
 
     name: ClassVar[str] = "graphsage"
     version: ClassVar[str] = "1"
     schema: ClassVar[str] = schema_hash(TABULAR_FEATURES, {"model": "graphsage", **schema_extra()})
-    DEFAULTS: ClassVar[dict[str, Any]] = {**GNNEnsembleLearner.DEFAULTS, "hidden": 64, "members": 3, "loss": "huber"}
+    DEFAULTS: ClassVar[dict[str, Any]] = {**GNNEnsembleModel.DEFAULTS, "hidden": 64, "members": 3, "loss": "huber"}
 
     def make_net(self, n_out: int) -> nn.Module:
         return _sage_net(len(NODE_FEATURES), len(STATIC_FEATURES), self.hp["hidden"], n_out)
@@ -60,4 +60,4 @@ class GraphSAGELearner(GNNEnsembleLearner):
 
 @register_predictor("graphsage")
 def _make() -> LearnedPredictor:
-    return LearnedPredictor(GraphSAGELearner)
+    return LearnedPredictor(GraphSAGEModel)

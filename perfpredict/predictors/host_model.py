@@ -3,7 +3,7 @@
 The host timeline depends on the host's CPU and the framework, not on the GPU (DESIGN.md, "Latency: two
 timelines"). A :class:`HostProfile` holds, per canonical op kind, the microseconds eager PyTorch spends dispatching
 one op of that kind, plus the per-op cost of the ``nn.Module`` Python around a forward op. It is measured on any CPU,
-no GPU needed, by ``perfpredict calibrate-host`` (:mod:`perfpredict.predictors.host_calibration`), which stores it
+no GPU needed, by ``perfpredict calibrate-host`` (:mod:`perfpredict.learning.host_calibration`), which stores it
 where predictions find it (:func:`profile_path`). Several hosts ship (:data:`HOSTS`, each with its source in the
 file): without a calibration, a GPU is driven by :data:`DEFAULT_HOST`'s GPU server, the host its H100 rows were
 measured on, and a CPU is the development VM's (the only CPU with a shipped op model). ``host=`` (``--host``) names

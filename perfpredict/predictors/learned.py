@@ -1,7 +1,8 @@
-"""The contract every learned model follows, and the predictor that serves a trained artifact.
+"""The predictor that serves a trained artifact.
 
-A :class:`Learner` fits on a :class:`TrainingSet` and predicts every target for a TrainingSet-shaped input, in
-natural units, with an interval and an out-of-distribution score. :class:`LearnedPredictor` adapts a learner to
+A learned model (its contract: ``perfpredict/learning/learner.py``) predicts every target for a
+TrainingSet-shaped input, in natural units, with an interval and an out-of-distribution score
+(:class:`TargetPrediction`). :class:`LearnedPredictor` adapts a model class with ``from_files`` to
 the predictor registry: it finds the artifact trained for the device, turns the user's OpGraph into a one-row
 input, and falls back to the analytical predictor for targets the artifact was not trained on (CPU rows carry no
 energy, say), saying so in the warnings.
@@ -9,22 +10,20 @@ energy, say), saying so in the warnings.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from perfpredict.core.errors import ArtifactError
 from perfpredict.core.report import MemoryBreakdown, Prediction
 from perfpredict.predictors.base import MEASURED_BUILD_DTYPE, PredictorOutput, RunConfig
+from perfpredict.predictors.feature_rows import single_row_set
 from perfpredict.predictors.intervals import bracket
 
 if TYPE_CHECKING:
     from perfpredict.core.graph import OpGraph
     from perfpredict.hardware.devices import Device
-    from perfpredict.predictors.artifacts import Manifest
-    from perfpredict.predictors.training_data import TrainingSet
 
 OOD_WARN_ABOVE = 3.0  # nearest-training-row distance, in units of the training set's own nearest-neighbour median
 
@@ -35,44 +34,6 @@ class TargetPrediction:
     low: np.ndarray
     high: np.ndarray
     ood: np.ndarray
-
-
-class Learner(Protocol):
-    name: ClassVar[str]
-    version: ClassVar[str]
-    schema: ClassVar[str]  # feature-schema hash written into and checked against the manifest
-
-    targets: list[str]
-
-    def fit(self, train: TrainingSet, targets: Sequence[str], seed: int = 0) -> None: ...
-
-    def predict(self, data: TrainingSet) -> dict[str, TargetPrediction]: ...
-
-    def to_files(self) -> dict[str, bytes]: ...
-
-    @classmethod
-    def from_files(cls, manifest: Manifest, files: dict[str, bytes]) -> Learner: ...
-
-
-def single_row_set(graph: OpGraph, device: Device, config: RunConfig) -> TrainingSet:
-    """A user's graph as a one-row TrainingSet (no targets), so learners need one input path only."""
-    from perfpredict.predictors.cost_arrays import CostArrays
-    from perfpredict.predictors.features import tabular_matrix
-    from perfpredict.predictors.training_data import TARGETS, TrainingSet
-
-    arrays = CostArrays.from_graph(graph)
-    X = tabular_matrix(arrays, device, config, np.array([graph.batch_size]))
-    row = {"batch_size": graph.batch_size, "family": graph.name or "model", "key": graph.structure_hash()}
-    return TrainingSet(
-        X=X,
-        y={t: np.array([np.nan]) for t in TARGETS},
-        families=np.array([row["family"]]),
-        keys=[row["key"]],
-        group_ids=np.array([0]),
-        devices=[device.name],
-        rows=[row],
-        arrays=[arrays],
-    )
 
 
 class LearnedPredictor:

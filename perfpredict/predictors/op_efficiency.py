@@ -135,28 +135,26 @@ def _dims(shape: tuple[int, ...]) -> list[float]:
     return [0.0] * (4 - len(tail)) + [math.log2(max(int(d), 1)) for d in tail]
 
 
+#: the trees' settings (``perfpredict.learning.op_efficiency_fit`` fits them)
+PARAMS = {
+    "n_estimators": 400,
+    "max_depth": 7,
+    "learning_rate": 0.05,
+    "subsample": 0.9,
+    "colsample_bytree": 0.9,
+    "min_child_weight": 2,
+    "n_jobs": 2,
+    "random_state": 0,
+}
+
+
 class EfficiencyModel:
-    """``log(efficiency)`` from :func:`features`, by gradient-boosted trees; predictions clipped to
-    [EFFICIENCY_FLOOR, max_efficiency]."""
+    """``log(efficiency)`` from :func:`features`, by gradient-boosted trees (a fitted ``XGBRegressor``);
+    predictions clipped to [EFFICIENCY_FLOOR, max_efficiency]."""
 
     def __init__(self, booster: Any = None, params: dict[str, Any] | None = None) -> None:
         self.booster = booster
-        self.params = params or {
-            "n_estimators": 400,
-            "max_depth": 7,
-            "learning_rate": 0.05,
-            "subsample": 0.9,
-            "colsample_bytree": 0.9,
-            "min_child_weight": 2,
-            "n_jobs": 2,
-            "random_state": 0,
-        }
-
-    def fit(self, X: np.ndarray, log_eff: np.ndarray) -> EfficiencyModel:
-        from xgboost import XGBRegressor
-
-        self.booster = XGBRegressor(**self.params).fit(X, log_eff)
-        return self
+        self.params = params or dict(PARAMS)
 
     def efficiency(self, X: np.ndarray, cap: np.ndarray | float = 1.0) -> np.ndarray:
         return np.clip(np.exp(self.booster.predict(np.asarray(X, dtype=float))), EFFICIENCY_FLOOR, cap)
@@ -212,29 +210,6 @@ def node_shape(
         dims[1:],
         int(node.attrs.get("groups", 1) or 1),
     )
-
-
-def training_arrays(
-    rows: Sequence[dict[str, Any]],
-    device: Any,
-    dispatch_us: dict[str, float] | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[OpShape]]:
-    """(X, log efficiency, measured device seconds, shapes) of ok op rows on ``device``. ``dispatch_us`` (a CPU
-    host profile's) is taken off each row's time first."""
-    X, y, measured, shapes = [], [], [], []
-    for r in rows:
-        if r.get("status") != "ok" or not r.get("device_ms"):
-            continue
-        shape = row_shape(r)
-        seconds = r["device_ms"] * 1e-3
-        if dispatch_us is not None:
-            seconds = max(seconds - dispatch_us.get(shape.kind, 0.0) * 1e-6, 0.1 * seconds)
-        b = bound_s(shape, device)[0]
-        X.append(features(shape, device))
-        y.append(math.log(min(max(b / seconds, EFFICIENCY_FLOOR), max_efficiency(shape, device))))
-        measured.append(seconds)
-        shapes.append(shape)
-    return np.array(X), np.array(y), np.array(measured), shapes
 
 
 ARTIFACTS = __import__("pathlib").Path(__file__).resolve().parent / "artifacts"

@@ -32,13 +32,13 @@ GRAPH_COLUMNS = (
 def spec_graph(spec: zoo.ModelSpec) -> Any:
     import torch
 
-    from perfpredict.compiler_hooks.featurize import featurize
+    from perfpredict.compiler_hooks.capture import capture_graph
 
     torch._dynamo.reset()  # thousands of cached graphs slow every later trace down
     model = spec.build("meta")
     x, labels = spec.inputs("meta")
     kwargs = {"labels": labels} if spec.phase == "training" else None
-    return featurize(model, (x,), phase=spec.phase, example_kwargs=kwargs, name=spec.family)
+    return capture_graph(model, (x,), kwargs or {}, phase=spec.phase, dtype=None, name=spec.family, capture="meta")
 
 
 def graph_summary(graph: Any) -> dict[str, Any]:

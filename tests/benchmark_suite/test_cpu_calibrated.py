@@ -44,7 +44,7 @@ def test_the_report_scores_tuning_and_held_out_models_apart():
 def test_a_stored_calibration_is_fitted_again_from_its_probes():
     from dataclasses import replace
 
-    from perfpredict.predictors.host_calibration import calibrate
+    from perfpredict.learning.host_calibration import calibrate
 
     profile = calibrate("ci", quick=True)
     stale = replace(profile, cpu_ops={**profile.cpu_ops, "fits": {}})  # as if fitted by older code

@@ -67,7 +67,7 @@ def test_ceilings_are_the_best_gemm_rate_and_the_largest_elementwise_bandwidth()
 
 
 def test_a_quick_calibration_fits_an_op_model_and_measures_ceilings():
-    from perfpredict.predictors.host_calibration import calibrate
+    from perfpredict.learning.host_calibration import calibrate
 
     profile = calibrate("ci", quick=True)
     model = profile.cpu_op_model()

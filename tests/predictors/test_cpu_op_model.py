@@ -13,6 +13,7 @@ from perfpredict.core import op_kinds, ops
 from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
 from perfpredict.hardware.devices import get_device, reset_catalog
 from perfpredict.kernels import cpu_op_probes as probes
+from perfpredict.learning import cpu_op_model_fit as cof
 from perfpredict.predictors import cpu_op_model as com
 from perfpredict.predictors import host_model
 from perfpredict.predictors.base import RunConfig
@@ -43,8 +44,8 @@ def test_graph_nodes_fall_into_the_probe_classes():
 def test_a_shaped_fit_recovers_the_figures_that_made_its_samples():
     # samples made by t = 5 us + flops / 100 GFLOP/s + bytes / 20 GB/s: the fit must find those three figures
     shapes = [(2e6, 1e5), (4e8, 3e6), (1e9, 1e6), (5e7, 4e7), (1e4, 2e4), (3e9, 6e7)]
-    samples = [com.Sample(probes.GEMM, "float32", f, b, 5e-6 + f / 1e11 + b / 2e10) for f, b in shapes]
-    fit = com.fit_shaped(samples)
+    samples = [cof.Sample(probes.GEMM, "float32", f, b, 5e-6 + f / 1e11 + b / 2e10) for f, b in shapes]
+    fit = cof.fit_shaped(samples)
     assert fit.overhead_s == pytest.approx(5e-6, rel=1e-6)
     assert 1 / fit.s_per_flop == pytest.approx(1e11, rel=1e-6)
     assert 1 / fit.s_per_byte == pytest.approx(2e10, rel=1e-6)
@@ -53,20 +54,20 @@ def test_a_shaped_fit_recovers_the_figures_that_made_its_samples():
 
 def test_the_least_squares_never_goes_negative():
     a = np.array([[1.0, 1.0], [1.0, 2.0], [1.0, 3.0]])
-    x = com.nonnegative_lstsq(a, np.array([3.0, 2.0, 1.0]))  # unconstrained: slope -1
+    x = cof.nonnegative_lstsq(a, np.array([3.0, 2.0, 1.0]))  # unconstrained: slope -1
     assert (x >= 0).all() and x[1] == 0.0 and x[0] == pytest.approx(2.0)
 
 
 def test_isotonic_pools_the_values_that_go_down():
-    assert com.isotonic([1.0, 3.0, 2.0, 4.0], [1, 1, 1, 1]) == [1.0, 2.5, 2.5, 4.0]
-    assert com.isotonic([2.0, 1.0], [3, 1]) == [1.75, 1.75]  # (2 * 3 + 1 * 1) / 4
+    assert cof.isotonic([1.0, 3.0, 2.0, 4.0], [1, 1, 1, 1]) == [1.0, 2.5, 2.5, 4.0]
+    assert cof.isotonic([2.0, 1.0], [3, 1]) == [1.75, 1.75]  # (2 * 3 + 1 * 1) / 4
 
 
 def test_a_sized_curve_is_flat_below_its_probes_and_keeps_the_last_rate_beyond():
     # 1 us up to 4 KiB, then 10 GB/s: 1 MiB in 104.9 us, 4 MiB in 419.4 us
     sizes = [1024.0, 4096.0, 2.0**20, 4 * 2.0**20]
     times = [1e-6, 1e-6, 2.0**20 / 1e10, 4 * 2.0**20 / 1e10]
-    fit = com.fit_sized([com.Sample(probes.ELTWISE, "float32", 0.0, b, t) for b, t in zip(sizes, times)])
+    fit = cof.fit_sized([cof.Sample(probes.ELTWISE, "float32", 0.0, b, t) for b, t in zip(sizes, times)])
     got = fit.seconds(np.zeros(4), np.array([10.0, 2.0**21, 16 * 2.0**20, 64 * 2.0**20]))
     assert got[0] == pytest.approx(1e-6)  # below the smallest probe: its time
     assert 2.0**20 / 1e10 < got[1] < 4 * 2.0**20 / 1e10  # between probes
@@ -77,7 +78,7 @@ def test_a_sized_curve_is_flat_below_its_probes_and_keeps_the_last_rate_beyond()
 def test_a_slow_outlier_does_not_lift_every_larger_size():
     sizes = [1e3, 1e4, 1e5, 1e6, 1e7]
     times = [1e-6, 1e-3, 1e-5, 1e-4, 1e-3]  # the 10 KB op was timed during a stall
-    fit = com.fit_sized([com.Sample(probes.ELTWISE, "float32", 0.0, b, t) for b, t in zip(sizes, times)])
+    fit = cof.fit_sized([cof.Sample(probes.ELTWISE, "float32", 0.0, b, t) for b, t in zip(sizes, times)])
     assert fit.seconds(np.zeros(1), np.array([1e7]))[0] == pytest.approx(1e-3)
     assert np.all(np.diff(fit.log_s) >= 0)
 
@@ -85,15 +86,15 @@ def test_a_slow_outlier_does_not_lift_every_larger_size():
 def test_probe_dispatch_is_taken_off_once_and_never_all():
     r = probes.ProbeResult(probes.ELTWISE, "float32", "x", 0.0, 1e3, 3e-6, 0.0, 1)
     tiny = probes.ProbeResult(probes.ELTWISE, "float32", "y", 0.0, 1e2, 1e-6, 0.0, 1)
-    got = com.device_samples([r, tiny], {ops.ELEMENTWISE: 2.0})
+    got = cof.device_samples([r, tiny], {ops.ELEMENTWISE: 2.0})
     assert got[0].seconds == pytest.approx(1e-6)  # 3 us - 2 us of dispatch
     assert got[1].seconds == pytest.approx(1e-7)  # 1 us: at most 90% is dispatch
 
 
 def _toy_model(gemm_rate: float) -> com.CpuOpModel:
-    gemm = [com.Sample(probes.GEMM, "float32", f, 1e6, 1e-6 + f / gemm_rate) for f in (1e7, 1e8, 1e9)]
-    elt = [com.Sample(probes.ELTWISE, "float32", 0.0, b, 1e-6 + b / 1e10) for b in (1e3, 1e5, 1e7)]
-    return com.fit(gemm + elt, threads=2, source="toy")
+    gemm = [cof.Sample(probes.GEMM, "float32", f, 1e6, 1e-6 + f / gemm_rate) for f in (1e7, 1e8, 1e9)]
+    elt = [cof.Sample(probes.ELTWISE, "float32", 0.0, b, 1e-6 + b / 1e10) for b in (1e3, 1e5, 1e7)]
+    return cof.fit(gemm + elt, threads=2, source="toy")
 
 
 def test_the_model_round_trips_through_json_and_prices_nodes():
@@ -185,8 +186,8 @@ def test_the_reference_profile_carries_an_op_model_for_every_class():
 def test_a_class_probed_at_a_few_shapes_follows_its_float32_fit_at_its_own_speed():
     # float32 GEMMs: 2 us + flops / 100 GFLOP/s; two bfloat16 probes run 4x faster than float32 at their shapes
     shapes = ((1e6, 1e4), (1e7, 3e5), (1e8, 2e6), (1e9, 4e6), (1e10, 5e7))  # (flops, bytes)
-    f32 = [com.Sample(probes.GEMM, "float32", f, b, 2e-6 + f / 1e11) for f, b in shapes]
-    half = [com.Sample(probes.GEMM, "half", f, b / 2, (2e-6 + f / 1e11) / 4) for f, b in shapes[2:4]]
-    model = com.fit(f32 + half, threads=2)
+    f32 = [cof.Sample(probes.GEMM, "float32", f, b, 2e-6 + f / 1e11) for f, b in shapes]
+    half = [cof.Sample(probes.GEMM, "half", f, b / 2, (2e-6 + f / 1e11) / 4) for f, b in shapes[2:4]]
+    model = cof.fit(f32 + half, threads=2)
     got = model.fit_for(probes.GEMM, "half").seconds(np.array([1e11]), np.array([1e7]))
     assert got[0] == pytest.approx((2e-6 + 1e11 / 1e11) / 4, rel=1e-6)  # 100 GFLOP: 250 ms, not a constant

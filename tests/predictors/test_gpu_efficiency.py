@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from perfpredict.hardware.devices import get_device
+from perfpredict.learning import gpu_training_rows as tr
+from perfpredict.learning.gpu_efficiency_fit import GpuEfficiencyLearner
+from perfpredict.learning.gpu_training_rows import AS_MEASURED
 from perfpredict.predictors import gpu_efficiency as ge
 from perfpredict.predictors import gpu_op_features as gf
-from perfpredict.predictors import gpu_training_rows as tr
-from perfpredict.predictors.gpu_training_rows import AS_MEASURED
 from perfpredict.predictors.op_efficiency import OpShape
 
 pytest.importorskip("xgboost")
@@ -46,8 +47,9 @@ def toy_model():
     y = np.log([e for *_, e in rows])
     bounds = np.array([gf.bound_s(op, d, u)[0] for op, d, u, _ in rows])
     classes = [ge.efficiency_class(op, u) for op, _, u, _ in rows]
-    model = ge.GpuEfficiencyModel(params={**ge.PARAMS, "n_estimators": 30, "n_jobs": 1})
-    model.fit(X, y, classes, [d.name for _, d, _, _ in rows], bounds)
+    learner = GpuEfficiencyLearner(params={**ge.PARAMS, "n_estimators": 30, "n_jobs": 1})
+    assert learner.fit(X, y, classes, [d.name for _, d, _, _ in rows], bounds) is learner
+    model = learner.model
     model.dtypes = {"simt32": {"T4": ["float32"], "A100-40GB-PCIe": ["float32"]}, "tensor": {"A40": ["float16"]}}
     return model
 

@@ -12,9 +12,9 @@ import torch
 import perfpredict
 from perfpredict.core.errors import ArtifactError, InvalidInputError, UnknownPredictorError
 from perfpredict.core.units import GIB
+from perfpredict.learning.evaluation import metrics
+from perfpredict.learning.training_data import GraphCache, load_training_set
 from perfpredict.predictors import artifacts, registry
-from perfpredict.predictors.evaluation import metrics
-from perfpredict.predictors.training_data import GraphCache, load_training_set
 from perfpredict.settings import ENV_ARTIFACTS
 
 pytest.importorskip("xgboost")
@@ -34,7 +34,7 @@ def rows(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fitted(rows):
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
 
     learner = XGBoostLearner()
     learner.fit(rows, ["latency_ms", "peak_memory_bytes"])
@@ -61,7 +61,7 @@ def test_interval_contains_the_point_and_ood_grows_far_from_data(rows, fitted):
 
 
 def test_artifact_round_trip_and_schema_mismatch(rows, fitted, tmp_path):
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
 
     manifest = artifacts.Manifest("xgboost", "1", "cpu", XGBoostLearner.schema, rows.data_hash, fitted.targets)
     folder = artifacts.save_artifact(tmp_path / "xgboost-cpu", manifest, fitted.to_files())
@@ -78,8 +78,8 @@ def test_artifact_round_trip_and_schema_mismatch(rows, fitted, tmp_path):
 def test_a_gpu_artifact_trained_under_older_physics_is_refused_and_auto_skips_it(rows, fitted, tmp_path, monkeypatch):
     # GPU memory model 2 changed the H100 rows' physics features without changing the feature schema: an artifact
     # trained before it would feed its trees inputs they never saw, so it must not load, and auto must not pick it.
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
     from perfpredict.predictors.memory_model import GPU_MEMORY_MODEL_VERSION
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
 
     manifest = artifacts.Manifest(
         "xgboost",
@@ -129,14 +129,14 @@ def test_search_keeps_the_scaled_physics_when_trees_only_add_noise(rows, tmp_pat
     # so the trees can only fit it on the training rows, and the scaled physics (one constant) wins out of fold.
     import dataclasses
 
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
 
     noise = np.exp(np.random.default_rng(0).normal(0.0, 0.1, len(rows.X)))
     target = rows.analytical("latency_ms") * 1.3 * noise
     scaled = dataclasses.replace(rows, y={**rows.y, "latency_ms": target})
     learner = XGBoostLearner()
     learner.fit(scaled, ["latency_ms"])
-    assert learner.choice["latency_ms"]["params"] is None and learner.choice["latency_ms"]["residual"]
+    assert learner.model_.choice["latency_ms"]["params"] is None and learner.model_.choice["latency_ms"]["residual"]
     pred = learner.predict(scaled)["latency_ms"]
     ratio = pred.value / scaled.analytical("latency_ms")
     np.testing.assert_allclose(ratio, np.median(target / scaled.analytical("latency_ms")), rtol=1e-9)
@@ -148,7 +148,7 @@ def test_search_keeps_the_scaled_physics_when_trees_only_add_noise(rows, tmp_pat
 
 
 def test_auto_is_two_timeline_everywhere_and_a_trained_model_answers_by_name(rows, fitted, tmp_path, monkeypatch):
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
 
     manifest = artifacts.Manifest(
         "xgboost",
@@ -203,7 +203,7 @@ def test_rows_from_a_busy_host_are_left_out_unless_asked_for(tmp_path):
 def test_a_failed_trace_is_remembered_not_retried(tmp_path, monkeypatch):
     # Every row of a batch sweep shares one anchor trace: an untraceable architecture (DeBERTa's relative positions
     # call nonzero, which the meta device cannot run) must fail once per load, not once per row.
-    from perfpredict.predictors import training_data
+    from perfpredict.learning import training_data
     from perfpredict.profiling import zoo
 
     calls = []
@@ -230,10 +230,10 @@ def test_gpu_memory_is_learned_as_tensors_and_reported_with_the_runtime_overhead
     import dataclasses
 
     from perfpredict.hardware.devices import get_device
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
     from perfpredict.predictors.base import RunConfig
+    from perfpredict.predictors.feature_rows import single_row_set
     from perfpredict.predictors.features import TABULAR_FEATURES, tabular_matrix
-    from perfpredict.predictors.learned import single_row_set
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
 
     h100 = get_device("H100-SXM")
     bigger = dataclasses.replace(h100, runtime_overhead_bytes=h100.runtime_overhead_bytes + GIB)
@@ -257,9 +257,9 @@ def test_learned_memory_of_a_model_loaded_in_its_run_dtype_drops_the_float32_loa
     # Every measured row built its model in float32 and then cast it, so the trees always see that protocol; a
     # model loaded straight in bfloat16 swaps the load's analytical transient out of the learned peak.
     from perfpredict.hardware.devices import get_device
+    from perfpredict.learning.xgboost_learner import XGBoostLearner
     from perfpredict.predictors.base import RunConfig
-    from perfpredict.predictors.learned import single_row_set
-    from perfpredict.predictors.xgboost_model import XGBoostLearner
+    from perfpredict.predictors.feature_rows import single_row_set
 
     h100 = get_device("H100-SXM")
     manifest = artifacts.Manifest("xgboost", "1", "H100-SXM", XGBoostLearner.schema, rows.data_hash, fitted.targets)
@@ -287,7 +287,7 @@ def test_learned_memory_of_a_model_loaded_in_its_run_dtype_drops_the_float32_loa
 def test_rows_measured_under_another_transformers_are_named_in_the_problems():
     from importlib import metadata
 
-    from perfpredict.predictors.training_data import _library_mismatches
+    from perfpredict.learning.training_data import _library_mismatches
 
     local = metadata.version("transformers")
     rows = [{"env_transformers_version": "5.17.0"}] * 3 + [{"env_transformers_version": local}, {}]
@@ -300,14 +300,14 @@ def test_rows_measured_under_another_transformers_are_named_in_the_problems():
 def test_two_timeline_learner_recovers_the_scales_its_labels_were_made_with(rows):
     import dataclasses
 
-    from perfpredict.predictors.two_timeline_fit import DEVICE_GRID, SCALE_GRID, TwoTimelineLearner
+    from perfpredict.learning.two_timeline_fit import DEVICE_GRID, SCALE_GRID, TwoTimelineLearner
 
     learner = TwoTimelineLearner()
     host, dev = 9, 12  # labels simulated at SCALE_GRID[9] and DEVICE_GRID[12], with 5% noise: fit finds them again
     walls = learner.simulate(rows)["wall_s"][host, dev]
     noise = np.exp(np.random.default_rng(0).normal(0.0, 0.05, len(walls)))
     made = dataclasses.replace(rows, y={**rows.y, "latency_ms": walls * 1e3 * noise})
-    learner.fit(made)
+    assert learner.fit(made) is learner
     assert abs(learner.scale_index - host) <= 2 and abs(learner.device_index - dev) <= 2
     assert learner.scale == pytest.approx(SCALE_GRID[host], rel=0.3)
     assert learner.device_scale == pytest.approx(DEVICE_GRID[dev], rel=0.3)

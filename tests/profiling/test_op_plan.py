@@ -140,7 +140,7 @@ def test_planned_op_rows_train_the_gpu_device_time_model_unchanged(plan, tmp_pat
     The device_ms here is a fixture (0.05 ms for every row), not a measurement: the test checks the interface."""
     import numpy as np
 
-    from perfpredict.predictors import gpu_training_rows as gtr
+    from perfpredict.learning import gpu_training_rows as gtr
 
     by_group: dict[str, list] = {}
     for p in plan:

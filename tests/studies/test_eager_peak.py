@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from perfpredict.predictors.training_data import GraphCache
+from perfpredict.learning.training_data import GraphCache
 from perfpredict.profiling import zoo
 from perfpredict.profiling.dataset import ROWS_JSONL
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from perfpredict.hardware.devices import get_device
+from perfpredict.learning.training_data import GraphCache, arrays_for
 from perfpredict.predictors.base import RunConfig
 from perfpredict.predictors.features import TABULAR_FEATURES, tabular_matrix
-from perfpredict.predictors.training_data import GraphCache, arrays_for
 from perfpredict.profiling import zoo
 
 _PATH = Path(__file__).resolve().parents[2] / "studies" / "logits_rule.py"

@@ -9,7 +9,7 @@ import pytest
 
 from perfpredict.graph_report import report_for_graph
 from perfpredict.hardware.devices import get_device
-from perfpredict.predictors.training_data import GraphCache, _trace, arrays_for
+from perfpredict.learning.training_data import GraphCache, _trace, arrays_for
 from perfpredict.profiling import zoo
 
 _PATH = Path(__file__).resolve().parents[2] / "studies" / "memory_split.py"

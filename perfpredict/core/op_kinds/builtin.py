@@ -3,7 +3,7 @@
 The FLOP rules pick the right arguments for each torch spelling (``linear(x, w)``, ``addmm(bias, a, b)``,
 ``convolution(x, w, b, stride, padding, dilation, transposed, ...)``) and leave the arithmetic to ops.py.
 The host probes are the tiny CPU calls ``perfpredict calibrate-host`` times for each kind's dispatch cost
-(:mod:`perfpredict.predictors.host_calibration`); torch is imported inside them.
+(:mod:`perfpredict.learning.host_calibration`); torch is imported inside them.
 
 Adding a kind: one ``register_op_kind(OpKind(...))`` here (or anywhere, before the graph is built), plus the names
 that map to it in each frontend that emits it (``compiler_hooks/op_table.py``, ``op_names.py``).

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from perfpredict.predictors.model_selection import clustered_standard_error, simplest_within_one_se
+from perfpredict.learning.model_selection import clustered_standard_error, simplest_within_one_se
 
 
 def test_clustered_standard_error_by_hand():
@@ -65,7 +65,7 @@ def test_a_candidate_with_nan_errors_is_never_chosen():
 
 
 def test_xgboost_candidates_run_simplest_first():
-    from perfpredict.predictors.xgboost_model import XGBoostLearner, XGBoostStaticLearner
+    from perfpredict.learning.xgboost_learner import XGBoostLearner, XGBoostStaticLearner
 
     order = [(c["residual"], c["params"] and c["params"]["max_depth"]) for c in XGBoostLearner()._candidates()]
     assert order == [(True, None), (True, 4), (True, 8), (False, 4), (False, 8)]
@@ -77,7 +77,7 @@ def test_out_of_fold_predictions_never_see_their_own_fold():
     # Each architecture has its own random level that no feature reveals but its id column: a model that saw the
     # row's own fold would learn the level from the id; one that did not can only guess the others' levels.
     xgb = pytest.importorskip("xgboost")
-    from perfpredict.predictors.xgboost_model import XGBoostLearner, _folds
+    from perfpredict.learning.xgboost_learner import XGBoostLearner, _folds
 
     rng = np.random.default_rng(0)
     groups = np.repeat(np.arange(30), 4)

@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError, close_matches
+from perfpredict.learning.training_data import load_training_set
 from perfpredict.predictors.artifacts import Manifest, artifact_path, save_artifact
-from perfpredict.predictors.training_data import TARGETS, load_training_set
+from perfpredict.predictors.feature_rows import TARGETS
 
 LEARNERS = {
-    "xgboost": ("perfpredict.predictors.xgboost_model", "XGBoostLearner"),
-    "xgboost_static": ("perfpredict.predictors.xgboost_model", "XGBoostStaticLearner"),
-    "graphsage": ("perfpredict.predictors.graphsage", "GraphSAGELearner"),
-    "gae_gnn": ("perfpredict.predictors.gae", "GAEGNNLearner"),
-    "gnn_llm": ("perfpredict.predictors.gnn_llm", "GNNLLMLearner"),
+    "xgboost": ("perfpredict.learning.xgboost_learner", "XGBoostLearner"),
+    "xgboost_static": ("perfpredict.learning.xgboost_learner", "XGBoostStaticLearner"),
+    "graphsage": ("perfpredict.learning.graphsage_learner", "GraphSAGELearner"),
+    "gae_gnn": ("perfpredict.learning.gae_learner", "GAEGNNLearner"),
+    "gnn_llm": ("perfpredict.learning.gnn_llm_learner", "GNNLLMLearner"),
 }
 
 
@@ -68,7 +69,7 @@ def train(
     overrides the learner's defaults (e.g. ``{"base_lm": PATH}`` for gnn_llm)."""
     from functools import partial
 
-    from perfpredict.predictors.evaluation import cross_validate, random_folds, report
+    from perfpredict.learning.evaluation import cross_validate, random_folds, report
 
     cls = partial(learner_class(predictor), **(hyper or {}))
     folder = dataset_folder(device, data_root)

@@ -25,7 +25,7 @@ from perfpredict.predictors.artifacts import (
     save_artifact,
     user_dir,
 )
-from perfpredict.predictors.training_data import TrainingSet
+from perfpredict.predictors.feature_rows import TrainingSet
 
 ADAPTABLE = ("gnn_llm", "graphsage", "gae_gnn")
 
@@ -66,7 +66,7 @@ def pick_shots(data: TrainingSet, shots: int, seed: int = 0) -> tuple[np.ndarray
 def source_learner(predictor: str, from_device: str | None, kind: str) -> tuple[Any, Manifest]:
     """The learner to start from: the artifact for ``from_device``, else the first one of a device of ``kind``."""
     from perfpredict.hardware.devices import get_device
-    from perfpredict.predictors.train import learner_class
+    from perfpredict.learning.train import learner_class
 
     if predictor not in ADAPTABLE:
         raise InvalidInputError(f"only {', '.join(ADAPTABLE)} can adapt from a few rows (got {predictor!r})")
@@ -90,7 +90,7 @@ def source_learner(predictor: str, from_device: str | None, kind: str) -> tuple[
 
 
 def heldout_mape(learner: Any, data: TrainingSet) -> dict[str, float]:
-    from perfpredict.predictors.evaluation import metrics
+    from perfpredict.learning.evaluation import metrics
 
     pred = learner.predict(data)
     out = {}
@@ -119,7 +119,7 @@ def adapt(
 ) -> AdaptResult:
     """Fine-tune ``predictor`` on ``shots`` rows of ``data_path`` measured on ``device``; write its artifact."""
     from perfpredict.hardware.devices import get_device
-    from perfpredict.predictors.training_data import load_training_set
+    from perfpredict.learning.training_data import load_training_set
 
     target = get_device(device)
     data = load_training_set(

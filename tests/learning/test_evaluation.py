@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from perfpredict.predictors.evaluation import family_folds, metrics, random_folds, random_row_folds
+from perfpredict.learning.evaluation import family_folds, metrics, random_folds, random_row_folds
 from perfpredict.profiling.dataset import batch_sweep_inversions, neighbour_oracle_mape, sweep_bumps
 
 

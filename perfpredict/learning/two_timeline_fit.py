@@ -20,13 +20,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from perfpredict.learning.learner import Params, not_fitted
+
 #: dispatch scales tried (the reference profile's fitted values, 6.35 on a CPU and 11.31 on a GPU, are inside)
 SCALE_GRID = np.geomspace(0.5, 64, 43)
 #: device-time scales tried (1: the ceilings' figure as it is)
 DEVICE_GRID = np.geomspace(0.5, 4.0, 19)
 
 
-class TwoTimelineLearner:
+class TwoTimelineLearner(Params):
     """``fit`` chooses the dispatch scale on the training rows; ``predict`` simulates the held-out rows with it."""
 
     name: ClassVar[str] = "two_timeline"
@@ -41,22 +43,26 @@ class TwoTimelineLearner:
         self.scale_index = int(np.argmin(np.abs(np.log(self.grid / 8.0))))
         self.device_index = int(np.argmin(np.abs(np.log(self.device_grid))))
         self.training_index: int | None = None  # a CPU's training steps' own dispatch scale (fit)
+        self.fitted_ = False
 
-    def fit(self, train: Any, targets: Any = (), seed: int = 0) -> None:
+    def fit(self, train: Any, targets: Any = (), seed: int = 0) -> TwoTimelineLearner:
+        """Choose the scales on ``train``'s rows (no row with a measured latency: the default scales stay)."""
+        self.fitted_ = True
         sim = self.simulate(train)
         y = train.y["latency_ms"] * 1e-3
         err = np.abs(np.log(sim["wall_s"] / y))
         ok = np.isfinite(err).all(axis=(0, 1))
         if not ok.any():
-            return
+            return self
         training = _training_rows(train)
         if _device_kind(train) == "cpu" and (training & ok).any() and (~training & ok).any():
             self._fit_by_phase(err, ok, training)
-            return
+            return self
         score = np.median(err[:, :, ok], axis=2)
         if self.device_time_learned(train):  # a GPU's learned device time has no free scale: 1 it is
             score[:, np.abs(np.log(self.device_grid)) > 1e-9] = np.inf
         self.scale_index, self.device_index = (int(i) for i in np.unravel_index(np.argmin(score), score.shape))
+        return self
 
     def _fit_by_phase(self, err: np.ndarray, ok: np.ndarray, training: np.ndarray) -> None:
         """A CPU's training steps get their own dispatch scale (``host_model.dispatch_scale``): for each device
@@ -97,6 +103,8 @@ class TwoTimelineLearner:
         from perfpredict.predictors.timeline import Timeline
         from perfpredict.predictors.two_timeline import busy_power_w
 
+        if not self.fitted_:
+            raise not_fitted(self)
         sim = self.simulate(data)
         wall = sim["wall_s"][self.scale_index, self.device_index]
         if self.training_index is not None:

@@ -92,7 +92,7 @@ def calibrate(
 ):
     """This machine's host profile: its dispatch per op kind, and its CPU op model (the probes of
     :mod:`perfpredict.kernels.cpu_op_probes`, at the thread count torch uses here, fitted by
-    :mod:`perfpredict.predictors.cpu_op_model`), with the ceilings they reached. ``quick``: a few probes in one
+    :mod:`perfpredict.learning.cpu_op_model_fit`), with the ceilings they reached. ``quick``: a few probes in one
     round (seconds; for tests), not a calibration to predict with. The dispatch scales (a real model's per-op host
     cost over the bare calls) are fitted on model rows, which this machine has not: the CPU's are the reference's
     (the dev VM's, fitted on its CPU rows), the GPU's and the launch cost the default GPU host's (fitted on the host
@@ -100,7 +100,7 @@ def calibrate(
     import torch
 
     from perfpredict.kernels import cpu_op_probes
-    from perfpredict.predictors import cpu_op_model
+    from perfpredict.learning import cpu_op_model_fit
     from perfpredict.predictors.host_model import REFERENCE, load_profile
     from perfpredict.profiling import cpu as cpu_probe
 
@@ -123,8 +123,8 @@ def calibrate(
         "thread_speedup": speedup,
         "probes": [r.as_dict() for r in results],
     }
-    model = cpu_op_model.fit(
-        cpu_op_model.device_samples(results, dispatch),
+    model = cpu_op_model_fit.fit(
+        cpu_op_model_fit.device_samples(results, dispatch),
         threads,
         source=f"perfpredict calibrate-host: {len(results)} probes, {threads} threads",
     )

@@ -17,7 +17,6 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +27,13 @@ from perfpredict.caching.disk_store import DiskStore
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.core.graph import OpGraph
 from perfpredict.predictors.cost_arrays import CostArrays
-from perfpredict.predictors.features import TABULAR_FEATURES, tabular_matrix
+from perfpredict.predictors.feature_rows import TARGETS, TrainingSet
+from perfpredict.predictors.features import tabular_matrix
 from perfpredict.progress import Progress
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
-# What the predictors learn, in natural units. Latency is the median of the timed runs (the collector also keeps
-# the minimum); energy is per sample so batch sizes compare.
-TARGETS = ("latency_ms", "peak_memory_bytes", "energy_per_sample_j", "avg_power_w")
 # One capture per batch sweep, at a prime no model dimension shares (see CostArrays.from_anchor).
 ANCHOR_BATCH = 13
 
@@ -77,7 +74,7 @@ def _trace(spec: Any) -> OpGraph:
 
     import torch
 
-    from perfpredict.compiler_hooks.featurize import featurize
+    from perfpredict.compiler_hooks.capture import capture_graph
 
     torch._dynamo.reset()  # thousands of cached graphs slow every later trace down
     model = spec.build("meta")
@@ -85,7 +82,7 @@ def _trace(spec: Any) -> OpGraph:
     kwargs = {"labels": labels} if spec.phase == "training" else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # AOT's fake-tensor backward on meta warns about loss kernels
-        return featurize(model, (x,), phase=spec.phase, example_kwargs=kwargs, name=spec.family)
+        return capture_graph(model, (x,), kwargs or {}, phase=spec.phase, dtype=None, name=spec.family, capture="meta")
 
 
 def arrays_for(spec: Any, cache: GraphCache) -> CostArrays:
@@ -115,49 +112,6 @@ def targets_of(row: Mapping[str, Any], latency_stat: str = "median") -> dict[str
         "energy_per_sample_j": energy / batch,
         "avg_power_w": num("avg_power_w"),
     }
-
-
-@dataclass
-class TrainingSet:
-    """Feature rows (TABULAR_FEATURES), targets and identities for every usable measured row."""
-
-    X: np.ndarray
-    y: dict[str, np.ndarray]
-    families: np.ndarray
-    keys: list[str]
-    group_ids: np.ndarray  # rows of one architecture share an id (for grouped splits)
-    devices: list[str]
-    rows: list[dict[str, Any]]
-    arrays: list[CostArrays] = field(default_factory=list)  # per row (shared objects within a group)
-    data_hash: str = ""
-    problems: list[str] = field(default_factory=list)
-
-    def analytical(self, target: str) -> np.ndarray:
-        """The analytical predictor's value of ``target`` per row (from the physics feature columns)."""
-        col = {name: i for i, name in enumerate(TABULAR_FEATURES)}
-        if target == "latency_ms":
-            return np.exp(self.X[:, col["log_analytical_latency"]]) * 1e3
-        if target == "peak_memory_bytes":
-            return np.expm1(self.X[:, col["log_analytical_memory"]])
-        if target == "avg_power_w":
-            return self.X[:, col["analytical_power_w"]]
-        power = self.X[:, col["analytical_power_w"]]
-        return power * np.exp(self.X[:, col["log_analytical_latency"]]) / np.maximum(self.X[:, col["batch"]], 1)
-
-    def subset(self, index: np.ndarray) -> TrainingSet:
-        index = np.asarray(index)
-        return TrainingSet(
-            self.X[index],
-            {k: v[index] for k, v in self.y.items()},
-            self.families[index],
-            [self.keys[i] for i in index],
-            self.group_ids[index],
-            self.devices,
-            [self.rows[i] for i in index],
-            [self.arrays[i] for i in index] if self.arrays else [],
-            self.data_hash,
-            self.problems,
-        )
 
 
 def device_for_rows(rows: Sequence[Mapping[str, Any]]) -> Any:

@@ -108,7 +108,7 @@ def cache_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fitted(traced, tiny_lms, cache_dir):
-    from perfpredict.predictors.gnn_llm import GNNLLMLearner
+    from perfpredict.learning.gnn_llm_learner import GNNLLMLearner
 
     ts, _ = traced
     mp = pytest.MonkeyPatch()
@@ -205,7 +205,7 @@ def test_gradients_reach_gnn_and_lora_but_not_the_frozen_base(traced, fitted):
 
 def test_artifact_holds_adapters_not_the_base_and_round_trips(traced, fitted):
     from perfpredict.core.errors import ArtifactError
-    from perfpredict.predictors.gnn_llm import GNNLLMLearner
+    from perfpredict.learning.gnn_llm_learner import GNNLLMLearner
 
     ts, _ = traced
     files = fitted.to_files()
@@ -226,7 +226,7 @@ def test_artifact_holds_adapters_not_the_base_and_round_trips(traced, fitted):
 
 
 def test_causal_base_lm_trains_with_next_token_alignment(traced, tiny_lms, tmp_path, monkeypatch):
-    from perfpredict.predictors.gnn_llm import GNNLLMLearner
+    from perfpredict.learning.gnn_llm_learner import GNNLLMLearner
 
     monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
     ts, _ = traced
@@ -242,7 +242,7 @@ def test_fine_tune_adapts_to_a_shifted_device(traced, fitted):
     """A 'new device' whose latency is 3x the training device's: a few shots pull the prediction over."""
     import copy
 
-    from perfpredict.predictors.adapt import pick_shots
+    from perfpredict.learning.adapt import pick_shots
 
     ts, _ = traced
     shifted = ts.subset(np.arange(len(ts.keys)))
@@ -264,9 +264,9 @@ def test_adapt_command_registers_an_artifact_for_the_device(tiny_lms, tmp_path, 
         pytest.skip("the committed CPU dataset is missing")
     import perfpredict
     from perfpredict.hardware.devices import get_device
+    from perfpredict.learning.train import train
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.registry import get_predictor
-    from perfpredict.predictors.train import train
     from perfpredict.profiling.dataset import load_dataset
 
     ok = [r for r in load_dataset(DATA).rows if r.get("status") == "ok" and r["family"] in ("mlp", "vgg")]
@@ -319,7 +319,7 @@ def test_adapt_command_registers_an_artifact_for_the_device(tiny_lms, tmp_path, 
 
 def test_adapt_refuses_more_shots_than_rows(traced):
     from perfpredict.core.errors import InvalidInputError
-    from perfpredict.predictors.adapt import pick_shots
+    from perfpredict.learning.adapt import pick_shots
 
     ts, _ = traced
     with pytest.raises(InvalidInputError, match="fewer shots"):
@@ -327,9 +327,9 @@ def test_adapt_refuses_more_shots_than_rows(traced):
 
 
 def test_stage1_encoder_is_cached_and_keyed_by_its_inputs(traced, tmp_path, monkeypatch):
+    from perfpredict.learning.gnn_llm_learner import GNNLLMLearner
+    from perfpredict.learning.gnn_llm_stages import stage1_encoder
     from perfpredict.predictors.gnn_data import row_keys
-    from perfpredict.predictors.gnn_llm import GNNLLMLearner
-    from perfpredict.predictors.gnn_llm_stages import stage1_encoder
 
     monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
     ts, _ = traced

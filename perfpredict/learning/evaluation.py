@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from perfpredict.learning.learner import Params, not_fitted
 from perfpredict.predictors.learned import TargetPrediction
 
 
@@ -90,15 +91,18 @@ def report(data: Any, predictions: dict[str, np.ndarray], targets: Sequence[str]
     return result
 
 
-class AnalyticalBaseline:
-    """The analytical roofline as it stands: no fitting at all."""
+class AnalyticalBaseline(Params):
+    """The analytical roofline as it stands: ``fit`` only notes which targets to answer."""
 
     name: ClassVar[str] = "analytical"
 
-    def fit(self, train: Any, targets: Sequence[str], seed: int = 0) -> None:
+    def fit(self, train: Any, targets: Sequence[str], seed: int = 0) -> AnalyticalBaseline:
         self.targets = list(targets)
+        return self
 
     def predict(self, data: Any) -> dict[str, TargetPrediction]:
+        if not hasattr(self, "targets"):
+            raise not_fitted(self)
         out = {}
         for t in self.targets:
             v = data.analytical(t)
@@ -106,12 +110,12 @@ class AnalyticalBaseline:
         return out
 
 
-class FlopsLinearBaseline:
+class FlopsLinearBaseline(Params):
     """A straight line through (FLOPs, target) per phase, by relative least squares: the simplest learned model."""
 
     name: ClassVar[str] = "flops_linear"
 
-    def fit(self, train: Any, targets: Sequence[str], seed: int = 0) -> None:
+    def fit(self, train: Any, targets: Sequence[str], seed: int = 0) -> FlopsLinearBaseline:
         from perfpredict.predictors.features import TABULAR_FEATURES
 
         self.col = TABULAR_FEATURES.index("log_flops")
@@ -127,8 +131,11 @@ class FlopsLinearBaseline:
                     y, w = train.y[t][mask], 1.0 / train.y[t][mask]
                     A = np.column_stack([np.expm1(train.X[mask, self.col]), np.ones(mask.sum())])
                     self.coef[(t, phase)] = np.linalg.lstsq(A * w[:, None], y * w, rcond=None)[0]
+        return self
 
     def predict(self, data: Any) -> dict[str, TargetPrediction]:
+        if not hasattr(self, "coef"):
+            raise not_fitted(self)
         out = {}
         flops = np.expm1(data.X[:, self.col])
         for t in self.targets:

@@ -37,8 +37,8 @@ def _mape(pred: np.ndarray, y: np.ndarray) -> float:
 
 @pytest.fixture(scope="module")
 def fitted(traced):
-    from perfpredict.predictors.gae import GAEGNNLearner
-    from perfpredict.predictors.graphsage import GraphSAGELearner
+    from perfpredict.learning.gae_learner import GAEGNNLearner
+    from perfpredict.learning.graphsage_learner import GraphSAGELearner
 
     ts, _ = traced
     train, _ = _split(len(ts.rows))
@@ -70,8 +70,8 @@ def test_training_learns(traced, fitted, name):
 
 @pytest.mark.parametrize("name", ["graphsage", "gae_gnn"])
 def test_artifact_round_trip_and_interval(traced, fitted, name):
-    from perfpredict.predictors.gae import GAEGNNLearner
-    from perfpredict.predictors.graphsage import GraphSAGELearner
+    from perfpredict.learning.gae_learner import GAEGNNLearner
+    from perfpredict.learning.graphsage_learner import GraphSAGELearner
 
     ts, _ = traced
     learner = fitted[name]
@@ -91,7 +91,7 @@ def test_artifact_round_trip_and_interval(traced, fitted, name):
 
 def test_damaged_artifact_raises(fitted):
     from perfpredict.core.errors import ArtifactError
-    from perfpredict.predictors.graphsage import GraphSAGELearner
+    from perfpredict.learning.graphsage_learner import GraphSAGELearner
 
     files = dict(fitted["graphsage"].to_files())
     del files["weights.safetensors"]
@@ -102,7 +102,7 @@ def test_damaged_artifact_raises(fitted):
 
 
 def test_fit_is_reproducible(traced):
-    from perfpredict.predictors.graphsage import GraphSAGELearner
+    from perfpredict.learning.graphsage_learner import GraphSAGELearner
 
     ts, _ = traced
     small = ts.subset(np.arange(0, len(ts.rows), 2))
@@ -118,7 +118,7 @@ def test_gae_fit_is_reproducible_whatever_python_random_holds_and_leaves_it_as_i
     # torch_geometric's negative sampling draws from Python's `random`, which torch.manual_seed does not reach
     import random
 
-    from perfpredict.predictors.gae import GAEGNNLearner
+    from perfpredict.learning.gae_learner import GAEGNNLearner
 
     ts, _ = traced
     small = ts.subset(np.arange(0, len(ts.rows), 2))
@@ -136,7 +136,8 @@ def test_gae_fit_is_reproducible_whatever_python_random_holds_and_leaves_it_as_i
 def test_ood_is_high_for_an_absurd_graph(traced, fitted):
     import perfpredict
     from perfpredict.predictors.base import RunConfig
-    from perfpredict.predictors.learned import OOD_WARN_ABOVE, single_row_set
+    from perfpredict.predictors.feature_rows import single_row_set
+    from perfpredict.predictors.learned import OOD_WARN_ABOVE
 
     ts, device = traced
     layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)

@@ -43,8 +43,8 @@ def _corpus_specs(hp: dict[str, Any]) -> list[Any]:
 
 def _corpus_graphs(specs: list[Any], kind: str) -> tuple[list[Any], list[np.ndarray]]:
     """Cost arrays and raw node matrices of the corpus graphs that trace (others are skipped)."""
+    from perfpredict.learning.training_data import GraphCache
     from perfpredict.predictors.cost_arrays import CostArrays
-    from perfpredict.predictors.training_data import GraphCache
 
     cache = GraphCache()
     arrays, nodes = [], []
@@ -67,7 +67,7 @@ def stage1_encoder(
     import torch
 
     from perfpredict.caching.disk_store import cache_root
-    from perfpredict.predictors.gin import corpus_key, load_state, pretrain_graphmae, save_state
+    from perfpredict.learning.graphmae import corpus_key, load_state, pretrain_graphmae, save_state
 
     specs = _corpus_specs(hp)
     source, keys = "graph corpus", [spec.to_key() for spec in specs]
