@@ -1,6 +1,7 @@
 # The README's two commands. Both create (or reuse) the virtual environment .venv/ in the repository root.
 #   make demo   install perfpredict and predict BERT-base and ResNet-50 on H100 and A100 (no GPU needed)
-#   make test   install the test extras, lint, run the test suite (CPU only) and build the docs strictly
+#   make test   install the test extras, lint, check the import contracts, run the test suite (CPU only) and build
+#               the docs strictly
 #   make bench  run the CPU benchmark suite (python -m benchmarks all); results in benchmarks/results/
 
 PYTHON ?= python3
@@ -36,6 +37,7 @@ demo: install
 test: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	PYTHONPATH=tests $(VENV)/bin/lint-imports --no-cache  # the layers and no cycles (pyproject's [tool.importlinter])
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
+from perfpredict.hardware.cpu_detection import cpu_model
 from perfpredict.profiling.collect_engine import CollectConfig
 from perfpredict.profiling.collect_v2 import collect
-from perfpredict.profiling.cpu import cpu_model
 from perfpredict.profiling.dataset import load_dataset
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -41,7 +41,8 @@ def git_commit(cwd: Path | None = None) -> str | None:
 
 
 def machine() -> str:
-    from perfpredict.profiling.cpu import cpu_count, cpu_model
+    from perfpredict.hardware.cpu_detection import cpu_model
+    from perfpredict.profiling.cpu import cpu_count
 
     torch = sys.modules.get("torch")  # its thread count, where the benchmark uses torch
     threads = f", torch threads {torch.get_num_threads()}" if torch is not None else ""

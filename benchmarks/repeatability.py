@@ -20,10 +20,10 @@ from pathlib import Path
 
 import torch
 
+from perfpredict.hardware.cpu_detection import cpu_model
 from perfpredict.profiling import zoo
 from perfpredict.profiling.collect_engine import CollectConfig
 from perfpredict.profiling.collect_v2 import measure_spec
-from perfpredict.profiling.cpu import cpu_model
 from perfpredict.profiling.monitor import Monitor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout

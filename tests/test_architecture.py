@@ -1,81 +1,66 @@
-"""The rules that keep the package walkable (docs/architecture.md): no import cycles, counting lazy imports and
-imports under TYPE_CHECKING; libraries never import the CLI; no module over 600 lines."""
+"""The rules that keep the package walkable (docs/architecture.md).
+
+The import rules (the layers, no cycles, lazy, TYPE_CHECKING and string imports included) are import-linter
+contracts in pyproject.toml, which ``make test`` runs with ``lint-imports``; these tests show the contract type sees
+what a plain import graph cannot (imports made from strings) and that a break is reported. The size rule is here.
+"""
 
 from __future__ import annotations
 
-import ast
+import copy
 from pathlib import Path
 
-import networkx as nx
+import grimp
+import import_contracts
+import pytest
+from import_contracts import LayersWithStringImports, NoModuleCycles, string_imports
 
-PACKAGE = Path(__file__).resolve().parents[1] / "perfpredict"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "perfpredict"
 MAX_LINES = 600
 
 
-def _modules() -> dict[str, Path]:
-    out = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = path
-    return out
+@pytest.fixture(scope="module")
+def graph():
+    return grimp.build_graph("perfpredict", include_external_packages=False)
 
 
-def _imported(node: ast.AST, package: str) -> list[str]:
-    """The dotted names one import statement asks for (``from a import b`` asks for ``a.b``, a module or not)."""
-    if isinstance(node, ast.Import):
-        return [a.name for a in node.names]
-    if not isinstance(node, ast.ImportFrom):
-        return []
-    base = node.module or ""
-    if node.level:  # relative: climb from the importing module's package
-        parents = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-        base = ".".join([*parents, base] if base else parents)
-    return [f"{base}.{a.name}" for a in node.names]
+def test_string_imports_are_imports(graph):
+    found = {(a, b) for a, b, _ in string_imports(ROOT, set(graph.modules))}
+    assert ("perfpredict.predictors.registry", "perfpredict.predictors.gae") in found  # the registry's built-ins
+    assert ("perfpredict.kernels.suite", "perfpredict.kernels.gpu_suite") in found  # a dispatch table
+    assert not any(a == "perfpredict" for a, _ in found)  # the public-name table loads nothing until asked
 
 
-def import_graph() -> nx.DiGraph:
-    """Module -> module edges for every import anywhere in a file (top level, in functions, under TYPE_CHECKING)."""
-    modules = _modules()
-
-    def resolve(name: str) -> str | None:
-        while name and name not in modules:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    graph = nx.DiGraph()
-    graph.add_nodes_from(modules)
-    for module, path in modules.items():
-        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            for name in _imported(node, package):
-                target = resolve(name)
-                if target is not None and target != module and target != "perfpredict":
-                    graph.add_edge(module, target)
-    return graph
-
-
-def test_the_graph_sees_lazy_imports():
-    graph = import_graph()
-    # the torch.compile backend reaches the report pipeline only inside a function
-    assert graph.has_edge("perfpredict.backends.torch_backend", "perfpredict.pipeline")
-    assert graph.has_edge("perfpredict.cli.entry", "perfpredict.cli.predict")
-
-
-def test_no_import_cycles():
-    cycles = sorted(" -> ".join(c) for c in nx.simple_cycles(import_graph()))
-    assert cycles == [], "break each cycle at its cause (docs/architecture.md):\n" + "\n".join(cycles)
-
-
-def test_libraries_never_import_the_cli():
-    graph = import_graph()
-    bad = sorted(
-        f"{a} -> {b}"
-        for a, b in graph.edges
-        if b.startswith("perfpredict.cli") and not a.startswith("perfpredict.cli") and a != "perfpredict.__main__"
+def _layers(graph, low: str, high: str):
+    contract = LayersWithStringImports(
+        name="test", session_options={"root_packages": ["perfpredict"]}, contract_options={"layers": [high, low]}
     )
-    assert bad == []
+    return contract.check(copy.deepcopy(graph), verbose=False)  # a check adds the string imports to its graph
+
+
+def test_a_string_import_upwards_breaks_the_layers(graph, monkeypatch):
+    assert _layers(graph, "perfpredict.core", "perfpredict.cli").kept
+    real = import_contracts.string_imports
+    monkeypatch.setattr(
+        import_contracts,
+        "string_imports",
+        lambda root, modules: [*real(root, modules), ("perfpredict.core.graph", "perfpredict.cli.entry", 1)],
+    )
+    assert not _layers(graph, "perfpredict.core", "perfpredict.cli").kept
+
+
+def test_a_cycle_is_reported(graph):
+    graph = copy.deepcopy(graph)
+    contract = NoModuleCycles(
+        name="t", session_options={"root_packages": ["perfpredict"]}, contract_options={"package": "perfpredict"}
+    )
+    assert contract.check(copy.deepcopy(graph), verbose=False).kept
+    graph.add_import(
+        importer="perfpredict.core.ops", imported="perfpredict.core.graph", line_number=1, line_contents="x"
+    )
+    broken = contract.check(graph, verbose=False)
+    assert not broken.kept and any("perfpredict.core.ops" in c for c in broken.metadata["cycles"])
 
 
 def test_no_module_over_600_lines():

@@ -156,3 +156,15 @@ def _last_level_cache_bytes() -> int:
         if match:
             sizes.append(int(match.group(1)) * {"": 1, "K": KIB, "M": MIB, "G": GIB}[match.group(2)])
     return max(sizes, default=0)
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name from /proc/cpuinfo (hypervisors may shorten it), else platform.processor()."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"

@@ -29,22 +29,23 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-#: op classes the probes time; ``cpu_op_model.op_class`` maps every graph node onto one of them
-GEMM, CONV, CONV_1X1, CONV_DW, ATTENTION = "gemm", "conv", "conv_1x1", "conv_dw", "attention"
-ELTWISE, ELTWISE_MATH, LAYER_NORM, BATCH_NORM = "eltwise", "eltwise_math", "layer_norm", "batch_norm"
-SOFTMAX, REDUCTION, POOLING, COPY, EMBEDDING, CREATION = (
-    "softmax",
-    "reduction",
-    "pooling",
-    "copy",
-    "embedding",
-    "creation",
+from perfpredict.predictors.cpu_op_classes import (
+    ATTENTION,
+    BATCH_NORM,
+    COPY,
+    CREATION,
+    ELTWISE,
+    ELTWISE_MATH,
+    EMBEDDING,
+    GEMM,
+    LAYER_NORM,
+    POOLING,
+    REDUCTION,
+    SIZED,
+    SOFTMAX,
+    conv_class,
 )
-#: classes whose time is fitted as overhead + FLOPs / rate + bytes / bandwidth (their shapes vary in more than size)
-SHAPED = (GEMM, CONV, CONV_1X1, CONV_DW, ATTENTION)
-#: classes whose time is a curve in the bytes they move (one shape family each, at several sizes)
-SIZED = (ELTWISE, ELTWISE_MATH, LAYER_NORM, BATCH_NORM, SOFTMAX, REDUCTION, POOLING, COPY, EMBEDDING, CREATION)
-CLASSES = SHAPED + SIZED
+
 #: element counts of the memory-bound probes: 16 KiB to 32 MiB of float32 per tensor
 SIZES = (4096, 32768, 131072, 524288, 2097152, 8388608)
 QUICK_SIZES = (4096, 524288)
@@ -135,14 +136,6 @@ def conv_probe(
         f" x{batch}" if batch > 1 else ""
     )
     return Probe(conv_class(k, stride, groups), dtype, label, flops, float(moved), build)
-
-
-def conv_class(kernel: int, stride: int, groups: int) -> str:
-    """Depthwise (grouped), pointwise (1x1, stride 1: a GEMM over the pixels, which ATen runs outside oneDNN on one
-    thread, ``use_mkldnn`` in Convolution.cpp), or a dense spatial convolution."""
-    if groups > 1:
-        return CONV_DW
-    return CONV_1X1 if kernel == 1 and stride == 1 else CONV
 
 
 def attention_probe(b: int, heads: int, seq: int, dim: int, causal: bool = False, dtype: str = "float32") -> Probe:

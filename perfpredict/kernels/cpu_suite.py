@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.core.units import GIB, KIB, MIB
+from perfpredict.hardware.cpu_detection import cpu_model
 from perfpredict.kernels import cpu_kernels as ck
 from perfpredict.kernels.ceilings import KernelResult, build_ceilings, cpu_theoretical
 from perfpredict.kernels.table import KernelSpec
@@ -105,17 +106,6 @@ def _state() -> dict[str, Any]:
     except OSError:
         load = None
     return {"clock_hz": ck.measure_clock_hz(), "loadavg": load}
-
-
-def cpu_model() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        import platform
-
-        return platform.processor() or "unknown CPU"
-    m = re.search(r"^model name\s*:\s*(.+)$", text, flags=re.MULTILINE)
-    return m.group(1).strip() if m else "unknown CPU"
 
 
 def cache_sizes() -> dict[str, int]:

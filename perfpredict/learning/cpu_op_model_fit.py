@@ -52,7 +52,7 @@ def device_samples(results: Iterable[Any], dispatch_us: Mapping[str, float]) -> 
 def op_row_samples(rows: Iterable[Mapping[str, Any]], dispatch_us: Mapping[str, float]) -> list[Sample]:
     """Op rows (``perfpredict collect --ops`` on a CPU) as samples: a fuller calibration of the host that measured
     them than calibrate-host's probes, each row's kind's dispatch cost taken off as for the probes."""
-    from perfpredict.predictors.op_efficiency import row_shape
+    from perfpredict.learning.op_row_shapes import row_shape
 
     out = []
     for row in rows:

@@ -99,7 +99,7 @@ def own_rows() -> Any:
     import pandas as pd
 
     from perfpredict.hardware.devices import get_device
-    from perfpredict.predictors.op_efficiency import row_shape
+    from perfpredict.learning.op_row_shapes import row_shape
     from perfpredict.profiling.dataset import load_dataset
 
     found = []

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perfpredict.core import op_kinds, ops
+from perfpredict.hardware import cpu_detection
 from perfpredict.predictors.host_model import DEFAULT_HOST, HostProfile
 
 
@@ -102,7 +103,6 @@ def calibrate(
     from perfpredict.kernels import cpu_op_probes
     from perfpredict.learning import cpu_op_model_fit
     from perfpredict.predictors.host_model import REFERENCE, load_profile
-    from perfpredict.profiling import cpu as cpu_probe
 
     t0 = time.perf_counter()
     load_before = cpu_op_probes.load_average()
@@ -137,7 +137,7 @@ def calibrate(
         source=f"perfpredict calibrate-host (dispatch: tiny CPU tensors, one thread; ops: probes at {threads} threads)",
         dispatch_scale={**reference.dispatch_scale, "gpu": server.dispatch_scale["gpu"]},
         gpu_launch_us=server.gpu_launch_us,
-        cpu_model=cpu_probe.cpu_model(),
+        cpu_model=cpu_detection.cpu_model(),
         torch_version=torch.__version__,
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         details=details,

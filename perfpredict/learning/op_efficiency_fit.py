@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from perfpredict.learning.learner import Params, not_fitted
+from perfpredict.learning.op_row_shapes import row_shape
 from perfpredict.predictors.op_efficiency import (
     EFFICIENCY_FLOOR,
     PARAMS,
@@ -22,7 +23,6 @@ from perfpredict.predictors.op_efficiency import (
     bound_s,
     features,
     max_efficiency,
-    row_shape,
 )
 
 

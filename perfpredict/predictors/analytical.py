@@ -29,7 +29,6 @@ from perfpredict.predictors.memory_model import (
     picked_elements,
     training_bytes,
 )
-from perfpredict.predictors.registry import register_predictor
 
 if TYPE_CHECKING:
     from perfpredict.core.graph import OpGraph, OpNode
@@ -282,6 +281,5 @@ def optimizer_row(graph: Any, config: Any, optimizer_s: float, total_s: float) -
     )
 
 
-@register_predictor(NAME)
-def _make() -> AnalyticalPredictor:
+def make_predictor() -> AnalyticalPredictor:
     return AnalyticalPredictor()

@@ -28,38 +28,38 @@ from typing import Any
 import numpy as np
 
 from perfpredict.core import ops
-from perfpredict.kernels import cpu_op_probes as probes
+from perfpredict.predictors import cpu_op_classes as classes
 
 CPU_OP_MODEL_VERSION = 1
 HALF = ("bfloat16", "float16")
 #: the probe classes' canonical op kinds (whose dispatch cost the host part already holds)
 KIND_OF = {
-    probes.GEMM: ops.MATMUL,
-    probes.CONV: ops.CONV,
-    probes.CONV_DW: ops.CONV,
-    probes.CONV_1X1: ops.CONV,
-    probes.ATTENTION: ops.ATTENTION,
-    probes.ELTWISE: ops.ELEMENTWISE,
-    probes.ELTWISE_MATH: ops.ELEMENTWISE,
-    probes.LAYER_NORM: ops.NORM,
-    probes.BATCH_NORM: ops.NORM,
-    probes.SOFTMAX: ops.SOFTMAX,
-    probes.REDUCTION: ops.REDUCTION,
-    probes.POOLING: ops.POOLING,
-    probes.COPY: ops.COPY,
-    probes.EMBEDDING: ops.EMBEDDING,
-    probes.CREATION: ops.CREATION,
+    classes.GEMM: ops.MATMUL,
+    classes.CONV: ops.CONV,
+    classes.CONV_DW: ops.CONV,
+    classes.CONV_1X1: ops.CONV,
+    classes.ATTENTION: ops.ATTENTION,
+    classes.ELTWISE: ops.ELEMENTWISE,
+    classes.ELTWISE_MATH: ops.ELEMENTWISE,
+    classes.LAYER_NORM: ops.NORM,
+    classes.BATCH_NORM: ops.NORM,
+    classes.SOFTMAX: ops.SOFTMAX,
+    classes.REDUCTION: ops.REDUCTION,
+    classes.POOLING: ops.POOLING,
+    classes.COPY: ops.COPY,
+    classes.EMBEDDING: ops.EMBEDDING,
+    classes.CREATION: ops.CREATION,
 }
 _CLASS_OF_KIND = {
-    ops.MATMUL: probes.GEMM,
-    ops.ATTENTION: probes.ATTENTION,
-    ops.SOFTMAX: probes.SOFTMAX,
-    ops.REDUCTION: probes.REDUCTION,
-    ops.POOLING: probes.POOLING,
-    ops.COPY: probes.COPY,
-    ops.EMBEDDING: probes.EMBEDDING,
-    ops.CREATION: probes.CREATION,
-    ops.LOSS: probes.SOFTMAX,  # cross-entropy: a log-softmax and a gather
+    ops.MATMUL: classes.GEMM,
+    ops.ATTENTION: classes.ATTENTION,
+    ops.SOFTMAX: classes.SOFTMAX,
+    ops.REDUCTION: classes.REDUCTION,
+    ops.POOLING: classes.POOLING,
+    ops.COPY: classes.COPY,
+    ops.EMBEDDING: classes.EMBEDDING,
+    ops.CREATION: classes.CREATION,
+    ops.LOSS: classes.SOFTMAX,  # cross-entropy: a log-softmax and a gather
 }
 #: elementwise ops that evaluate a transcendental function per element (ATen's vectorised exp, erf, tanh), as
 #: a word of the op's name (``gelu_backward`` is one; ``hardtanh``, a clamp, is not)
@@ -69,10 +69,10 @@ MATH_TARGETS = frozenset(
 #: the class whose fit stands in for a class with no samples: fused attention is two GEMMs around a softmax (op rows
 #: time it as its parts), and every memory-bound class is at worst an elementwise pass
 STAND_IN = {
-    probes.ATTENTION: probes.GEMM,
-    probes.CONV_DW: probes.CONV,
-    probes.CONV_1X1: probes.CONV,
-    **{cls: probes.ELTWISE for cls in probes.SIZED if cls != probes.ELTWISE},
+    classes.ATTENTION: classes.GEMM,
+    classes.CONV_DW: classes.CONV,
+    classes.CONV_1X1: classes.CONV,
+    **{cls: classes.ELTWISE for cls in classes.SIZED if cls != classes.ELTWISE},
 }
 MAX_DISPATCH_SHARE = 0.9  # never take more than this share of a probe's time off as dispatch
 
@@ -82,12 +82,12 @@ def op_class(kind: str, target: str = "", groups: int = 1, kernel: int = 3, stri
     groups, (largest) kernel side and stride."""
     name = target.lower()
     if kind == ops.CONV:
-        return probes.conv_class(kernel, stride, groups)
+        return classes.conv_class(kernel, stride, groups)
     if kind == ops.NORM:
-        return probes.BATCH_NORM if "batch_norm" in name else probes.LAYER_NORM
+        return classes.BATCH_NORM if "batch_norm" in name else classes.LAYER_NORM
     if kind == ops.ELEMENTWISE:
-        return probes.ELTWISE_MATH if MATH_TARGETS & set(name.strip("_").split("_")) else probes.ELTWISE
-    return _CLASS_OF_KIND.get(kind, probes.ELTWISE)
+        return classes.ELTWISE_MATH if MATH_TARGETS & set(name.strip("_").split("_")) else classes.ELTWISE
+    return _CLASS_OF_KIND.get(kind, classes.ELTWISE)
 
 
 def precision(dtype: str) -> str:

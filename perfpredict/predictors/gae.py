@@ -21,7 +21,6 @@ from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.gnn_data import NODE_FEATURES, STATIC_FEATURES, schema_extra
 from perfpredict.predictors.gnn_ensemble import GNNEnsembleModel
 from perfpredict.predictors.learned import LearnedPredictor
-from perfpredict.predictors.registry import register_predictor
 
 if TYPE_CHECKING:
     import torch
@@ -135,6 +134,5 @@ class GAEGNNModel(GNNEnsembleModel):
         return {"gae_corpus": self.corpus_info}
 
 
-@register_predictor("gae_gnn")
-def _make() -> LearnedPredictor:
+def make_predictor() -> LearnedPredictor:
     return LearnedPredictor(GAEGNNModel)

@@ -38,7 +38,6 @@ from perfpredict.predictors.features import DTYPES, TABULAR_FEATURES, schema_has
 from perfpredict.predictors.gnn_data import NODE_FEATURES, schema_extra
 from perfpredict.predictors.gnn_ensemble import GNNEnsembleModel
 from perfpredict.predictors.learned import LearnedPredictor
-from perfpredict.predictors.registry import register_predictor
 
 if TYPE_CHECKING:
     import torch
@@ -295,6 +294,5 @@ def _load_partial(net: nn.Module, state: dict[str, torch.Tensor], complete: bool
         )
 
 
-@register_predictor("gnn_llm")
-def _make() -> LearnedPredictor:
+def make_predictor() -> LearnedPredictor:
     return LearnedPredictor(GNNLLMModel)

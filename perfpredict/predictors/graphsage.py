@@ -16,7 +16,6 @@ from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
 from perfpredict.predictors.gnn_data import NODE_FEATURES, STATIC_FEATURES, schema_extra
 from perfpredict.predictors.gnn_ensemble import GNNEnsembleModel
 from perfpredict.predictors.learned import LearnedPredictor
-from perfpredict.predictors.registry import register_predictor
 
 if TYPE_CHECKING:
     from torch import nn
@@ -58,6 +57,5 @@ class GraphSAGEModel(GNNEnsembleModel):
         return _sage_net(len(NODE_FEATURES), len(STATIC_FEATURES), self.hp["hidden"], n_out)
 
 
-@register_predictor("graphsage")
-def _make() -> LearnedPredictor:
+def make_predictor() -> LearnedPredictor:
     return LearnedPredictor(GraphSAGEModel)

@@ -66,7 +66,7 @@ class LearnedPredictor:
         trained_on = manifest.extra.get("cpu_model")
         if device.kind != "cpu" or not trained_on:
             return []
-        from perfpredict.profiling.cpu import cpu_model
+        from perfpredict.hardware.cpu_detection import cpu_model
 
         here = cpu_model()
         return (

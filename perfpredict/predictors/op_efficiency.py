@@ -168,30 +168,6 @@ class EfficiencyModel:
         return bounds / self.efficiency(X, np.array([max_efficiency(o, device) for o in ops_]))
 
 
-def row_shape(row: dict[str, Any]) -> OpShape:
-    """An op row's OpShape; the output shape comes from running its key on the meta device."""
-    from perfpredict.profiling.op_instances import OpInstance
-
-    op = OpInstance.from_key(row["key"])
-    out = op.build("meta")()
-    first = out[0] if isinstance(out, (list, tuple)) and out else out
-    shape = tuple(int(s) for s in getattr(first, "shape", ()))
-    ins = tuple(tuple(t["t"]) for t in op.tensors()[:2])
-    groups = 1
-    if op.name in ("convolution", "convolution_backward"):  # aten's groups argument, by position
-        pos = 8 if op.name == "convolution" else 9
-        groups = int(op.args[pos]) if len(op.args) > pos and isinstance(op.args[pos], int) else 1
-    return OpShape(
-        row["kind"],
-        row["dtype"],
-        float(row.get("flops") or 0),
-        float((row.get("in_bytes") or 0) + (row.get("out_bytes") or 0)),
-        shape,
-        ins,
-        groups,
-    )
-
-
 def node_shape(
     node: Any, flops: float | None = None, moved: float | None = None, dims: tuple[tuple[int, ...], ...] | None = None
 ) -> OpShape:

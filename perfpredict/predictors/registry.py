@@ -1,8 +1,10 @@
 """Predictor registry, in the style of torch._dynamo.backends.registry.
 
 ``register_predictor(name)`` decorates a factory; ``get_predictor(name)`` builds (once) and returns it; an unknown
-name raises with the list of what is available. Built-in predictors register on first lookup, so importing
-perfpredict stays cheap.
+name raises with the list of what is available. The built-in predictors are named here, each by the module and the
+``make_predictor`` factory that builds it, and load on first lookup, so importing perfpredict stays cheap. They do
+not import this module back: the registry sits above the predictors it loads (the import contracts see these
+strings as imports, ``tests/import_contracts.py``).
 """
 
 from __future__ import annotations
@@ -18,39 +20,43 @@ from perfpredict.predictors.base import Predictor
 _FACTORIES: dict[str, Callable[[], Predictor]] = {}
 _INSTANCES: dict[str, Predictor] = {}
 _FAILED: set[str] = set()
-# Modules that register built-in predictors when imported.
-_BUILTIN_MODULES = (
-    "perfpredict.predictors.analytical",
-    "perfpredict.predictors.two_timeline",
-    "perfpredict.predictors.xgboost_model",
-    "perfpredict.predictors.graphsage",
-    "perfpredict.predictors.gae",
-    "perfpredict.predictors.gnn_llm",
-)
+# Built-in predictor -> the module whose ``make_predictor()`` builds it (analytical first: it must always load).
+_BUILTIN_MODULES = {
+    "analytical": "perfpredict.predictors.analytical",
+    "two_timeline": "perfpredict.predictors.two_timeline",
+    "xgboost": "perfpredict.predictors.xgboost_model",
+    "graphsage": "perfpredict.predictors.graphsage",
+    "gae_gnn": "perfpredict.predictors.gae",
+    "gnn_llm": "perfpredict.predictors.gnn_llm",
+}
 
 
 def register_predictor(name: str) -> Callable[[Callable[[], Predictor]], Callable[[], Predictor]]:
     """Register a predictor factory under ``name``. Registering a taken name raises."""
 
     def decorator(factory: Callable[[], Predictor]) -> Callable[[], Predictor]:
-        if name in _FACTORIES and _FACTORIES[name] is not factory:
-            raise InvalidInputError(f"a predictor named {name!r} is already registered; pick another name")
-        _FACTORIES[name] = factory
+        _register(name, factory)
         return factory
 
     return decorator
 
 
+def _register(name: str, factory: Callable[[], Predictor]) -> None:
+    if name in _FACTORIES and _FACTORIES[name] is not factory:
+        raise InvalidInputError(f"a predictor named {name!r} is already registered; pick another name")
+    _FACTORIES[name] = factory
+
+
 def _load_builtins() -> None:
     """Import the built-in predictor modules. Analytical must always load; a learned predictor whose module
     cannot load (a missing optional dependency) is left out with a warning, never taking the others down."""
-    for module in _BUILTIN_MODULES:
+    for name, module in _BUILTIN_MODULES.items():
         if module in _FAILED:
             continue
         try:
-            importlib.import_module(module)
+            _register(name, importlib.import_module(module).make_predictor)
         except Exception as err:
-            if module == _BUILTIN_MODULES[0]:
+            if name == "analytical":
                 raise
             _FAILED.add(module)
             warnings.warn(

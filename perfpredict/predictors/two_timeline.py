@@ -36,7 +36,6 @@ from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor, 
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.gpu_efficiency import GpuEfficiencyModel
-from perfpredict.predictors.registry import register_predictor
 
 NAME = "two_timeline"
 VERSION = "1"
@@ -538,6 +537,5 @@ def _with_mode(config: RunConfig, mode: str) -> RunConfig:
     return replace(config, mode=mode)
 
 
-@register_predictor(NAME)
-def _make() -> TwoTimelinePredictor:
+def make_predictor() -> TwoTimelinePredictor:
     return TwoTimelinePredictor()

@@ -20,7 +20,6 @@ from perfpredict.predictors.features import STATIC_ONLY_FEATURES, TABULAR_FEATUR
 from perfpredict.predictors.intervals import bracket
 from perfpredict.predictors.learned import LearnedPredictor, TargetPrediction
 from perfpredict.predictors.ood import nearest_distance
-from perfpredict.predictors.registry import register_predictor
 
 QUANTILES = (0.1, 0.5, 0.9)
 
@@ -159,6 +158,5 @@ class ScaledPhysics:
         return np.tile(self.log_ratios, (len(X), 1))
 
 
-@register_predictor("xgboost")
-def _make() -> LearnedPredictor:
+def make_predictor() -> LearnedPredictor:
     return LearnedPredictor(XGBoostModel)

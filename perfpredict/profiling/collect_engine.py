@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.hardware import cpu_detection
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import parts, shards, zoo
 
@@ -51,7 +52,7 @@ def device_slug(device: str) -> str:
     from perfpredict.profiling import cpu as cpu_probe
 
     if device == "cpu":
-        name = f"cpu-{cpu_probe.cpu_model()}-{cpu_probe.cpu_count()}c"
+        name = f"cpu-{cpu_detection.cpu_model()}-{cpu_probe.cpu_count()}c"
     else:
         import torch
 

@@ -136,18 +136,6 @@ class RaplCounter:
 
 
 @functools.lru_cache(maxsize=1)
-def cpu_model() -> str:
-    """The CPU's marketing name from /proc/cpuinfo (hypervisors may shorten it), else platform.processor()."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
 def cpu_freq_mhz() -> float | None:
     """Average current clock of the online CPUs (``scaling_cur_freq``, else /proc/cpuinfo ``cpu MHz``)."""
     values: list[float] = []

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.hardware import cpu_detection
 from perfpredict.profiling import cpu as cpu_probe
 from perfpredict.profiling.measurement import Environment, Measurement, spread
 
@@ -124,7 +125,7 @@ class Monitor:
 
         env: dict[str, Any] = {
             "device_kind": "cuda" if self.is_cuda else "cpu",
-            "cpu_model": cpu_probe.cpu_model(),
+            "cpu_model": cpu_detection.cpu_model(),
             "cpu_count": cpu_probe.cpu_count(),
             "torch_threads": torch.get_num_threads(),
             "torch_version": torch.__version__,
@@ -139,7 +140,7 @@ class Monitor:
             env["cuda_version"] = torch.version.cuda
             env["driver_version"] = nvml.driver_version() if self._nvml is not None else None
         else:
-            env["device_name"] = cpu_probe.cpu_model()
+            env["device_name"] = cpu_detection.cpu_model()
         return env
 
     def _dynamic_env(self) -> dict[str, Any]:
