@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from perfpredict.core import ops
-from perfpredict.kernels import cpu_op_probes as probes
+from perfpredict.predictors import cpu_op_classes as classes
 from perfpredict.predictors.cpu_op_model import (
     KIND_OF,
     MAX_DISPATCH_SHARE,
@@ -77,7 +77,7 @@ def fit(samples: Sequence[Sample], threads: int, source: str = "", details: Mapp
     fits = {}
     for key, group in sorted(groups.items(), key=lambda kv: kv[0].endswith("/half")):  # float32 first
         cls = key.split("/")[0]
-        if cls not in probes.SHAPED:
+        if cls not in classes.SHAPED:
             fits[key] = fit_sized(group)
         elif len(group) < MIN_SHAPED_PROBES and f"{cls}/float32" in fits:
             fits[key] = scaled_like(fits[f"{cls}/float32"], group)

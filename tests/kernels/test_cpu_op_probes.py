@@ -6,6 +6,7 @@ import pytest
 
 from perfpredict.core import ops
 from perfpredict.kernels import cpu_op_probes as probes
+from perfpredict.predictors import cpu_op_classes as classes
 from perfpredict.predictors import host_model
 
 
@@ -19,23 +20,23 @@ def test_probe_counts_follow_the_graphs_formulas():
     assert c.flops == 2 * 16 * 10 * 10 * 8 * 9  # 230,400, as ops.conv counts it
     assert c.bytes == 4 * (8 * 100 + 16 * 8 * 9 + 16 * 100)
     dw = probes.conv_probe(8, 8, 10, 3, stride=2, depthwise=True)  # 5x5 out, one input channel per group
-    assert dw.cls == probes.CONV_DW and dw.flops == 2 * 8 * 25 * 1 * 9
+    assert dw.cls == classes.CONV_DW and dw.flops == 2 * 8 * 25 * 1 * 9
     a = probes.attention_probe(2, 4, 16, 8)
     assert a.flops == ops.attention_flops((2, 4, 16, 8), (2, 4, 16, 8), (2, 4, 16, 8))  # 4 * 2 * 4 * 16^2 * 8
-    e = probes.sized_probe(probes.ELTWISE, 1000)
+    e = probes.sized_probe(classes.ELTWISE, 1000)
     assert e.bytes == 4 * 3 * 1000  # two inputs and one output of 1000 floats
 
 
 def test_every_class_is_probed_and_quick_is_a_subset():
     full, quick = probes.probe_set(), probes.probe_set(quick=True)
-    assert {p.cls for p in full} == set(probes.CLASSES)
-    assert {p.cls for p in quick} == set(probes.CLASSES) and len(quick) < len(full) / 3
+    assert {p.cls for p in full} == set(classes.CLASSES)
+    assert {p.cls for p in quick} == set(classes.CLASSES) and len(quick) < len(full) / 3
     assert {p.dtype for p in full} == {"float32", "bfloat16"}
-    assert all(p.bytes > 0 for p in full) and all(p.flops > 0 for p in full if p.cls in probes.SHAPED)
+    assert all(p.bytes > 0 for p in full) and all(p.flops > 0 for p in full if p.cls in classes.SHAPED)
 
 
 def test_probes_run_their_op_and_are_timed_in_rounds():
-    chosen = [probes.gemm_probe(8, 8, 8), probes.sized_probe(probes.SOFTMAX, 4096)]
+    chosen = [probes.gemm_probe(8, 8, 8), probes.sized_probe(classes.SOFTMAX, 4096)]
     out = chosen[0].build()()
     assert tuple(out.shape) == (8, 8)
     results = probes.time_probes(chosen, rounds=2, window_s=0.001)
@@ -54,10 +55,10 @@ def test_ceilings_are_the_best_gemm_rate_and_the_largest_elementwise_bandwidth()
 
     got = probes.ceilings(
         [
-            result(probes.GEMM, "float32", 1e9, 1e6, 0.01),  # 100 GFLOP/s
-            result(probes.GEMM, "float32", 1e8, 1e6, 0.002),  # 50 GFLOP/s
-            result(probes.ELTWISE, "float32", 0.0, 1e8, 0.01),  # 10 GB/s, the largest
-            result(probes.ELTWISE, "float32", 0.0, 1e4, 1e-6),  # 10 GB/s too, but in cache
+            result(classes.GEMM, "float32", 1e9, 1e6, 0.01),  # 100 GFLOP/s
+            result(classes.GEMM, "float32", 1e8, 1e6, 0.002),  # 50 GFLOP/s
+            result(classes.ELTWISE, "float32", 0.0, 1e8, 0.01),  # 10 GB/s, the largest
+            result(classes.ELTWISE, "float32", 0.0, 1e4, 1e-6),  # 10 GB/s too, but in cache
         ]
     )
     assert got["fp32_flops_per_s"]["max"] == pytest.approx(1e11)
@@ -72,7 +73,7 @@ def test_a_quick_calibration_fits_an_op_model_and_measures_ceilings():
     profile = calibrate("ci", quick=True)
     model = profile.cpu_op_model()
     assert model is not None and model.threads >= 1
-    assert {k.split("/")[0] for k in model.fits} == set(probes.CLASSES)
+    assert {k.split("/")[0] for k in model.fits} == set(classes.CLASSES)
     assert profile.cpu_ceilings["fp32_flops_per_s"]["max"] > 1e8  # any CPU multiplies faster than 0.1 GFLOP/s
     assert profile.details["quick"] and len(profile.details["probes"]) == len(probes.probe_set(quick=True))
     again = host_model.HostProfile(**{**profile.__dict__})

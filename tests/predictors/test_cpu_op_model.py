@@ -14,6 +14,7 @@ from perfpredict.core.graph import OpGraph, OpNode, TensorMeta
 from perfpredict.hardware.devices import get_device, reset_catalog
 from perfpredict.kernels import cpu_op_probes as probes
 from perfpredict.learning import cpu_op_model_fit as cof
+from perfpredict.predictors import cpu_op_classes as classes
 from perfpredict.predictors import cpu_op_model as com
 from perfpredict.predictors import host_model
 from perfpredict.predictors.base import RunConfig
@@ -21,30 +22,30 @@ from perfpredict.predictors.two_timeline import TwoTimelinePredictor, calibratio
 
 
 def test_graph_nodes_fall_into_the_probe_classes():
-    assert com.op_class(ops.MATMUL, "linear") == probes.GEMM
-    assert com.op_class(ops.CONV, "conv2d", groups=1) == probes.CONV
-    assert com.op_class(ops.CONV, "conv2d", groups=32) == probes.CONV_DW
-    assert com.op_class(ops.CONV, "conv2d", kernel=1, stride=1) == probes.CONV_1X1  # a GEMM over the pixels
-    assert com.op_class(ops.CONV, "conv2d", kernel=1, stride=2) == probes.CONV  # a strided 1x1 is not
+    assert com.op_class(ops.MATMUL, "linear") == classes.GEMM
+    assert com.op_class(ops.CONV, "conv2d", groups=1) == classes.CONV
+    assert com.op_class(ops.CONV, "conv2d", groups=32) == classes.CONV_DW
+    assert com.op_class(ops.CONV, "conv2d", kernel=1, stride=1) == classes.CONV_1X1  # a GEMM over the pixels
+    assert com.op_class(ops.CONV, "conv2d", kernel=1, stride=2) == classes.CONV  # a strided 1x1 is not
     # a 1x1 weight keeping 56x56 is pointwise; a 3x3 is spatial; a 1x1 halving the image is strided
     assert com.conv_geometry((1, 64, 56, 56), (256, 64, 1, 1), (1, 256, 56, 56)) == (1, 1)
     assert com.conv_geometry((1, 64, 56, 56), (64, 64, 3, 3), (1, 64, 56, 56)) == (3, 1)
     assert com.conv_geometry((1, 256, 56, 56), (512, 256, 1, 1), (1, 512, 28, 28)) == (1, 2)
-    assert com.op_class(ops.NORM, "batch_norm") == probes.BATCH_NORM
-    assert com.op_class(ops.NORM, "native_layer_norm_backward") == probes.LAYER_NORM
-    assert com.op_class(ops.ELEMENTWISE, "gelu") == probes.ELTWISE_MATH
-    assert com.op_class(ops.ELEMENTWISE, "add") == probes.ELTWISE
-    assert com.op_class(ops.ELEMENTWISE, "gelu_backward") == probes.ELTWISE_MATH
-    assert com.op_class(ops.ELEMENTWISE, "hardtanh") == probes.ELTWISE  # ReLU6: a clamp, not a tanh
-    assert com.op_class(ops.UNKNOWN, "mystery") == probes.ELTWISE
+    assert com.op_class(ops.NORM, "batch_norm") == classes.BATCH_NORM
+    assert com.op_class(ops.NORM, "native_layer_norm_backward") == classes.LAYER_NORM
+    assert com.op_class(ops.ELEMENTWISE, "gelu") == classes.ELTWISE_MATH
+    assert com.op_class(ops.ELEMENTWISE, "add") == classes.ELTWISE
+    assert com.op_class(ops.ELEMENTWISE, "gelu_backward") == classes.ELTWISE_MATH
+    assert com.op_class(ops.ELEMENTWISE, "hardtanh") == classes.ELTWISE  # ReLU6: a clamp, not a tanh
+    assert com.op_class(ops.UNKNOWN, "mystery") == classes.ELTWISE
     assert com.precision("bfloat16") == "half" and com.precision("float32") == "float32"
-    assert set(com.KIND_OF) == set(probes.CLASSES)
+    assert set(com.KIND_OF) == set(classes.CLASSES)
 
 
 def test_a_shaped_fit_recovers_the_figures_that_made_its_samples():
     # samples made by t = 5 us + flops / 100 GFLOP/s + bytes / 20 GB/s: the fit must find those three figures
     shapes = [(2e6, 1e5), (4e8, 3e6), (1e9, 1e6), (5e7, 4e7), (1e4, 2e4), (3e9, 6e7)]
-    samples = [cof.Sample(probes.GEMM, "float32", f, b, 5e-6 + f / 1e11 + b / 2e10) for f, b in shapes]
+    samples = [cof.Sample(classes.GEMM, "float32", f, b, 5e-6 + f / 1e11 + b / 2e10) for f, b in shapes]
     fit = cof.fit_shaped(samples)
     assert fit.overhead_s == pytest.approx(5e-6, rel=1e-6)
     assert 1 / fit.s_per_flop == pytest.approx(1e11, rel=1e-6)
@@ -67,7 +68,7 @@ def test_a_sized_curve_is_flat_below_its_probes_and_keeps_the_last_rate_beyond()
     # 1 us up to 4 KiB, then 10 GB/s: 1 MiB in 104.9 us, 4 MiB in 419.4 us
     sizes = [1024.0, 4096.0, 2.0**20, 4 * 2.0**20]
     times = [1e-6, 1e-6, 2.0**20 / 1e10, 4 * 2.0**20 / 1e10]
-    fit = cof.fit_sized([cof.Sample(probes.ELTWISE, "float32", 0.0, b, t) for b, t in zip(sizes, times)])
+    fit = cof.fit_sized([cof.Sample(classes.ELTWISE, "float32", 0.0, b, t) for b, t in zip(sizes, times)])
     got = fit.seconds(np.zeros(4), np.array([10.0, 2.0**21, 16 * 2.0**20, 64 * 2.0**20]))
     assert got[0] == pytest.approx(1e-6)  # below the smallest probe: its time
     assert 2.0**20 / 1e10 < got[1] < 4 * 2.0**20 / 1e10  # between probes
@@ -78,22 +79,22 @@ def test_a_sized_curve_is_flat_below_its_probes_and_keeps_the_last_rate_beyond()
 def test_a_slow_outlier_does_not_lift_every_larger_size():
     sizes = [1e3, 1e4, 1e5, 1e6, 1e7]
     times = [1e-6, 1e-3, 1e-5, 1e-4, 1e-3]  # the 10 KB op was timed during a stall
-    fit = cof.fit_sized([cof.Sample(probes.ELTWISE, "float32", 0.0, b, t) for b, t in zip(sizes, times)])
+    fit = cof.fit_sized([cof.Sample(classes.ELTWISE, "float32", 0.0, b, t) for b, t in zip(sizes, times)])
     assert fit.seconds(np.zeros(1), np.array([1e7]))[0] == pytest.approx(1e-3)
     assert np.all(np.diff(fit.log_s) >= 0)
 
 
 def test_probe_dispatch_is_taken_off_once_and_never_all():
-    r = probes.ProbeResult(probes.ELTWISE, "float32", "x", 0.0, 1e3, 3e-6, 0.0, 1)
-    tiny = probes.ProbeResult(probes.ELTWISE, "float32", "y", 0.0, 1e2, 1e-6, 0.0, 1)
+    r = probes.ProbeResult(classes.ELTWISE, "float32", "x", 0.0, 1e3, 3e-6, 0.0, 1)
+    tiny = probes.ProbeResult(classes.ELTWISE, "float32", "y", 0.0, 1e2, 1e-6, 0.0, 1)
     got = cof.device_samples([r, tiny], {ops.ELEMENTWISE: 2.0})
     assert got[0].seconds == pytest.approx(1e-6)  # 3 us - 2 us of dispatch
     assert got[1].seconds == pytest.approx(1e-7)  # 1 us: at most 90% is dispatch
 
 
 def _toy_model(gemm_rate: float) -> com.CpuOpModel:
-    gemm = [cof.Sample(probes.GEMM, "float32", f, 1e6, 1e-6 + f / gemm_rate) for f in (1e7, 1e8, 1e9)]
-    elt = [cof.Sample(probes.ELTWISE, "float32", 0.0, b, 1e-6 + b / 1e10) for b in (1e3, 1e5, 1e7)]
+    gemm = [cof.Sample(classes.GEMM, "float32", f, 1e6, 1e-6 + f / gemm_rate) for f in (1e7, 1e8, 1e9)]
+    elt = [cof.Sample(classes.ELTWISE, "float32", 0.0, b, 1e-6 + b / 1e10) for b in (1e3, 1e5, 1e7)]
     return cof.fit(gemm + elt, threads=2, source="toy")
 
 
@@ -172,12 +173,12 @@ def test_training_steps_get_their_own_dispatch_scale_where_fitted():
 def test_the_reference_profile_carries_an_op_model_for_every_class():
     model = host_model.HostProfile.from_file(host_model.REFERENCE).cpu_op_model()
     assert model is not None and "op rows" in model.source
-    assert all(model.fit_for(cls, "float32") is not None for cls in probes.CLASSES)
+    assert all(model.fit_for(cls, "float32") is not None for cls in classes.CLASSES)
     # the op rows time attention as its parts (the meta device decomposes it): the GEMM fit stands in
     assert "attention/float32" not in model.fits
-    assert model.fit_for(probes.ATTENTION, "float32") is model.fit_for(probes.GEMM, "float32")
+    assert model.fit_for(classes.ATTENTION, "float32") is model.fit_for(classes.GEMM, "float32")
     # GEMMs: more FLOPs never take less time, and a 1-GFLOP GEMM runs between 10 and 1000 GFLOP/s
-    gemm = model.fit_for(probes.GEMM, "float32")
+    gemm = model.fit_for(classes.GEMM, "float32")
     t = gemm.seconds(np.array([1e8, 1e9, 1e10]), np.array([1e6, 4e6, 1.6e7]))
     assert np.all(np.diff(t) > 0) and 1e-3 < t[1] < 0.1
     assert math.isfinite(gemm.fit_mape)
@@ -186,8 +187,8 @@ def test_the_reference_profile_carries_an_op_model_for_every_class():
 def test_a_class_probed_at_a_few_shapes_follows_its_float32_fit_at_its_own_speed():
     # float32 GEMMs: 2 us + flops / 100 GFLOP/s; two bfloat16 probes run 4x faster than float32 at their shapes
     shapes = ((1e6, 1e4), (1e7, 3e5), (1e8, 2e6), (1e9, 4e6), (1e10, 5e7))  # (flops, bytes)
-    f32 = [cof.Sample(probes.GEMM, "float32", f, b, 2e-6 + f / 1e11) for f, b in shapes]
-    half = [cof.Sample(probes.GEMM, "half", f, b / 2, (2e-6 + f / 1e11) / 4) for f, b in shapes[2:4]]
+    f32 = [cof.Sample(classes.GEMM, "float32", f, b, 2e-6 + f / 1e11) for f, b in shapes]
+    half = [cof.Sample(classes.GEMM, "half", f, b / 2, (2e-6 + f / 1e11) / 4) for f, b in shapes[2:4]]
     model = cof.fit(f32 + half, threads=2)
-    got = model.fit_for(probes.GEMM, "half").seconds(np.array([1e11]), np.array([1e7]))
+    got = model.fit_for(classes.GEMM, "half").seconds(np.array([1e11]), np.array([1e7]))
     assert got[0] == pytest.approx((2e-6 + 1e11 / 1e11) / 4, rel=1e-6)  # 100 GFLOP: 250 ms, not a constant
