@@ -194,7 +194,7 @@ def labels(samples: dict[tuple[str, int], list[float]], loads: list[float]) -> d
     """The measurement as stored: per row the median of its rounds, the rounds and their spread."""
     import torch
 
-    from perfpredict.profiling import cpu as cpu_probe
+    from perfpredict.hardware import cpu_detection
 
     rows = {}
     for (model_id, batch), values in samples.items():
@@ -204,7 +204,7 @@ def labels(samples: dict[tuple[str, int], list[float]], loads: list[float]) -> d
         "rows": rows,
         "load_average_per_round": loads,
         "threads": torch.get_num_threads(),
-        "cpu_model": cpu_probe.cpu_model(),
+        "cpu_model": cpu_detection.cpu_model(),
         "torch_version": torch.__version__,
     }
 

@@ -81,6 +81,7 @@ def snapshot_env(into: Path, when: str, device: str) -> dict[str, Any]:
     ``<into>/<when>-nvidia-smi.txt``; returns the JSON. Raises SystemExit(3) when CUDA was asked for and is absent."""
     import torch
 
+    from perfpredict.hardware import cpu_detection
     from perfpredict.profiling import cpu as cpu_probe
     from perfpredict.profiling.collect_engine import device_slug
 
@@ -96,7 +97,7 @@ def snapshot_env(into: Path, when: str, device: str) -> dict[str, Any]:
         "gpus": parse_nvsmi_csv(csv),
         "python_version": platform.python_version(),
         "platform": platform.platform(),
-        "cpu_model": cpu_probe.cpu_model(),
+        "cpu_model": cpu_detection.cpu_model(),
         "cpu_count": cpu_probe.cpu_count(),
         "load_avg_1m": cpu_probe.load_avg_1m(),
         "torch_version": torch.__version__,
@@ -120,7 +121,7 @@ def snapshot_env(into: Path, when: str, device: str) -> dict[str, Any]:
             l2_cache_bytes=getattr(props, "L2_cache_size", None),
         )
     else:
-        info["device_name"] = cpu_probe.cpu_model()
+        info["device_name"] = cpu_detection.cpu_model()
     info["slug"] = device_slug(device)
     (into / f"{when}.json").write_text(json.dumps(info, indent=1) + "\n")
     gpu = info["gpus"][0] if info["gpus"] else {}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from perfpredict.learning.gnn_ensemble_fit import GNNEnsembleLearner
 from perfpredict.predictors.gae import GAEGNNModel
 from perfpredict.predictors.gnn_data import GRAPHS
+from perfpredict.progress import Progress
 
 if TYPE_CHECKING:
     from torch import nn
@@ -85,7 +86,8 @@ class GAEGNNLearner(GNNEnsembleLearner, GAEGNNModel):
         opt = torch.optim.AdamW(enc.parameters(), lr=self.hp["gae_lr"], weight_decay=1e-5)
         losses = []
         enc.train()
-        for _ in range(self.hp["gae_epochs"] if data else 0):
+        epochs = self.hp["gae_epochs"] if data else 0
+        for _ in Progress("GAE pretraining", epochs, unit="epochs").track(range(epochs)):
             run, count = 0.0, 0
             gen = torch.Generator().manual_seed(seed * 1000 + 11 + len(losses))
             for b in DataLoader(data, batch_size=self.hp["gae_batch"], shuffle=True, generator=gen):

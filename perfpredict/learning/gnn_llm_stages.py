@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfpredict.predictors.gnn_data import GRAPHS, NODE_FEATURES, Standardizer
+from perfpredict.progress import Progress
 
 if TYPE_CHECKING:
     import torch
@@ -160,7 +161,8 @@ def stage2_align(
     opt = torch.optim.AdamW(train, lr=hp["stage2_lr"], weight_decay=1e-4)
     losses: list[float] = []
     gen = torch.Generator().manual_seed(seed * 1000 + 31)
-    for _ in range(int(hp["stage2_epochs"]) if len(data) > 1 else 0):
+    epochs = int(hp["stage2_epochs"]) if len(data) > 1 else 0
+    for _ in Progress("GNN+LLM stage 2", epochs, unit="epochs").track(range(epochs)):
         net.train()
         net.gin.eval()  # NB: frozen means frozen batch-norm statistics too
         run, count = 0.0, 0

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfpredict.predictors.gin import gin_encoder
+from perfpredict.progress import Progress
 
 if TYPE_CHECKING:
     import torch
@@ -76,7 +77,8 @@ def pretrain_graphmae(
     gen = torch.Generator().manual_seed(seed + 1)
     losses: list[float] = []
     mods.train()
-    for _ in range(hp["epochs"] if data else 0):
+    epochs = hp["epochs"] if data else 0
+    for _ in Progress("GraphMAE pretraining", epochs, unit="epochs").track(range(epochs)):
         run, count = 0.0, 0
         for b in DataLoader(data, batch_size=hp["batch"], shuffle=True, generator=gen):
             opt.zero_grad()

@@ -20,6 +20,7 @@ from perfpredict.predictors.base import Predictor
 _FACTORIES: dict[str, Callable[[], Predictor]] = {}
 _INSTANCES: dict[str, Predictor] = {}
 _FAILED: set[str] = set()
+_LOADED: set[str] = set()  # built-ins registered once: a test or a user may take one out again
 # Built-in predictor -> the module whose ``make_predictor()`` builds it (analytical first: it must always load).
 _BUILTIN_MODULES = {
     "analytical": "perfpredict.predictors.analytical",
@@ -51,10 +52,11 @@ def _load_builtins() -> None:
     """Import the built-in predictor modules. Analytical must always load; a learned predictor whose module
     cannot load (a missing optional dependency) is left out with a warning, never taking the others down."""
     for name, module in _BUILTIN_MODULES.items():
-        if module in _FAILED:
+        if module in _FAILED or name in _LOADED:
             continue
         try:
             _register(name, importlib.import_module(module).make_predictor)
+            _LOADED.add(name)
         except Exception as err:
             if name == "analytical":
                 raise

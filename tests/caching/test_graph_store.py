@@ -39,7 +39,7 @@ def test_the_code_digest_follows_the_zoo_builders_and_the_frontends(tmp_path, mo
 
 
 def test_the_training_data_and_the_cli_share_one_store(monkeypatch):
-    from perfpredict.predictors import training_data
+    from perfpredict.learning import training_data
     from perfpredict.profiling import zoo
 
     spec = zoo.ModelSpec("mlp", {"in_dim": 8, "width": 16, "layers": 1, "activation": "relu", "layernorm": False})

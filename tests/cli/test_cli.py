@@ -174,8 +174,8 @@ def test_small_costs_print_without_an_exponent():
 
 
 def test_a_repeated_question_is_answered_from_the_graph_cache(tmp_path, monkeypatch):
-    from perfpredict import api
     from perfpredict.caching import graph_store
+    from perfpredict.compiler_hooks import featurize
 
     monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("PERFPREDICT_NO_GRAPH_CACHE", raising=False)
@@ -187,7 +187,7 @@ def test_a_repeated_question_is_answered_from_the_graph_cache(tmp_path, monkeypa
     def no_capture(*a, **k):
         raise AssertionError("the cached graph should have answered")
 
-    monkeypatch.setattr(api, "featurize", no_capture)
+    monkeypatch.setattr(featurize, "featurize", no_capture)
     assert main([*argv, "--json", str(again)]) == 0
     a, b = json.loads(first.read_text()), json.loads(again.read_text())
     assert a["latency_ms"] == b["latency_ms"] and a["graph"] == b["graph"] and a["model_name"] == b["model_name"]
