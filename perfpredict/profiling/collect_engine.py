@@ -62,6 +62,10 @@ def device_slug(device: str) -> str:
     return re.sub(r"-(r|tm)-", "-", slug)
 
 
+#: the CollectConfig fields that are the timing protocol (``Monitor.measure``'s keywords), in the rows' order
+PROTOCOL_FIELDS = ("warmup_min", "min_runs", "min_seconds", "floor_runs", "max_seconds", "warmup_max_s", "freeze_gc")
+
+
 @dataclass
 class CollectConfig:
     """Everything one collection run needs. ``profile`` defaults to "cpu" on CPU and "gpu" on CUDA."""
@@ -131,15 +135,8 @@ class CollectConfig:
                 raise InvalidInputError(f"batch {b} is outside {zoo.BATCH_RANGE}")
 
     def protocol(self) -> dict[str, Any]:
-        return {
-            "warmup_min": self.warmup_min,
-            "min_runs": self.min_runs,
-            "min_seconds": self.min_seconds,
-            "floor_runs": self.floor_runs,
-            "max_seconds": self.max_seconds,
-            "warmup_max_s": self.warmup_max_s,
-            "freeze_gc": self.freeze_gc,
-        }
+        """The timing protocol's settings, as ``Monitor.measure`` takes them and each row records them."""
+        return {name: getattr(self, name) for name in PROTOCOL_FIELDS}
 
     def plan(self) -> list[zoo.ModelSpec]:
         specs = list(

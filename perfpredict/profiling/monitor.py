@@ -36,7 +36,8 @@ import platform
 import statistics
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,42 @@ def _normalize_device(device: Any) -> str:
     if text.startswith("cuda:") and text[5:].isdigit():
         return text
     raise InvalidInputError(f"device {device!r} is not 'cpu', 'cuda' or 'cuda:N'")
+
+
+@dataclass
+class TimedRuns:
+    """What the body of :func:`timed_window` leaves for the window's Measurement, and that Measurement."""
+
+    samples_ms: list[float] = field(default_factory=list)  # one a timed run
+    warmup_runs: int = 0
+    warmup_stable: bool = False
+    measurement: Measurement | None = None  # set when the body is done
+
+
+@contextmanager
+def timed_window(monitor: Any, name: str, *, batch_size: int, freeze_gc: bool = True) -> Iterator[TimedRuns]:
+    """The timed runs of the open window ``name`` (``monitor``: a Monitor, or anything with its ``abort_window`` and
+    ``end_window``). When the body is done the window ends as ``.measurement``; if it raises, the window is aborted,
+    so no half-timed window lingers. Either way the garbage collector is given back as it was: the body turns it
+    off (``freeze_gc``) so that no collection is timed as the model's."""
+    runs = TimedRuns()
+    gc_was_on = gc.isenabled()
+    try:
+        yield runs
+    except BaseException:
+        monitor.abort_window(name)
+        raise
+    finally:
+        if freeze_gc and gc_was_on:
+            gc.enable()
+    runs.measurement = monitor.end_window(
+        name,
+        runs=len(runs.samples_ms),
+        batch_size=batch_size,
+        samples_ms=runs.samples_ms,
+        warmup_runs=runs.warmup_runs,
+        warmup_stable=runs.warmup_stable,
+    )
 
 
 class Monitor:
@@ -447,8 +484,7 @@ class Monitor:
             raise InvalidInputError(f"min_seconds={min_seconds!r} must be >= 0 and max_seconds={max_seconds!r} > 0")
         if begin:
             self.begin_window(name)
-        gc_was_on = gc.isenabled()
-        try:
+        with timed_window(self, name, batch_size=batch_size, freeze_gc=freeze_gc) as runs:
             warm: list[float] = []
             t_warm = time.perf_counter()
             stable = warmup_min == 0
@@ -460,12 +496,13 @@ class Monitor:
                     stable = med > 0 and abs(recent[-1] - med) <= stable_tol * med
                     if stable or time.perf_counter() - t_warm >= warmup_max_s or len(warm) >= warmup_max_runs:
                         break
+            runs.warmup_runs, runs.warmup_stable = len(warm), stable
             if freeze_gc:
                 gc.collect()
                 gc.disable()
             aligned = self._run_until_counter_moves(fn)  # extra warm-up runs: the window starts on a step
             self.restart_energy(name)
-            samples: list[float] = []
+            samples = runs.samples_ms
             t0 = time.perf_counter()
             need_energy_s = self.energy_min_window_s if self.energy_readable else 0.0
             while True:
@@ -478,21 +515,7 @@ class Monitor:
                     break
             if aligned:  # and ends on one: the runs until then are timed runs like the others
                 self._window(name).tick_aligned = self._run_until_counter_moves(fn, samples)
-        except BaseException:
-            self.abort_window(name)
-            raise
-        finally:
-            if freeze_gc and gc_was_on:
-                gc.enable()
-        m = self.end_window(
-            name,
-            runs=len(samples),
-            batch_size=batch_size,
-            samples_ms=samples,
-            warmup_runs=len(warm),
-            warmup_stable=stable,
-        )
-        return m
+        return runs.measurement
 
 
 def measure(fn: Callable[[], Any], *, device: Any = "cpu", **kwargs: Any) -> Measurement:

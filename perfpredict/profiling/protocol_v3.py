@@ -29,6 +29,7 @@ from typing import Any
 
 from perfpredict.profiling import step_profile, timing
 from perfpredict.profiling.measurement import Measurement
+from perfpredict.profiling.monitor import timed_window
 
 PROTOCOL_VERSION = 3
 
@@ -79,31 +80,17 @@ def measure_round(
     memory covers the weights). Returns the Measurement and the captured graph (or None) for the energy window."""
     s = settings
     sync = timing.synchronizer(monitor.device)
-    gc_was_on = gc.isenabled()
-    try:
-        warm_runs, stable = warm_up(fn, monitor.timed_call, s)
+    with timed_window(monitor, name, batch_size=batch_size) as runs:
+        runs.warmup_runs, runs.warmup_stable = warm_up(fn, monitor.timed_call, s)
         gc.collect()
         gc.disable()
-        sync_samples: list[float] = []
+        sync_samples = runs.samples_ms
         t0 = time.perf_counter()
         while len(sync_samples) < s.sync_floor_runs or time.perf_counter() - t0 < s.sync_seconds:
             sync_samples.append(monitor.timed_call(fn))
         eager, block_steps = timing.blocked_ms(fn, sync, min_window_s=s.blocked_window_s, blocks=s.blocked_samples)
         host = timing.host_enqueue_ms(fn, sync, reps=s.host_reps) if monitor.is_cuda else []
-    except BaseException:
-        monitor.abort_window(name)
-        raise
-    finally:
-        if gc_was_on:
-            gc.enable()
-    m = monitor.end_window(
-        name,
-        runs=len(sync_samples),
-        batch_size=batch_size,
-        samples_ms=sync_samples,
-        warmup_runs=warm_runs,
-        warmup_stable=stable,
-    )
+    m = runs.measurement
     fields: dict[str, Any] = {
         "eager_ms": statistics.median(eager),
         "eager_samples_ms": tuple(eager),
