@@ -34,14 +34,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         help="the trained device to start from (default: a shipped artifact of the same kind)",
     )
     p.add_argument("--steps", type=int, default=100, help="optimiser steps over the shots (default 100)")
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="artifact root (default: the user folder, ~/.local/share/perfpredict/artifacts)",
-    )
-    add_learning_args(p)
-    p.set_defaults(func=run, handler=run)
+    add_learning_args(p, out_help="artifact root (default: the user folder, ~/.local/share/perfpredict/artifacts)")
+    p.set_defaults(func=run)
     return p
 
 
@@ -55,8 +49,6 @@ def run(args: argparse.Namespace) -> int:
         shots=args.shots,
         steps=args.steps,
         from_device=args.from_device,
-        out_root=args.out,
-        progress=True,
         **learning_kwargs(args),
     )
     print(f"adapted on {result.shots} rows; checked on the other {result.held_out}:")

@@ -221,6 +221,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
 
 
 def run_collect(args: argparse.Namespace) -> int:
+    from dataclasses import fields
+
     from perfpredict.profiling.collect_engine import CollectConfig, device_slug
     from perfpredict.profiling.graph_features import fill_graph_features
     from perfpredict.profiling.shards import parse_shard
@@ -229,46 +231,17 @@ def run_collect(args: argparse.Namespace) -> int:
     _check_cluster_args(args, device)
     default_root = Path("data") / "v3" if args.protocol_version == 3 else Path("data")  # v3 labels kept apart
     out = Path(args.out) if args.out else default_root / device_slug(device)
-    kwargs = {
-        k: getattr(args, k)
-        for k in (
-            "families",
-            "budget_minutes",
-            "max_rows",
-            "seed",
-            "profile",
-            "archs_per_family",
-            "arch_block",
-            "dtypes",
-            "batches",
-            "warmup_min",
-            "min_runs",
-            "min_seconds",
-            "floor_runs",
-            "warmup_max_s",
-            "max_latency_ms",
-            "too_slow_factor",
-            "power_sample_interval_s",
-            "graph_features",
-            "protocol_version",
-            "min_rounds",
-            "max_rounds",
-            "max_spread",
-            "round_block",
-        )
-    }
+    # every flag named for a config field, but the device and folder, which are settled above
+    kwargs = {f.name: getattr(args, f.name) for f in fields(CollectConfig) if hasattr(args, f.name)}
+    kwargs.update(out=out, device=device)
     if args.phases:
-        kwargs["phases"] = args.phases
         bad = [p for p in args.phases if p not in ("inference", "training")]
         if bad:
             raise InvalidInputError(f"phase(s) {bad!r} are not inference or training")
     index, count = parse_shard(args.shard) if args.shard is not None else (0, 1)
     cfg = CollectConfig(
-        out=out,
-        device=device,
         progress=not args.no_progress,
         compact=not args.no_compact,
-        sentinel=args.sentinel,
         shard_index=index,
         shard_count=count,
         **{k: v for k, v in kwargs.items() if v is not None},

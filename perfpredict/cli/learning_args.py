@@ -1,12 +1,16 @@
-"""The arguments ``perfpredict train`` and ``perfpredict adapt`` share: the seed, and which measured rows to learn."""
+"""The arguments ``perfpredict train`` and ``perfpredict adapt`` share: where the artifact goes, the seed, and which
+measured rows to learn."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
-def add_learning_args(p: argparse.ArgumentParser) -> None:
-    """``--seed``, ``--latency-stat`` and ``--include-busy-host`` (the keywords of learning.train and adapt)."""
+def add_learning_args(p: argparse.ArgumentParser, out_help: str) -> None:
+    """``--out``, ``--seed``, ``--latency-stat`` and ``--include-busy-host`` (the keywords of learning.train and
+    adapt); ``out_help`` says where each command writes without ``--out`` (the two defaults differ)."""
+    p.add_argument("--out", type=Path, default=None, help=out_help)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--latency-stat",
@@ -22,5 +26,12 @@ def add_learning_args(p: argparse.ArgumentParser) -> None:
 
 
 def learning_kwargs(args: argparse.Namespace) -> dict[str, object]:
-    """The keywords those arguments give ``learning.train.train`` and ``learning.adapt.adapt``."""
-    return {"seed": args.seed, "latency_stat": args.latency_stat, "include_busy_host": args.include_busy_host}
+    """The keywords those arguments give ``learning.train.train`` and ``learning.adapt.adapt``; a command always
+    shows its progress (the library's default is quiet)."""
+    return {
+        "out_root": args.out,
+        "seed": args.seed,
+        "latency_stat": args.latency_stat,
+        "include_busy_host": args.include_busy_host,
+        "progress": True,
+    }

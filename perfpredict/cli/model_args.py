@@ -28,33 +28,33 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
         default=None,
         help="ONNX input shape for dynamic dimensions, e.g. input_ids=1x128 (repeatable)",
     )
-    p.add_argument("--device", default=default("device"), help="catalog device name (see `perfpredict devices`)")
-    p.add_argument("--batch", type=positive_int("batch size"), default=default("batch"), help="batch size (default 1)")
-    p.add_argument(
+    _run_flag(p, "--device", help="catalog device name (see `perfpredict devices`)")
+    _run_flag(p, "--batch", type=positive_int("batch size"), help="batch size (default 1)")
+    _run_flag(
+        p,
         "--seq",
         type=positive_int("sequence length"),
-        default=default("seq"),
         help="sequence length for text models (default: the model's shipped default)",
     )
-    p.add_argument(
+    _run_flag(
+        p,
         "--dtype",
         choices=DTYPE_CHOICES,
-        default=default("dtype"),
         help="weights and activations dtype (default: the config's torch_dtype, else float32; in "
         "training, the --precision's compute dtype)",
     )
     p.add_argument("--training", action="store_true", help="predict a training step (fwd + bwd + optimizer)")
-    p.add_argument(
+    _run_flag(
+        p,
         "--precision",
         choices=tuple(PRECISIONS),
-        default=default("precision"),
         help="training recipe (default on a GPU: amp-bf16, bf16 compute with fp32 master weights, or "
         "amp-fp16 where the GPU has no bf16; on a CPU: fp32; --dtype float32 means fp32)",
     )
-    p.add_argument(
+    _run_flag(
+        p,
         "--optimizer",
         choices=tuple(OPTIMIZERS),
-        default=default("optimizer"),
         help="training optimizer (default adamw; its state bytes: see the docs' memory section)",
     )
     p.add_argument(
@@ -62,56 +62,54 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
         action="store_true",
         help="let float32 matmuls use TF32 (torch.backends.cuda.matmul.allow_tf32; convolutions do by default)",
     )
-    p.add_argument(
+    _run_flag(
+        p,
         "--weights-built-in",
         choices=(*DTYPE_CHOICES, "none", AUTO),
-        default=default("weights_built_in"),
         help="dtype the weights are built in before the cast to --dtype (auto, the default: a config or an ONNX "
         "file loads straight in --dtype, as from_pretrained(dtype=...) does, like 'none'; float32: "
         "Model(config).to(dtype))",
     )
-    p.add_argument(
+    _run_flag(
+        p,
         "--predictor",
-        default=default("predictor"),
         help="auto (default: two_timeline, the same model for every device), analytical, two_timeline, "
         "or a learned whole-model predictor where trained: xgboost, graphsage, gae_gnn",
     )
-    p.add_argument(
+    _run_flag(
+        p,
         "--mode",
         choices=RUN_MODES,
-        default=default("mode"),
         help="how the step runs, for the two-timeline predictor: eager (default), cuda_graph, compiled "
         "(torch.compile), compiled_cuda_graph (torch.compile mode='reduce-overhead')",
     )
-    p.add_argument(
+    _run_flag(
+        p,
         "--host",
-        default=default("host"),
         metavar="NAME",
         help="the host CPU that drives the GPU (its dispatch and launches time an eager step): h100-server (a "
         "16-vCPU Xeon GPU server, the default), dev-vm, or calibrated (`perfpredict calibrate-host`'s; used by "
         "default once it exists)",
     )
-    p.add_argument(
-        "--max-latency-ms", type=positive_float, default=default("max_latency_ms"), help="latency target for MIG advice"
-    )
-    p.add_argument(
+    _run_flag(p, "--max-latency-ms", type=positive_float, help="latency target for MIG advice")
+    _run_flag(
+        p,
         "--min-throughput",
         dest="min_throughput_per_s",
         type=positive_float,
-        default=default("min_throughput_per_s"),
         help="throughput target (samples/s) for MIG advice",
     )
-    p.add_argument("--model-name", default=default("model_name"), help="the name the report shows")
-    p.add_argument(
+    _run_flag(p, "--model-name", help="the name the report shows")
+    _run_flag(
+        p,
         "--grid-g-per-kwh",
         type=positive_float,
-        default=default("grid_g_per_kwh"),
         help="grid carbon intensity in gCO2e/kWh (default: $PERFPREDICT_GRID_G_PER_KWH, else the world mean)",
     )
-    p.add_argument(
+    _run_flag(
+        p,
         "--workload-calls",
         type=positive_int("--workload-calls"),
-        default=default("workload_calls"),
         help="calls the carbon and cost figures cover (default: 1,000 inferences, or 1,000 training steps)",
     )
     p.add_argument(
@@ -125,6 +123,13 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
         default=top_default,
         help="per-op rows to show" + (f" (default {top_default})" if top_default else " (default all)"),
     )
+
+
+def _run_flag(p: argparse.ArgumentParser, flag: str, dest: str | None = None, **options: Any) -> None:
+    """A run flag: its ``dest`` names a Request field (``--max-latency-ms``: ``max_latency_ms``) and its default is
+    that field's, so :func:`request_from_args` can copy every run option across by name."""
+    dest = dest or flag.removeprefix("--").replace("-", "_")
+    p.add_argument(flag, dest=dest, default=default(dest), **options)
 
 
 def request_from_args(args: argparse.Namespace, **changes: Any) -> Request:

@@ -71,7 +71,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         default="roofline",
         help="with --plot: .png, .svg, or no suffix for both (default ./roofline.png + .svg)",
     )
-    p.set_defaults(func=run, handler=run)
+    p.set_defaults(func=run)
     return p
 
 

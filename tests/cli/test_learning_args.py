@@ -26,4 +26,10 @@ def test_the_args_become_the_learning_keywords():
     parser = argparse.ArgumentParser()
     train.register(parser.add_subparsers())
     args = parser.parse_args(["train", "--device", "x", "--seed", "5", "--include-busy-host"])
-    assert learning_kwargs(args) == {"seed": 5, "latency_stat": "median", "include_busy_host": True}
+    assert learning_kwargs(args) == {
+        "out_root": None,
+        "seed": 5,
+        "latency_stat": "median",
+        "include_busy_host": True,
+        "progress": True,
+    }
