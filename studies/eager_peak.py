@@ -105,7 +105,7 @@ def walk_peak_bytes(spec: zoo.ModelSpec, cache: GraphCache) -> float:
     walk = element_bytes(graph, out_bytes, picked, gradients_walk=True)
     frees = free_steps(graph, picked, forward_outputs_kept=False)
     trainable = float(graph.trainable_param_bytes)
-    return float(backward_born_peak(graph, walk, frees, None, set(picked), trainable, 0.0)[0] + trainable)
+    return float(backward_born_peak(graph, walk, frees, None, set(picked), trainable, 0.0).total[0] + trainable)
 
 
 def report(name: str, batch: int, results: list[tuple[zoo.ModelSpec, float, float]]) -> list[str]:

@@ -16,14 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfpredict.core.errors import InvalidInputError
-from perfpredict.predictors.gnn_data import (
-    GRAPHS,
-    STATIC_INDEX,
-    Standardizer,
-    log_targets,
-    row_keys,
-    unique_keys,
-)
+from perfpredict.predictors.gnn_data import Standardizer, log_targets, node_matrices, row_graphs, static_columns
 from perfpredict.predictors.gnn_ensemble import MODES, GNNEnsembleModel, torch_threads
 from perfpredict.predictors.ood import nearest_distance
 from perfpredict.progress import Progress
@@ -158,11 +151,10 @@ class GNNEnsembleLearner(GNNEnsembleModel):
         if not self.targets:
             raise InvalidInputError(f"no target among {list(targets)!r} has at least 2 measured rows to learn from")
         y, _ = log_targets(train, self.targets)
-        keys = row_keys(train)
-        uniq, inverse = unique_keys(keys)
+        uniq, inverse = row_graphs(train)
         counts = np.bincount(inverse, minlength=len(uniq))
-        self.node_std = Standardizer.fit([GRAPHS.node_matrix(a, b, k) for a, b, k in uniq], counts)
-        self.static_std = Standardizer.fit([train.X[:, STATIC_INDEX]])
+        self.node_std = Standardizer.fit(list(node_matrices(uniq)), counts)
+        self.static_std = Standardizer.fit([static_columns(train)])
         with np.errstate(invalid="ignore"):
             self.target_mean = np.array([np.nanmean(c) if np.isfinite(c).any() else 0.0 for c in y.T])
             sd = np.array([np.nanstd(c) if np.isfinite(c).sum() > 1 else 1.0 for c in y.T])

@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict.learning.learner import Params, not_fitted
+from perfpredict.learning.learner import FitsOneModel, Params
 from perfpredict.predictors.gpu_efficiency import LEVEL_BOUND_S, LEVELLED, PARAMS, GpuEfficiencyModel
 from perfpredict.predictors.tree_ensemble import TreeEnsemble
 
 
-class GpuEfficiencyLearner(Params):
+class GpuEfficiencyLearner(Params, FitsOneModel[GpuEfficiencyModel]):
     """Fits a :class:`GpuEfficiencyModel` (``model_``); ``params`` are the xgboost regressor's (default PARAMS)."""
 
     name = "gpu_efficiency"
@@ -45,13 +45,6 @@ class GpuEfficiencyLearner(Params):
         fitted = XGBRegressor(**params).fit(X, log_eff - offset, sample_weight=weight)
         self.model_ = GpuEfficiencyModel(TreeEnsemble.from_xgboost(fitted), levels, params=params)
         return self
-
-    @property
-    def model(self) -> GpuEfficiencyModel:
-        """The fitted model (raises NotFittedError before ``fit``)."""
-        if self.model_ is None:
-            raise not_fitted(self)
-        return self.model_
 
 
 def fit_levels(

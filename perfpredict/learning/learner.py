@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from perfpredict.core.errors import NotFittedError
 
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from perfpredict.predictors.artifacts import Manifest
     from perfpredict.predictors.feature_rows import TrainingSet
     from perfpredict.predictors.learned import TargetPrediction
+
+Model = TypeVar("Model")
 
 
 @runtime_checkable
@@ -79,3 +81,17 @@ def not_fitted(learner: Any) -> NotFittedError:
         f"{name!r} learner is not fitted: call fit(train, targets) first, or load a trained artifact "
         f"({type(learner).__name__}.from_files)"
     )
+
+
+class FitsOneModel(Generic[Model]):
+    """For a learner whose ``fit`` leaves one answering model in ``model_`` (None until then): ``model`` hands it
+    out, and before ``fit`` raises NotFittedError as the contract says, in one place for every such learner."""
+
+    model_: Model | None
+
+    @property
+    def model(self) -> Model:
+        """The fitted model (raises NotFittedError before ``fit``)."""
+        if self.model_ is None:
+            raise not_fitted(self)
+        return self.model_

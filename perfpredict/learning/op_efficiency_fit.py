@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from perfpredict.learning.learner import Params, not_fitted
+from perfpredict.learning.learner import FitsOneModel, Params
 from perfpredict.learning.op_row_shapes import row_shape
 from perfpredict.predictors.op_efficiency import (
     EFFICIENCY_FLOOR,
@@ -26,7 +26,7 @@ from perfpredict.predictors.op_efficiency import (
 )
 
 
-class OpEfficiencyLearner(Params):
+class OpEfficiencyLearner(Params, FitsOneModel[EfficiencyModel]):
     """Fits an :class:`EfficiencyModel` (``model``); ``params`` are the xgboost regressor's (default PARAMS)."""
 
     name = "op_efficiency"
@@ -41,13 +41,6 @@ class OpEfficiencyLearner(Params):
         params = dict(PARAMS if self.params is None else self.params)
         self.model_ = EfficiencyModel(XGBRegressor(**params).fit(X, log_eff), params)
         return self
-
-    @property
-    def model(self) -> EfficiencyModel:
-        """The fitted model (raises NotFittedError before ``fit``)."""
-        if self.model_ is None:
-            raise not_fitted(self)
-        return self.model_
 
 
 def training_arrays(

@@ -20,7 +20,7 @@ from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.intervals import bracket
 from perfpredict.predictors.memory_model import (
     activation_peak_parts,
-    backward_born_parts,
+    backward_born_peak,
     cpu_math_attention_bytes,
     element_bytes,
     free_steps,
@@ -140,7 +140,7 @@ class AnalyticalPredictor:
         walk = element_bytes(graph, out_bytes, picked, gradients_walk=born)
         if born:
             trainable = float(training_bytes(graph, config).gradients)
-            parts = backward_born_parts(
+            parts = backward_born_peak(
                 graph, walk, frees, workspace, set(picked), trainable, trainable * config.optimizer_scratch
             )
             peak, scratch, temporaries, at_step = (

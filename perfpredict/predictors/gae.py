@@ -14,7 +14,6 @@ intervals and OOD are shared with ``graphsage`` (:mod:`perfpredict.predictors.gn
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfpredict.predictors.features import TABULAR_FEATURES, schema_hash
@@ -25,9 +24,6 @@ from perfpredict.predictors.learned import LearnedPredictor
 if TYPE_CHECKING:
     import torch
     from torch import nn
-
-logger = logging.getLogger(__name__)
-logger.addHandler(logging.NullHandler())
 
 
 def _encoder(n_node: int, hidden: int, layers: int, dropout: float) -> nn.Module:
@@ -48,24 +44,17 @@ def _encoder(n_node: int, hidden: int, layers: int, dropout: float) -> nn.Module
 
 def _supervised_net(n_node: int, n_static: int, hidden: int, gae_dim: int, n_out: int) -> nn.Module:
     import torch
-    from torch import nn
     from torch_geometric.nn import global_add_pool
 
     from perfpredict.predictors.gnn_data import slog
-    from perfpredict.predictors.gnn_layers import mlp, run_sage, sage_stack
+    from perfpredict.predictors.gnn_layers import pooled_sage_net
 
-    class GAEGNNNet(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.blocks = sage_stack([n_node, hidden, hidden])
-            self.head = mlp([hidden + gae_dim + n_static, 2 * hidden, hidden, n_out])
+    def sum_and_gae(x: torch.Tensor, b: Any) -> torch.Tensor:  # b.gae: the frozen GAE's sum-pooled embedding
+        return torch.cat([slog(global_add_pool(x, b.batch, b.num_graphs)), b.gae], dim=1)
 
-        def forward(self, b: Any) -> tuple[torch.Tensor, torch.Tensor]:
-            x = run_sage(self.blocks, b.x, b.edge_index, self.training)
-            emb = torch.cat([slog(global_add_pool(x, b.batch, b.num_graphs)), b.gae], dim=1)
-            return self.head(torch.cat([emb, b.static], dim=1)), emb
-
-    return GAEGNNNet()
+    return pooled_sage_net(
+        [n_node, hidden, hidden], [hidden + gae_dim + n_static, 2 * hidden, hidden, n_out], sum_and_gae
+    )
 
 
 class GAEGNNModel(GNNEnsembleModel):

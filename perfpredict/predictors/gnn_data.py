@@ -8,9 +8,8 @@ training loop that batches them is :mod:`perfpredict.predictors.gnn_ensemble`; t
 
 from __future__ import annotations
 
-import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,8 +31,6 @@ if TYPE_CHECKING:
     from perfpredict.predictors.cost_arrays import CostArrays
     from perfpredict.predictors.feature_rows import TrainingSet
 
-logger = logging.getLogger(__name__)
-logger.addHandler(logging.NullHandler())
 
 STATIC_FEATURES = tuple(STATIC_ONLY_FEATURES + HARDWARE_FEATURES + PHYSICS_FEATURES)
 STATIC_INDEX = np.array([TABULAR_FEATURES.index(n) for n in STATIC_FEATURES])
@@ -115,6 +112,22 @@ def unique_keys(keys: Sequence[tuple[Any, float, str]]) -> tuple[list[tuple[Any,
             uniq.append((arrays, batch, kind))
         inverse.append(seen[k])
     return uniq, np.asarray(inverse, dtype=np.int64)
+
+
+def row_graphs(ts: TrainingSet) -> tuple[list[tuple[Any, float, str]], np.ndarray]:
+    """The distinct graphs (arrays, batch, device kind) of a set's rows in first-seen order, and each row's index
+    into them: rows that share a graph (one model at several settings) featurise it once."""
+    return unique_keys(row_keys(ts))
+
+
+def node_matrices(graphs: Sequence[tuple[Any, float, str]]) -> Iterator[np.ndarray]:
+    """Each graph's node features before standardising, one at a time (the cache bounds what is held)."""
+    return (GRAPHS.node_matrix(arrays, batch, kind) for arrays, batch, kind in graphs)
+
+
+def static_columns(ts: TrainingSet) -> np.ndarray:
+    """The rows' static features before standardising: the tabular columns STATIC_FEATURES names."""
+    return ts.X[:, STATIC_INDEX]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -34,11 +33,11 @@ from perfpredict.predictors.features import NODE_FEATURES
 from perfpredict.predictors.gnn_data import (
     GRAPHS,
     STATIC_FEATURES,
-    STATIC_INDEX,
     Standardizer,
     log_targets,
-    row_keys,
-    unique_keys,
+    node_matrices,
+    row_graphs,
+    static_columns,
 )
 from perfpredict.predictors.learned import TargetPrediction
 from perfpredict.predictors.ood import nearest_distance
@@ -50,9 +49,6 @@ if TYPE_CHECKING:
     from perfpredict.predictors.artifacts import Manifest
     from perfpredict.predictors.feature_rows import TrainingSet
 
-
-logger = logging.getLogger(__name__)
-logger.addHandler(logging.NullHandler())
 
 MODES = ("log", "residual")
 WEIGHTS_FILE = "weights.safetensors"
@@ -146,12 +142,12 @@ class GNNEnsembleModel:
         from torch_geometric.data import Data
 
         assert self.node_std is not None and self.static_std is not None
-        uniq, inverse = unique_keys(row_keys(ts))
-        xs = [torch.from_numpy(self.node_std(GRAPHS.node_matrix(a, b, k))) for a, b, k in uniq]
+        uniq, inverse = row_graphs(ts)
+        xs = [torch.from_numpy(self.node_std(m)) for m in node_matrices(uniq)]
         eis = [GRAPHS.edge_index(a) for a, _, _ in uniq]
         extra = self.extra_row_inputs(uniq, xs, eis)
         per_row = self.row_inputs(ts)
-        static = torch.from_numpy(self.static_std(ts.X[:, STATIC_INDEX]))
+        static = torch.from_numpy(self.static_std(static_columns(ts)))
         n_out = 2 * len(self.targets)
         if y is not None:
             ystd = ((y - self.target_mean) / self.target_std).astype(np.float32)

@@ -1,9 +1,10 @@
-"""The GNN layers the learners share: GraphSAGE blocks and a plain MLP. torch loads only when one is built."""
+"""The GNN layers the learners share: GraphSAGE blocks, a plain MLP and the pooled SAGE network built from them.
+torch loads only when one is built."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -51,3 +52,28 @@ def mlp(dims: Sequence[int]) -> nn.Sequential:
         if i < len(dims) - 2:
             layers.append(nn.ReLU())
     return nn.Sequential(*layers)
+
+
+def pooled_sage_net(
+    node_dims: Sequence[int], head_dims: Sequence[int], pool: Callable[[torch.Tensor, Any], torch.Tensor]
+) -> nn.Module:
+    """SAGE blocks over the nodes, pooled per graph by ``pool(x, batch)`` into the graph's embedding, which is joined
+    with the static features and mapped by an MLP head: ``forward(batch) -> (out, embedding)``, the network shape
+    :class:`~perfpredict.predictors.gnn_ensemble.GNNEnsembleModel` serves (the embedding is its OOD space).
+    ``graphsage`` and ``gae_gnn`` differ only in depth, widths and pooling. The parameters are ``blocks`` then
+    ``head``, in that order: the shipped weights are keyed by those names and seeded in that order."""
+    import torch
+    from torch import nn
+
+    class PooledSageNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = sage_stack(node_dims)
+            self.head = mlp(head_dims)
+
+        def forward(self, b: Any) -> tuple[torch.Tensor, torch.Tensor]:
+            x = run_sage(self.blocks, b.x, b.edge_index, self.training)
+            emb = pool(x, b)
+            return self.head(torch.cat([emb, b.static], dim=1)), emb
+
+    return PooledSageNet()

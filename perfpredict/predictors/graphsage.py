@@ -18,31 +18,25 @@ from perfpredict.predictors.gnn_ensemble import GNNEnsembleModel
 from perfpredict.predictors.learned import LearnedPredictor
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
 
 def _sage_net(n_node: int, n_static: int, hidden: int, n_out: int) -> nn.Module:
     import torch
-    from torch import nn
     from torch_geometric.nn import global_add_pool, global_mean_pool
 
     from perfpredict.predictors.gnn_data import slog
-    from perfpredict.predictors.gnn_layers import mlp, run_sage, sage_stack
+    from perfpredict.predictors.gnn_layers import pooled_sage_net
 
-    class SageNet(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.blocks = sage_stack([n_node, hidden, hidden, hidden])
-            self.head = mlp([2 * hidden + n_static, 2 * hidden, hidden, n_out])
+    def mean_and_sum(x: torch.Tensor, b: Any) -> torch.Tensor:
+        return torch.cat(
+            [global_mean_pool(x, b.batch, b.num_graphs), slog(global_add_pool(x, b.batch, b.num_graphs))], dim=1
+        )
 
-        def forward(self, b: Any) -> tuple[torch.Tensor, torch.Tensor]:
-            x = run_sage(self.blocks, b.x, b.edge_index, self.training)
-            emb = torch.cat(
-                [global_mean_pool(x, b.batch, b.num_graphs), slog(global_add_pool(x, b.batch, b.num_graphs))], dim=1
-            )
-            return self.head(torch.cat([emb, b.static], dim=1)), emb
-
-    return SageNet()
+    return pooled_sage_net(
+        [n_node, hidden, hidden, hidden], [2 * hidden + n_static, 2 * hidden, hidden, n_out], mean_and_sum
+    )
 
 
 class GraphSAGEModel(GNNEnsembleModel):

@@ -124,15 +124,14 @@ class LearnedPredictor:
                 power.predictor_version,
             )
         )
-        return PredictorOutput(
+        # the learned models predict totals only: the analytical breakdown (memory parts, per op, by kind, blocks)
+        # stays as it is (the analytical output has no timeline or outside-ops label to carry over)
+        return replace(
+            base,
             latency_ms=latency,
             peak_memory_bytes=memory,
-            memory=base.memory,
             energy_j=energy,
             avg_power_w=power,
-            per_op=base.per_op,
-            by_kind=base.by_kind,
-            blocks=base.blocks,
             warnings=tuple(warnings),
         )
 

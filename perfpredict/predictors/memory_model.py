@@ -178,9 +178,10 @@ def backward_born_peak(
     picked: Collection[int],
     trainable_bytes: float,
     scratch_bytes: float,
-) -> np.ndarray:
+) -> PeakParts:
     """A training step's peak per config above the weights, gradients and optimizer state that the memory breakdown
-    counts as resident (GPU memory model 3). Its activation term: may be less than the activations live at the peak.
+    counts as resident (GPU memory model 3), with what it is made of. Its activation term (``total``): may be less
+    than the activations live at the peak.
 
     ``zero_grad(set_to_none=True)``, torch's default and the collector's, frees every gradient before the step. So
     at the start of the backward, where an LM's logits and their gradient meet the saved activations, no gradient
@@ -191,22 +192,11 @@ def backward_born_peak(
     end, where the optimizer step holds every gradient and its scratch (``scratch_bytes``: ``OPTIMIZER_SCRATCH``,
     a multi-tensor AdamW's sqrt of its second moment). ``picked``: the graph's picked elements, each its own
     storage. ``studies/eager_peak.py`` checks the walk against an eager step on a CPU.
+
+    The parts: where the optimizer step sets the peak, its scratch (AdamW's temporary copy) and the outputs kept to
+    the end (the loss, or an LM's logits); where the backward does, the activations saved for it and the kernel's
+    workspace at that step.
     """
-    return backward_born_parts(graph, walk_bytes, frees, transient, picked, trainable_bytes, scratch_bytes).total
-
-
-def backward_born_parts(
-    graph: OpGraph,
-    walk_bytes: np.ndarray,
-    frees: np.ndarray,
-    transient: np.ndarray | None,
-    picked: Collection[int],
-    trainable_bytes: float,
-    scratch_bytes: float,
-) -> PeakParts:
-    """:func:`backward_born_peak`, with what its peak is made of: where the optimizer step sets it, its scratch
-    (AdamW's temporary copy) and the outputs kept to the end (the loss, or an LM's logits); where the backward
-    does, the activations saved for it and the kernel's workspace at that step."""
     peak, workspace = activation_peak_parts(walk_bytes, frees, transient)
     root = storage_roots(graph, own=picked)
     carried = sum((walk_bytes[r] for r in {root[i] for i in graph.grad_outputs}), np.zeros(walk_bytes.shape[1]))

@@ -365,9 +365,9 @@ def test_a_gpu_training_step_s_gradients_are_born_in_its_backward_and_meet_the_o
     walk = np.array([[1000.0], [1.0], [500.0], [0.0]])
     frees = free_steps(graph, {}, forward_outputs_kept=False)
     # live: 1000, 1001, 1501 at the backward mm (no gradient resident before it), then 500 kept to the end
-    assert backward_born_peak(graph, walk, frees, None, (), 800.0, 0.0)[0] == 1501 - 800
+    assert backward_born_peak(graph, walk, frees, None, (), 800.0, 0.0).total[0] == 1501 - 800
     # the optimizer step: 500 carried + 300 joining + 800 of AdamW scratch = 1600 tops the backward's 1501
-    assert backward_born_peak(graph, walk, frees, None, (), 800.0, 800.0)[0] == 1600 - 800
+    assert backward_born_peak(graph, walk, frees, None, (), 800.0, 800.0).total[0] == 1600 - 800
 
     arrays = CostArrays.from_graph(graph)
     for optimizer, peak in (("sgd", 1501), ("adamw", 1600)):

@@ -12,7 +12,7 @@ that map to it in each frontend that emits it (``compiler_hooks/op_table.py``, `
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from perfpredict.core import ops
@@ -37,6 +37,16 @@ def _shape(meta: TensorMeta | None) -> tuple[int, ...]:
 def _first_numel(a: Metas, outputs: Outputs) -> int:
     first = next((m for m in a if m is not None), None)
     return first.numel if first is not None else (outputs[0].numel if outputs else 0)
+
+
+def _per_first_element(flops_of_numel: Callable[[int], int]) -> Callable[..., int]:
+    """A FLOP rule that applies ``flops_of_numel`` to the first tensor's element count: norms, softmax and
+    reductions do a fixed amount of work per element they read."""
+
+    def flops(name: str, a: Metas, args: Sequence[Any], kwargs: dict, outputs: Outputs) -> int:
+        return flops_of_numel(_first_numel(a, outputs))
+
+    return flops
 
 
 def attention_is_backward(name: str) -> bool:
@@ -278,22 +288,8 @@ register_op_kind(OpKind(ops.CONV, _conv_flops, tensor_cores=True, tf32_switch="c
 register_op_kind(
     OpKind(ops.ATTENTION, _attention_flops, tensor_cores=True, tf32_switch="matmul", host_probe=_probe_attention)
 )
-register_op_kind(
-    OpKind(
-        ops.NORM,
-        lambda n, a, args, kw, out: ops.norm_flops(_first_numel(a, out)),
-        fusible=True,
-        host_probe=_probe_norm,
-    )
-)
-register_op_kind(
-    OpKind(
-        ops.SOFTMAX,
-        lambda n, a, args, kw, out: ops.softmax_flops(_first_numel(a, out)),
-        fusible=True,
-        host_probe=_probe_softmax,
-    )
-)
+register_op_kind(OpKind(ops.NORM, _per_first_element(ops.norm_flops), fusible=True, host_probe=_probe_norm))
+register_op_kind(OpKind(ops.SOFTMAX, _per_first_element(ops.softmax_flops), fusible=True, host_probe=_probe_softmax))
 register_op_kind(
     OpKind(
         ops.ELEMENTWISE,
@@ -303,12 +299,7 @@ register_op_kind(
     )
 )
 register_op_kind(
-    OpKind(
-        ops.REDUCTION,
-        lambda n, a, args, kw, out: ops.reduction_flops(_first_numel(a, out)),
-        fusible=True,
-        host_probe=_probe_reduction,
-    )
+    OpKind(ops.REDUCTION, _per_first_element(ops.reduction_flops), fusible=True, host_probe=_probe_reduction)
 )
 register_op_kind(OpKind(ops.EMBEDDING, bytes=_embedding_bytes, host_probe=_probe_embedding))
 register_op_kind(OpKind(ops.POOLING, _pooling_flops, host_probe=_probe_pooling))
