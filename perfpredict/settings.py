@@ -5,8 +5,9 @@ change. The environment is read on each call (cheap: a few dictionary lookups), 
 time, as tests and notebooks do, takes effect at the next lookup.
 
 =============================== ===================================================================================
-``PERFPREDICT_CACHE_DIR``       root of the on-disk caches: the CLI's graph store (``<dir>/cli-graphs``) and the
-                                training data's traced graphs (``<dir>/graphs``)
+``PERFPREDICT_CACHE_DIR``       root of the on-disk caches: the one graph cache (``<dir>/graph-store``, shared by the
+                                CLI, the web page, generation and the training data) and the generation answers
+                                (``<dir>/answer-store``)
 ``PERFPREDICT_NO_GRAPH_CACHE``  ``1``, ``true`` or ``yes``: read and write no cached graph or generation answer
 ``PERFPREDICT_ARTIFACTS``       folders (``os.pathsep``-separated) of the user's own predictor artifacts, searched
                                 before the user folder and the shipped ones
