@@ -14,6 +14,9 @@ The counts are kept either way (``count``, ``counted``, ``rows_per_minute``), so
     for row in Progress("features", total=len(rows)).track(rows):  # a plain loop, one step per item
         ...
 
+A learner's epoch loops sit deep inside ``fit``; they show a bar only inside ``with shown_in_fits():``, which the
+training and adaptation commands enter, so a library user fitting in a terminal gets no bars unless asked.
+
 The rate and the ETA are over the whole run, not a recent window: a row takes seconds to minutes, so a window
 of a few rows would swing. The ETA is the rows left at that rate, capped by ``budget_s`` where the run has one.
 """
@@ -23,9 +26,27 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
+_IN_FITS: ContextVar[bool] = ContextVar("perfpredict_progress_in_fits", default=False)
+
+
+@contextmanager
+def shown_in_fits(shown: bool = True) -> Iterator[None]:
+    """Inside this block, learners' epoch loops show their bars (:func:`in_fits`)."""
+    token = _IN_FITS.set(shown)
+    try:
+        yield
+    finally:
+        _IN_FITS.reset(token)
+
+
+def in_fits() -> bool:
+    """Whether a learner's epoch loop should show a bar here (off unless :func:`shown_in_fits` says so)."""
+    return _IN_FITS.get()
 
 
 class Progress:

@@ -86,3 +86,17 @@ def test_track_counts_an_item_that_the_loop_skips_with_continue():
             continue
         kept.append(x)
     assert kept == [0, 2] and bar.count == 4
+
+
+def test_a_learners_epoch_bars_show_only_where_a_command_asked_for_them():
+    from perfpredict.progress import in_fits, shown_in_fits
+
+    def epoch_bar() -> Progress:  # what a learner's fit builds
+        return Progress("training", 3, unit="epochs", enabled=in_fits(), stream=Terminal())
+
+    assert not epoch_bar().shown  # a library user fitting in a terminal: quiet
+    with shown_in_fits():  # `perfpredict train` / `adapt`
+        assert epoch_bar().shown
+        with shown_in_fits(False):  # and a nested quiet block wins
+            assert not epoch_bar().shown
+    assert not epoch_bar().shown

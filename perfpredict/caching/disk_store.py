@@ -34,6 +34,14 @@ _COMPRESS_LEVEL = 3
 _STORE_ERRORS = (OSError, sqlite3.Error)
 
 
+def _store_errors() -> tuple[type[BaseException], ...]:
+    """What a cache that cannot be used raises: the OS's and sqlite3's errors, and diskcache's Timeout (a writer
+    that held the database's lock past sqlite's timeout), which is a plain Exception."""
+    from diskcache import Timeout
+
+    return (*_STORE_ERRORS, Timeout)
+
+
 def cache_root() -> Path:
     """The folder that holds every perfpredict cache (and the GNN+LLM stage-1 states next to them)."""
     from perfpredict.settings import settings
@@ -75,7 +83,7 @@ class DiskStore:
         """The JSON stored under ``key``; None where there is none, or it cannot be read."""
         try:
             blob = self._cache().get(key)
-        except _STORE_ERRORS as err:
+        except _store_errors() as err:
             logger.warning("perfpredict: could not read the cache %s (%s)", self.directory(), err)
             return None
         if blob is None:
@@ -94,17 +102,17 @@ class DiskStore:
         """Store raw ``blob`` under ``key`` (``put_json`` is the usual door; tests damage entries with this)."""
         try:
             self._cache().set(key, blob)
-        except _STORE_ERRORS as err:
+        except _store_errors() as err:
             logger.warning("perfpredict: could not write the cache %s (%s)", self.directory(), err)
 
     def __contains__(self, key: str) -> bool:
         try:
             return key in self._cache()
-        except _STORE_ERRORS:
+        except _store_errors():
             return False
 
     def __len__(self) -> int:
         try:
             return len(self._cache())
-        except _STORE_ERRORS:
+        except _store_errors():
             return 0

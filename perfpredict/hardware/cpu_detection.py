@@ -158,6 +158,7 @@ def _last_level_cache_bytes() -> int:
     return max(sizes, default=0)
 
 
+@functools.lru_cache(maxsize=1)
 def cpu_model() -> str:
     """The CPU's marketing name from /proc/cpuinfo (hypervisors may shorten it), else platform.processor()."""
     try:

@@ -26,6 +26,7 @@ from perfpredict.predictors.artifacts import (
     user_dir,
 )
 from perfpredict.predictors.feature_rows import TrainingSet
+from perfpredict.progress import shown_in_fits
 
 ADAPTABLE = ("gnn_llm", "graphsage", "gae_gnn")
 
@@ -129,7 +130,8 @@ def adapt(
     shot_idx, rest_idx = pick_shots(data, shots, seed)
     rest = data.subset(rest_idx)
     before = heldout_mape(learner, rest)
-    info = learner.fine_tune(data.subset(shot_idx), steps=steps, lr_scale=lr_scale, seed=seed)
+    with shown_in_fits(progress):
+        info = learner.fine_tune(data.subset(shot_idx), steps=steps, lr_scale=lr_scale, seed=seed)
     after = heldout_mape(learner, rest)
     folder = None
     if save:

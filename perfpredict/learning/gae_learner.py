@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from perfpredict.learning.gnn_ensemble_fit import GNNEnsembleLearner
 from perfpredict.predictors.gae import GAEGNNModel
 from perfpredict.predictors.gnn_data import GRAPHS
-from perfpredict.progress import Progress
+from perfpredict.progress import Progress, in_fits
 
 if TYPE_CHECKING:
     from torch import nn
@@ -87,7 +87,7 @@ class GAEGNNLearner(GNNEnsembleLearner, GAEGNNModel):
         losses = []
         enc.train()
         epochs = self.hp["gae_epochs"] if data else 0
-        for _ in Progress("GAE pretraining", epochs, unit="epochs").track(range(epochs)):
+        for _ in Progress("GAE pretraining", epochs, unit="epochs", enabled=in_fits()).track(range(epochs)):
             run, count = 0.0, 0
             gen = torch.Generator().manual_seed(seed * 1000 + 11 + len(losses))
             for b in DataLoader(data, batch_size=self.hp["gae_batch"], shuffle=True, generator=gen):

@@ -19,7 +19,7 @@ from perfpredict.core.errors import InvalidInputError
 from perfpredict.predictors.gnn_data import Standardizer, log_targets, node_matrices, row_graphs, static_columns
 from perfpredict.predictors.gnn_ensemble import MODES, GNNEnsembleModel, torch_threads
 from perfpredict.predictors.ood import nearest_distance
-from perfpredict.progress import Progress
+from perfpredict.progress import Progress, in_fits
 
 if TYPE_CHECKING:
     import torch
@@ -83,7 +83,7 @@ class GNNEnsembleLearner(GNNEnsembleModel):
         )
         losses = []
         net.train()
-        for _ in Progress(f"{self.name} training", epochs, unit="epochs").track(range(epochs)):
+        for _ in Progress(f"{self.name} training", epochs, unit="epochs", enabled=in_fits()).track(range(epochs)):
             run, count = 0.0, 0
             for batch in loader:
                 opt.zero_grad()

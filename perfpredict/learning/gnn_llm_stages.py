@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfpredict.predictors.gnn_data import GRAPHS, NODE_FEATURES, Standardizer
-from perfpredict.progress import Progress
+from perfpredict.progress import Progress, in_fits
 
 if TYPE_CHECKING:
     import torch
@@ -162,7 +162,7 @@ def stage2_align(
     losses: list[float] = []
     gen = torch.Generator().manual_seed(seed * 1000 + 31)
     epochs = int(hp["stage2_epochs"]) if len(data) > 1 else 0
-    for _ in Progress("GNN+LLM stage 2", epochs, unit="epochs").track(range(epochs)):
+    for _ in Progress("GNN+LLM stage 2", epochs, unit="epochs", enabled=in_fits()).track(range(epochs)):
         net.train()
         net.gin.eval()  # NB: frozen means frozen batch-norm statistics too
         run, count = 0.0, 0

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfpredict.predictors.gin import gin_encoder
-from perfpredict.progress import Progress
+from perfpredict.progress import Progress, in_fits
 
 if TYPE_CHECKING:
     import torch
@@ -78,7 +78,7 @@ def pretrain_graphmae(
     losses: list[float] = []
     mods.train()
     epochs = hp["epochs"] if data else 0
-    for _ in Progress("GraphMAE pretraining", epochs, unit="epochs").track(range(epochs)):
+    for _ in Progress("GraphMAE pretraining", epochs, unit="epochs", enabled=in_fits()).track(range(epochs)):
         run, count = 0.0, 0
         for b in DataLoader(data, batch_size=hp["batch"], shuffle=True, generator=gen):
             opt.zero_grad()

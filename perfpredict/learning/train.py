@@ -15,6 +15,7 @@ from perfpredict.core.errors import InvalidInputError, close_matches
 from perfpredict.learning.training_data import load_training_set
 from perfpredict.predictors.artifacts import Manifest, artifact_path, save_artifact
 from perfpredict.predictors.feature_rows import TARGETS
+from perfpredict.progress import shown_in_fits
 
 LEARNERS = {
     "xgboost": ("perfpredict.learning.xgboost_learner", "XGBoostLearner"),
@@ -77,13 +78,14 @@ def train(
         [folder], max_rows=max_rows, progress=progress, latency_stat=latency_stat, include_busy_host=include_busy_host
     )
     metrics: dict[str, Any] = {}
-    if evaluate:
-        oof = cross_validate(cls, data, TARGETS, random_folds(data, 5, seed), seed)
-        metrics["random_5fold"] = {t: v["overall"] for t, v in report(data, oof, TARGETS).items()}
     learner = cls()
-    t0 = time.monotonic()
-    learner.fit(data, TARGETS, seed)
-    fit_seconds = time.monotonic() - t0
+    with shown_in_fits(progress):
+        if evaluate:
+            oof = cross_validate(cls, data, TARGETS, random_folds(data, 5, seed), seed)
+            metrics["random_5fold"] = {t: v["overall"] for t, v in report(data, oof, TARGETS).items()}
+        t0 = time.monotonic()
+        learner.fit(data, TARGETS, seed)
+        fit_seconds = time.monotonic() - t0
     manifest = Manifest(
         predictor=learner.name,
         version=learner.version,

@@ -3,7 +3,7 @@
 One row of a :class:`TrainingSet` becomes standardised node features (NODE_FEATURES at the row's batch), the
 dataflow edges in both directions, the row's static features (a standardised subset of the tabular features, chosen
 by name) and its targets in log space. Node matrices and edge tensors are cached per (arrays object, batch). The
-training loop that batches them is :mod:`perfpredict.predictors.gnn_ensemble`; the layers, :mod:`.gnn_layers`.
+training loop that batches them is :mod:`perfpredict.learning.gnn_ensemble_fit`; the layers, :mod:`.gnn_layers`.
 """
 
 from __future__ import annotations

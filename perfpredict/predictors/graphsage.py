@@ -40,7 +40,7 @@ def _sage_net(n_node: int, n_static: int, hidden: int, n_out: int) -> nn.Module:
 
 
 class GraphSAGEModel(GNNEnsembleModel):
-    """DIPPM-style GraphSAGE as served; keyword arguments override DEFAULTS (its learner: ``learning.gnn_learners``)."""
+    """DIPPM-style GraphSAGE as served; keyword arguments override DEFAULTS (its learner: ``learning.graphsage_learner``)."""
 
     name: ClassVar[str] = "graphsage"
     version: ClassVar[str] = "1"

@@ -135,7 +135,6 @@ class RaplCounter:
         return total / 1e6
 
 
-@functools.lru_cache(maxsize=1)
 def cpu_freq_mhz() -> float | None:
     """Average current clock of the online CPUs (``scaling_cur_freq``, else /proc/cpuinfo ``cpu MHz``)."""
     values: list[float] = []

@@ -83,6 +83,25 @@ def test_a_cache_that_cannot_be_written_is_skipped_with_a_warning(tmp_path, capl
     assert "could not" in caplog.text
 
 
+def test_a_writer_holding_the_lock_too_long_is_skipped_with_a_warning(tmp_path, caplog):
+    import sqlite3
+
+    import diskcache
+
+    store = DiskStore("x", 2**20, root=tmp_path / "c")
+    store.put_json("k", 1)
+    # a short sqlite timeout, so the blocked write gives up at once (diskcache raises its own Timeout then)
+    DiskStore._open[store.directory()] = diskcache.Cache(str(store.directory()), timeout=0.05)
+    other = sqlite3.connect(str(store.directory() / "cache.db"), timeout=0.05, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's writer, holding the lock
+    try:
+        store.put_json("k", 2)  # no error
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert "could not write" in caplog.text and store.get_json("k") == 1
+
+
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch):
     """Each test opens its own folders (DiskStore keeps one open diskcache per folder and process)."""
