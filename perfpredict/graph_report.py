@@ -10,11 +10,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from perfpredict.core.errors import FrontendError
+from perfpredict.core.errors import FrontendError, InvalidInputError
 from perfpredict.core.graph import OpGraph
 from perfpredict.core.report import PerfReport
 from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
 from perfpredict.request import Request
+
+#: Request fields a captured graph has already fixed: asking for another value must not pass silently
+FIXED_BY_THE_GRAPH = ("dtype", "batch", "seq")
+
+
+def refuse_fixed_by_the_graph(values: Mapping[str, Any]) -> None:
+    """Raise where ``values`` asks a captured graph for another dtype, batch or sequence length."""
+    asked = [f"{name}={values[name]!r}" for name in FIXED_BY_THE_GRAPH if values.get(name) is not None]
+    if asked:
+        raise InvalidInputError(
+            f"{', '.join(asked)} cannot change a graph already captured: capture the model again with those inputs "
+            "(perfpredict.featurize or perfpredict.predict with the model and its example inputs)"
+        )
 
 
 def report_for_graph(
@@ -34,6 +47,12 @@ def report_for_graph(
     from perfpredict.hardware.devices import Device, get_device
     from perfpredict.render.delivery import forget, record
 
+    refuse_fixed_by_the_graph(fields)
+    if fields.get("parallel") is not None:
+        raise InvalidInputError(
+            "report_for_graph answers for one GPU: for a multi-GPU plan call perfpredict.parallel_report(graph, plan) "
+            "or perfpredict.predict(model, inputs, parallel=...)"
+        )
     request = (request or Request()).but(**fields)
     forget()
     if not graph.nodes:

@@ -187,6 +187,28 @@ def test_refusals_name_the_fix():
         predict(Request(source="bert"))
 
 
+def test_a_captured_graph_refuses_what_it_has_already_fixed():
+    from perfpredict.pipeline import predict
+
+    graph = perfpredict.featurize(torch.nn.Linear(8, 8), torch.randn(4, 8))
+    for asked in ({"dtype": "bfloat16"}, {"batch": 64}, {"seq": 16}):
+        with pytest.raises(InvalidInputError, match="cannot change a graph already captured"):
+            perfpredict.report_for_graph(graph, **asked)
+        with pytest.raises(InvalidInputError, match="cannot change a graph already captured"):
+            predict(Request(source=graph, **asked))
+    with pytest.raises(InvalidInputError, match="parallel_report"):
+        perfpredict.report_for_graph(graph, parallel={"dp": 2})
+    assert perfpredict.report_for_graph(graph, device="L4").batch_size == 4  # the graph's own batch
+
+
+def test_the_web_question_reads_an_empty_plan_as_one_gpu_and_keeps_an_options_mode():
+    from perfpredict.web.compare import Question
+
+    assert Question(model="bert", parallel={}).request("L4").parallel is None
+    assert Question(model="bert", options={"mode": "cuda_graph"}).request("L4").mode == "cuda_graph"
+    assert Question(model="bert", mode="compiled", options={"mode": "cuda_graph"}).request("L4").mode == "compiled"
+
+
 def test_auto_weights_follow_the_source():
     """weights_built_in="auto": a module in hand was built in float32 (torch's default) before its cast; a config
     loads straight in its dtype. Both as before the Request, so no answer changed."""

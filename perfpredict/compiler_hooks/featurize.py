@@ -29,7 +29,7 @@ def featurize(
     name: str = "",
     capture: str = "meta",
 ) -> OpGraph:
-    """Capture ``model`` into one OpGraph without running it (``capture``: see :func:`predict`), cached by model,
+    """Capture ``model`` into one OpGraph without running it (``capture``: see :func:`perfpredict.api.predict`), cached by model,
     input shapes, phase, dtype and capture."""
     from perfpredict.compiler_hooks.capture import capture_graph
 

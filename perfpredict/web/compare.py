@@ -60,7 +60,12 @@ class Question:
         if self.onnx_path:
             fields.update(batch=None, seq=None)  # NB: the file's own shapes, as the CLI's --onnx
         fields.update(self.options)
-        fields.update(source=source, device=device, mode=self.mode or Request().mode)
+        fields.update(
+            source=source,
+            device=device,
+            mode=self.mode or self.options.get("mode") or Request().mode,
+            parallel=self.parallel or None,  # compare() reads an empty plan as one GPU: so does the Request
+        )
         return Request.of(**fields)
 
 
