@@ -24,6 +24,7 @@ time, as tests and notebooks do, takes effect at the next lookup.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +39,20 @@ ENV_PRICES = "PERFPREDICT_PRICES"
 ENV_MEASURED_DIR = "PERFPREDICT_MEASURED_DIR"
 ENV_HOST_PROFILE = "PERFPREDICT_HOST_PROFILE"
 _TRUE = ("1", "true", "yes")
+_XDG = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
+#: what a Settings depends on: its variables, and HOME (the XDG folders' fallback, through Path.home())
+_READ = (
+    ENV_CACHE_DIR,
+    ENV_NO_GRAPH_CACHE,
+    ENV_ARTIFACTS,
+    ENV_GRID,
+    ENV_DEVICES,
+    ENV_PRICES,
+    ENV_MEASURED_DIR,
+    ENV_HOST_PROFILE,
+    *_XDG,
+    "HOME",
+)
 
 
 @dataclass(frozen=True)
@@ -81,22 +96,28 @@ class Settings:
             xdg_data_home=path("XDG_DATA_HOME"),
         )
 
-    @property
+    @functools.cached_property
     def user_cache_dir(self) -> Path:
         """$XDG_CACHE_HOME/perfpredict, else ~/.cache/perfpredict."""
         return (self.xdg_cache_home or Path.home() / ".cache") / "perfpredict"
 
-    @property
+    @functools.cached_property
     def config_dir(self) -> Path:
         """$XDG_CONFIG_HOME/perfpredict, else ~/.config/perfpredict."""
         return (self.xdg_config_home or Path.home() / ".config") / "perfpredict"
 
-    @property
+    @functools.cached_property
     def data_dir(self) -> Path:
         """$XDG_DATA_HOME/perfpredict, else ~/.local/share/perfpredict."""
         return (self.xdg_data_home or Path.home() / ".local" / "share") / "perfpredict"
 
 
 def settings() -> Settings:
-    """The settings the environment holds now."""
-    return Settings.from_environment()
+    """The settings the environment holds now: parsed once per distinct environment, since one prediction asks a
+    few dozen times (its host profile, devices, caches) and a fresh parse each time was a tenth of its cost."""
+    return _parsed(tuple(os.environ.get(name) for name in _READ))
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(values: tuple[str | None, ...]) -> Settings:
+    return Settings.from_environment({name: v for name, v in zip(_READ, values, strict=True) if v is not None})

@@ -25,8 +25,8 @@ def default_profile_path() -> Path:
 def calibrated_profile_path() -> Path | None:
     """The calibrated profile predictions use: $PERFPREDICT_HOST_PROFILE, else this machine's default one if it
     exists, else None (then a shipped profile is used: ``predictors.host_model.DEFAULT_HOST``)."""
-    named = settings().host_profile
-    if named is not None:
-        return named
-    mine = default_profile_path()
+    env = settings()
+    if env.host_profile is not None:
+        return env.host_profile
+    mine = env.config_dir / "host_profile.json"  # default_profile_path(), with the settings in hand
     return mine if mine.exists() else None

@@ -22,6 +22,7 @@ from perfpredict.predictors.two_timeline import TwoTimelinePredictor, fused_grou
 def scratch_registry(monkeypatch):
     """A copy of the registry, so a kind registered in a test is gone after it."""
     monkeypatch.setattr(registry, "_KINDS", dict(registry._KINDS))
+    monkeypatch.setattr(registry, "_VIEWS", set(registry._VIEWS))
 
 
 def _spectral_flops(name, arg_metas, args, kwargs, outputs):
