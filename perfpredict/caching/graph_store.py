@@ -43,6 +43,7 @@ _CAPTURE_CODE = (
     "compiler_hooks",
     "data/hf_configs/index.json",
     "llm/decode_trace.py",
+    "learning/training_data.py",  # how a zoo spec is traced for the training data (_trace)
     "profiling/zoo*",
 )
 # NB: a training set's traces take about 20 MB today; the limit leaves room for a few code versions' worth

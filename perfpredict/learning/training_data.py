@@ -10,9 +10,7 @@ digest), so a second training run does not trace at all.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import inspect
 import json
 import logging
 import math
@@ -54,7 +52,7 @@ class GraphCache:
         key = spec.to_key()
         if key in self.memory:
             return self.memory[key]
-        store_key = graph_store.key(zoo_spec=key, trace=_trace_digest())
+        store_key = graph_store.key(zoo_spec=key)
         graph = graph_store.read(store_key, self.store)
         if graph is not None:
             self.memory[key] = graph
@@ -69,13 +67,6 @@ class GraphCache:
         graph_store.write(store_key, graph, self.store)
         self.memory[key] = graph
         return graph
-
-
-@functools.lru_cache(maxsize=1)
-def _trace_digest() -> str:
-    """A digest of :func:`_trace` itself: the capture code's digest (in every key) does not cover this module, and a
-    change to how a zoo spec is traced must miss the cache as a change to the frontends does."""
-    return hashlib.sha256(inspect.getsource(_trace).encode()).hexdigest()[:16]
 
 
 def _trace(spec: Any) -> OpGraph:
