@@ -6,8 +6,6 @@ import argparse
 import importlib.metadata
 import importlib.util
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from killed_collector import kill_after_rows
 
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.profiling import collect_engine as engine
@@ -76,18 +75,7 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
         "2",
         *FAST,
     ]
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    log = out / ds.ROWS_JSONL
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if log.exists() and log.read_bytes().count(b"\n") >= 3:
-            break
-        time.sleep(0.02)
-    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stderr.close()
+    env = kill_after_rows(cmd, out / ds.ROWS_JSONL, 3)
     killed_rows = ds.load_dataset(out).rows
     assert 3 <= len(killed_rows) < 24
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
+from killed_collector import kill_after_rows
 
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.core.units import GIB
@@ -137,18 +135,7 @@ def test_op_collector_resumes_after_sigkill_without_loss_or_duplicates(tmp_path)
         "--profile",
         "tiny",
     ]
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    log = out / "ops" / ds.ROWS_JSONL
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if log.exists() and log.read_bytes().count(b"\n") >= 6:
-            break
-        time.sleep(0.01)
-    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stderr.close()
+    env = kill_after_rows(cmd, out / "ops" / ds.ROWS_JSONL, 6, poll_s=0.01)
     killed = ds.load_dataset(out / "ops").rows
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
