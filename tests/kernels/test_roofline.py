@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -19,7 +18,6 @@ def cpu_run(tmp_path_factory):
     from perfpredict.cli import main
 
     out = tmp_path_factory.mktemp("roofline") / "cpu.json"
-    t0 = time.perf_counter()
     code = main(
         [
             "roofline",
@@ -40,14 +38,12 @@ def cpu_run(tmp_path_factory):
             str(out),
         ]
     )
-    elapsed = time.perf_counter() - t0
     assert code == 0
-    return json.loads(out.read_text()), elapsed
+    return json.loads(out.read_text())
 
 
 def test_cpu_roofline_runs_for_real(cpu_run):
-    data, elapsed = cpu_run
-    assert elapsed < 60  # the full quick run stays under 30 s on an idle 2-core host
+    data = cpu_run
     ce = data["ceilings"]
     assert data["device"] == "cpu" and data["target"] == "cpu"
     assert all(k["check_ok"] for k in data["kernels"]), [k["kernel"] for k in data["kernels"] if not k["check_ok"]]
@@ -68,7 +64,7 @@ def test_cpu_roofline_runs_for_real(cpu_run):
 
 
 def test_cpu_ceilings_apply_to_the_local_cpu(cpu_run):
-    data, _ = cpu_run
+    data = cpu_run
     cpu = apply_ceilings(local_cpu(), data)
     assert cpu.source.startswith("measured:")
     assert cpu.peak_flops_per_s["fp32"] == data["ceilings"]["fp32_flops_per_s"]["max"]
@@ -81,7 +77,7 @@ def test_cpu_ceilings_apply_to_the_local_cpu(cpu_run):
 def test_measured_dir_is_picked_up(cpu_run, tmp_path, monkeypatch):
     from perfpredict.hardware.devices import reset_catalog
 
-    data, _ = cpu_run
+    data = cpu_run
     (tmp_path / "cpu.json").write_text(json.dumps(data))
     monkeypatch.setenv("PERFPREDICT_MEASURED_DIR", str(tmp_path))
     reset_catalog()
@@ -146,7 +142,7 @@ def test_plot_png_svg_and_inline_svg(tmp_path, cpu_run):
     pytest.importorskip("matplotlib")
     from perfpredict.kernels.plot import plot_roofline, roofline_svg
 
-    data, _ = cpu_run
+    data = cpu_run
     written = plot_roofline(_tiny_graph(), "H100-SXM", tmp_path / "r", measured={"mm": 1e-6})
     assert [p.suffix for p in written] == [".png", ".svg"] and all(p.stat().st_size > 1000 for p in written)
     cpu = apply_ceilings(local_cpu(), data)

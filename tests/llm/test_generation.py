@@ -319,7 +319,6 @@ def test_quant_kernel_is_refused_where_nothing_is_dequantized():
 
 
 def test_a_repeated_generate_question_is_answered_from_the_cache(tmp_path, monkeypatch, capsys):
-    import time
 
     from perfpredict.cli import main
     from perfpredict.llm import answer_cache, generation
@@ -333,10 +332,8 @@ def test_a_repeated_generate_question_is_answered_from_the_cache(tmp_path, monke
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         first = answer_cache.cached_generation("gpt2", **ask)
-        start = time.perf_counter()
         again = answer_cache.cached_generation("gpt2", **ask)
-        seconds = time.perf_counter() - start
-        assert again == first and len(calls) == 1 and seconds < 5.0  # read, not re-predicted (a loaded host)
+        assert again == first and len(calls) == 1  # read, not re-predicted
         other = answer_cache.cached_generation("gpt2", **{**ask, "batch": 3})  # another question: answered
         assert len(calls) == 2 and other.batch == 3
         answer_cache.cached_generation("gpt2", use_cache=False, **ask)  # --no-cache answers again
