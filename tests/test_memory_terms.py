@@ -4,6 +4,9 @@ peak above 90% of the device's memory warns with what each remedy would save."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -65,7 +68,7 @@ def test_every_output_lists_the_terms_that_sum_to_the_peak():
                 assert f"{name} {fmt_bytes(value)}" in page
     again = type(report).from_dict(report.to_dict())
     assert again.memory == report.memory
-    old = report.to_dict()
+    old = {**report.to_dict(), "schema_version": 1, "memory": dataclasses.asdict(report.memory)}  # schema 1's form
     for key in ("workspace_bytes", "optimizer_temporaries_bytes", "peak_at"):
         old["memory"].pop(key)
     assert type(report).from_dict(old).memory.total_bytes == report.memory.total_bytes  # older JSON still reads
@@ -129,3 +132,95 @@ def test_generation_warns_when_tight_too():
     assert "fits, but above 90%" in tight and "at most 8 sequences fit at 2048 tokens" in tight
     (over,) = _memory_warnings(30 * GIB, l4, 4, 2048)
     assert over.startswith("does not fit: needs 30.0 GiB, L4 has 22.0 GiB")
+
+
+# every door and format (issue 45, item 4): ResNet-50's JSON terms summed to 1,577 MiB against its 1,332 MiB peak,
+# because ``activations_peak_bytes`` held the 245 MiB ``workspace_bytes`` listed beside it. A small ResNet config has
+# the same conv workspace, and predicts in a second
+TINY_RESNET = {
+    "model_type": "resnet",
+    "architectures": ["ResNetForImageClassification"],
+    "embedding_size": 8,
+    "hidden_sizes": [16, 32],
+    "depths": [1, 1],
+    "layer_type": "bottleneck",
+    "num_labels": 10,
+}
+_SIZE = re.compile(r"([\d,.]+) (B|KiB|MiB|GiB|TiB)\b")
+_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def _json_terms(memory: dict) -> int:
+    """What a reader of the JSON adds up: every ``*_bytes`` value of a report's ``memory``."""
+    return sum(v for k, v in memory.items() if k.endswith("_bytes"))
+
+
+def _shown_sum(terms: str) -> float:
+    """The sum of the sizes a text or HTML line lists ("weights 1.50 GiB + activations 3.0 MiB + ...")."""
+    return sum(float(n.replace(",", "")) * _UNITS[unit] for n, unit in _SIZE.findall(terms))
+
+
+def _check_perf_report(data: dict, pages: list[str]) -> None:
+    """The JSON's terms sum to its peak exactly; each page lists the same terms, summing to the peak (to the
+    three significant figures each is shown with)."""
+    from perfpredict.core.report import PerfReport
+    from perfpredict.render.text import memory_terms
+
+    peak = data["peak_memory_bytes"]["value"]
+    assert data["schema_version"] == 2 and data["memory"]["workspace_bytes"] > 0  # the case the issue found
+    assert _json_terms(data["memory"]) == round(peak)
+    report = PerfReport.from_dict(data)
+    terms = memory_terms(report)
+    assert _shown_sum(terms) == pytest.approx(peak, rel=5e-3)
+    for page in pages:
+        assert terms in page.replace("&#x27;", "'")
+
+
+@pytest.fixture(scope="module")
+def resnet_config(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny_resnet")
+    (folder / "config.json").write_text(json.dumps(TINY_RESNET))
+    return folder / "config.json"
+
+
+def test_the_cli_json_and_text_terms_sum_to_the_peak(resnet_config, tmp_path, capsys, monkeypatch):
+    from perfpredict.cli import main
+
+    monkeypatch.setattr("perfpredict.render.text.PIPED_WIDTH", 400)  # the table's cells on one line each
+    argv = ["predict", "--config", str(resnet_config), "--batch", "64", "--device", "H100-SXM"]
+    assert main([*argv, "--json", str(tmp_path / "r.json")]) == 0
+    _check_perf_report(json.loads((tmp_path / "r.json").read_text()), [capsys.readouterr().out])
+
+
+def test_the_api_and_the_web_page_terms_sum_to_the_peak():
+    import perfpredict
+    from perfpredict.render.html import render_html
+    from perfpredict.render.text import render_text
+    from perfpredict.web.app import _downloads
+    from perfpredict.web.compare import Question, compare
+
+    answer = compare(Question(model=TINY_RESNET, devices=("H100-SXM",), batch=64))
+    json_path, html_path = _downloads(answer)  # the page's downloads
+    _check_perf_report(json.loads(Path(json_path).read_text()), [Path(html_path).read_text()])
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3))
+    api = perfpredict.predict(conv, (torch.randn(8, 3, 64, 64),), device="H100-SXM", top_ops=0)
+    text = " ".join(render_text(api, top_ops=0, width=400).split())
+    _check_perf_report(json.loads(api.to_json()), [text, render_html(api)])
+    train = _train("adamw")  # the optimizer step's temporaries, another part of the old activation term
+    memory = json.loads(train.to_json())["memory"]
+    assert memory["optimizer_temporaries_bytes"] > 0 and _json_terms(memory) == round(train.peak_memory_bytes.value)
+
+
+def test_the_parallel_report_terms_sum_to_each_ranks_peak():
+    import perfpredict
+    from perfpredict.parallel.render import memory_lines
+
+    report = perfpredict.predict(Net(), (torch.randn(16, 256),), phase="training", parallel={"dp": 2, "pp": 1})
+    data = json.loads(report.to_json())
+    totals = []
+    for stage, line in zip(data["stages"], memory_lines(report)[1:]):
+        totals.append(_json_terms(stage["memory"]))
+        terms, total = line.split(": ", 1)[1].rsplit(" = ", 1)  # "weights 0.02 + ... = 0.54 GiB", in GiB
+        shown = [float(v) for v in re.findall(r"\d+\.\d+", terms)]
+        assert sum(shown) == pytest.approx(_shown_sum(total) / 2**30, abs=0.005 * len(shown))  # each to 0.01
+    assert max(totals) == data["peak_memory_bytes"]

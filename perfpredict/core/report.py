@@ -13,7 +13,9 @@ from typing import Any
 
 from perfpredict.core.units import GIB
 
-REPORT_SCHEMA_VERSION = 1
+#: 2: the JSON ``memory`` holds disjoint terms (``activations_bytes`` in place of ``activations_peak_bytes``, which
+#: held the workspace and optimizer temporaries listed beside it), so its ``*_bytes`` values sum to the peak
+REPORT_SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,8 @@ class MemoryBreakdown:
     and ``optimizer_temporaries_bytes`` (the optimizer step's scratch, AdamW's temporary copy, where the peak is at
     that step); :attr:`activations_bytes` is the rest. ``peak_at`` says where in the step the peak falls
     ("forward", "backward", "optimizer step"): at the optimizer step, the activations are only the outputs kept
-    to the end (the loss, an LM's logits). :meth:`rows` names every term as a report shows it.
+    to the end (the loss, an LM's logits). :meth:`rows` names every term as a report shows it, and :meth:`to_dict`
+    is the JSON form: disjoint terms whose ``*_bytes`` values sum to :attr:`total_bytes`.
     """
 
     params_bytes: int
@@ -125,6 +128,27 @@ class MemoryBreakdown:
             + self.weight_copies_bytes
             + self.unattributed_bytes
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: each ``*_bytes`` value one term of the peak, none inside another (``activations_bytes``
+        is the activations less the workspace and optimizer temporaries listed beside it), so they sum to
+        :attr:`total_bytes`, as :meth:`rows` do."""
+        d = dataclasses.asdict(self)
+        return {
+            ("activations_bytes" if k == "activations_peak_bytes" else k): (
+                self.activations_bytes if k == "activations_peak_bytes" else v
+            )
+            for k, v in d.items()
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryBreakdown:
+        """From :meth:`to_dict` (schema 2), or a schema-1 report's dict (``activations_peak_bytes``)."""
+        d = dict(data)
+        if "activations_peak_bytes" not in d:
+            parts = d.get("workspace_bytes", 0) + d.get("optimizer_temporaries_bytes", 0)
+            d["activations_peak_bytes"] = d.pop("activations_bytes") + parts
+        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -313,6 +337,10 @@ class PerfReport(JsonReport):
         """The per-op time summed over every op (the op-kind rows' total)."""
         return sum(k.time_ms for k in self.by_kind)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (a dict), the memory terms disjoint (:meth:`MemoryBreakdown.to_dict`)."""
+        return {**super().to_dict(), "memory": self.memory.to_dict()}
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PerfReport:
         """Rebuild a report from :meth:`to_dict` output (a JSON file written by ``--json`` or ``report=path``)."""
@@ -328,7 +356,7 @@ class PerfReport(JsonReport):
             "cost_usd",
         ):
             d[key] = Prediction(**d[key])
-        d["memory"] = MemoryBreakdown(**d["memory"])
+        d["memory"] = MemoryBreakdown.from_dict(d["memory"])
         d["graph"] = GraphSummary(**d["graph"])
         d["per_op"] = tuple(OpContribution(**o) for o in d["per_op"])
         if d.get("mig"):

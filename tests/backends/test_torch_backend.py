@@ -193,7 +193,9 @@ def test_report_to_path_and_callable(tmp_path):
     torch.compile(Block(), backend="perfpredict", options={"report": str(path)})(x)
     assert len(seen) == 1 and seen[0].latency_ms.value > 0
     data = json.loads(path.read_text())
-    assert data["schema_version"] == 1 and data["device"] == "H100-SXM"
+    from perfpredict.core.report import REPORT_SCHEMA_VERSION
+
+    assert data["schema_version"] == REPORT_SCHEMA_VERSION and data["device"] == "H100-SXM"
 
 
 @pytest.mark.slow
