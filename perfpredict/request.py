@@ -27,6 +27,8 @@ DEFAULT_DEVICE = "H100-SXM"
 DEFAULT_OPTIMIZER = "adamw"
 #: ``weights_built_in`` left to the source: see :meth:`Request.resolved_weights_built_in`
 AUTO = "auto"
+#: a ``top_ops`` that keeps every op's row (``explain``, and the doors that draw every op on the roofline plot)
+EVERY_OP = 1_000_000
 
 
 _SOURCE, _RUN, _REPORT = ({"group": g} for g in ("source", "run", "report"))

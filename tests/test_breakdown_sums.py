@@ -119,16 +119,18 @@ def test_html_groups_identical_ops():
 def test_roofline_shares_are_the_tables_and_its_labels_sit_in_the_legend():
     pytest.importorskip("matplotlib")
     from perfpredict.hardware.devices import get_device
-    from perfpredict.kernels.plot import _figure, kind_points, report_rest, report_shares, roofline_points
+    from perfpredict.kernels.plot import _figure, report_kinds
 
     report = _predict(device="L4")
     graph = _graph()
     device = get_device("L4")
-    shares = report_shares(report)
-    assert shares == {k.name: k.share for k in report.by_kind}
-    for k in kind_points(roofline_points(graph, device), device, shares):
-        assert k["time_share"] == shares[k["op"]]
-    fig = _figure(graph, device, None, None, None, False, shares, report_rest(report))
+    kinds = report_kinds(report)
+    shares = {k.name: k.share for k in report.by_kind}
+    assert kinds and all(k["time_share"] == shares[k["op"]] for k in kinds)
+    for k in kinds:  # each kind at its FLOPs over its predicted time, the op-kind row's own numbers
+        row = next(r for r in report.by_kind if r.name == k["op"])
+        assert k["achieved_flops_per_s"] == pytest.approx(row.flops / (row.time_ms * 1e-3))
+    fig = _figure(graph, device, None, None, None, False, report)
     ax = fig.axes[0]
     assert not ax.texts  # nothing written inside the axes, where labels could overlap markers or each other
     labels = [t.get_text() for t in ax.get_legend().get_texts()]

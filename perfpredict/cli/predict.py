@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -16,6 +17,9 @@ from perfpredict.cli.args import (
 from perfpredict.cli.model_args import add_model_args, request_from_args
 from perfpredict.cli.parallel import add_parallel_args, show_parallel
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.request import EVERY_OP
+
+JSON_OPS = 25  # per-op rows a --json report keeps
 
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> None:
@@ -65,7 +69,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from perfpredict.render.html import render_html
     from perfpredict.render.text import print_report
 
-    request = request_from_args(args, top_ops=25)
+    # the HTML page's roofline draws every op at its predicted rate: it needs every op's row; the JSON keeps 25
+    request = request_from_args(args, top_ops=EVERY_OP if args.html else JSON_OPS)
     if request.parallel is not None and args.html:
         raise InvalidInputError("--html is not available for multi-GPU plans yet; use --json PATH")
     from perfpredict.pipeline import predict_with_graph
@@ -73,12 +78,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     report, graph = predict_with_graph(request)
     if request.parallel is not None:
         return show_parallel(args, report)
+    kept = dataclasses.replace(report, per_op=report.per_op[:JSON_OPS])
     if args.json == "-":
-        sys.stdout.write(report.to_json() + "\n")
+        sys.stdout.write(kept.to_json() + "\n")
     else:
         print_report(report, console=console(), top_ops=args.top)
     if args.json and args.json != "-":
-        write_text(args.json, report.to_json() + "\n")
+        write_text(args.json, kept.to_json() + "\n")
     if args.html:
         write_text(args.html, render_html(report, extra_sections=_roofline_section(graph, report.device, report)))
     written = [p for p in (args.json, args.html) if p and p != "-"]
@@ -90,7 +96,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from perfpredict.render.text import explain_renderables
 
-    report, _ = predict_from_args(args, keep_ops=1_000_000)  # explain shows every op
+    report, _ = predict_from_args(args, keep_ops=EVERY_OP)  # explain shows every op
     out = console()
     for part in explain_renderables(report, top_ops=args.top):
         out.print(part)

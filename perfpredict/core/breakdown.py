@@ -24,14 +24,24 @@ _ROOT = re.compile(r"^L\[[^\]]*\](\[\d+\])?\.?")
 
 
 def by_kind(rows: Sequence[OpContribution], latency_ms: float | None = None) -> tuple[TimeShare, ...]:
-    """Time per canonical op kind, largest first; shares of ``latency_ms`` (None: of the rows' sum)."""
+    """Time, FLOPs and bytes per canonical op kind, largest time first; shares of ``latency_ms`` (None: of the
+    rows' sum)."""
     total = latency_ms or sum(r.time_ms for r in rows) or 1.0
     times: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
+    flops: dict[str, int] = defaultdict(int)
+    moved: dict[str, int] = defaultdict(int)
     for r in rows:
         times[r.op] += r.time_ms
         counts[r.op] += 1
-    return tuple(sorted((TimeShare(k, t, t / total, counts[k]) for k, t in times.items()), key=lambda s: -s.time_ms))
+        flops[r.op] += r.flops
+        moved[r.op] += r.bytes_moved
+    return tuple(
+        sorted(
+            (TimeShare(k, t, t / total, counts[k], flops[k], moved[k]) for k, t in times.items()),
+            key=lambda s: -s.time_ms,
+        )
+    )
 
 
 def repeated_blocks(

@@ -225,12 +225,16 @@ class TimelineSummary:
 
 @dataclass(frozen=True)
 class TimeShare:
-    """Time summed over ops: per op kind (``share`` of the latency), or per part of a block (of the block)."""
+    """Time summed over ops: per op kind (``share`` of the latency), or per part of a block (of the block). An op
+    kind's row also sums its ops' FLOPs and bytes, so its predicted achieved rate (``flops / time``) and intensity
+    are the report's own numbers (the roofline plot places the kind there)."""
 
     name: str
     time_ms: float
     share: float
     ops: int
+    flops: int = 0
+    bytes_moved: int = 0
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,18 @@
 x: arithmetic intensity (FLOP per byte moved, from the OpGraph's ``flops`` and ``bytes_read + bytes_written``);
 y: FLOP/s. Compute ceilings are horizontal lines (FP32, FP16, BF16/FP16/TF32/FP8 tensor cores, ...), bandwidth
 ceilings are diagonals (the device memory named by its type, HBM3 or GDDR6, or DRAM, and L2 / L1 / L3 when a
-DeviceCeilings file has them). Each op sits at its attainable performance ``min(peak for its dtype, AI x
-bandwidth)`` as a small dot, and each op kind as one marker whose area is its share of the latency: the report's
-op-kind shares when a report is given (the same numbers as its tables), else of the roofline time
-(``kind_points``); measured per-op times (profiler data), when given, add a second marker at ``flops / time``.
-Ceilings are labelled "measured" where the device carries measured values. Every label sits in the legend, outside
-the axes, so none overlaps another or a marker.
+DeviceCeilings file has them).
+
+With a report, every op is placed at its **predicted achieved rate**, ``flops / predicted time`` (the per-op device
+time of the report's rows, the time its tables show), so the distance below the roof is the inefficiency the
+prediction holds: a GEMM predicted at twice its roofline time sits at half the roof (``report_points``). Each op
+kind is one marker at its FLOPs over its time (the report's op-kind row), its area the kind's share of the latency.
+A report keeps its top ``top_ops`` rows: the doors that draw the plot (``predict --html``, the web page) keep every
+op, and a plot of a trimmed report says in its legend how many ops it shows. Without a report (``perfpredict
+roofline``'s plot of a graph), ops sit at their attainable bound ``min(peak for its dtype, AI x bandwidth)`` and the
+legend says so (``roofline_points``, ``kind_points``). Measured per-op times (profiler data), when given, add a
+marker at ``flops / time``. Ceilings are labelled "measured" where the device carries measured values. Every label
+sits in the legend, outside the axes, so none overlaps another or a marker.
 
 Renders with matplotlib's object API (no pyplot global state; the Agg/SVG backends only), imported lazily.
 """
@@ -39,7 +45,7 @@ BANDWIDTH_EXTRAS = (
     ("l2_bandwidth_bytes_per_s", "L2"),
     ("l3_bandwidth_bytes_per_s", "L3"),
 )
-_MARKERS = {"compute": "o", "memory": "s"}
+_MARKERS = {"compute": "o", "memory": "s", "overhead": "^"}
 
 
 def roofline_points(graph: Any, device: Any, *, tf32: bool = False, conv_tf32: bool = True) -> list[dict[str, Any]]:
@@ -73,12 +79,10 @@ def roofline_points(graph: Any, device: Any, *, tf32: bool = False, conv_tf32: b
     return rows
 
 
-def kind_points(
-    points: list[dict[str, Any]], device: Any, shares: Mapping[str, float] | None = None
-) -> list[dict[str, Any]]:
-    """The ops aggregated per op kind: total FLOPs over total bytes (intensity), total FLOPs over the kind's roofline
-    time (achieved FLOP/s), and the kind's share of the time (what a marker's size shows): ``shares[kind]`` where
-    given (a report's op-kind shares of its latency), else of the summed roofline time."""
+def kind_points(points: list[dict[str, Any]], device: Any) -> list[dict[str, Any]]:
+    """The ops aggregated per op kind, without a prediction: total FLOPs over total bytes (intensity), total FLOPs
+    over the kind's roofline time (its attainable FLOP/s), and the kind's share of the summed roofline time (what a
+    marker's size shows). With a report, :func:`report_kinds` gives the predicted ones."""
     bw = device.memory_bandwidth_bytes_per_s
     kinds: dict[str, dict[str, float]] = {}
     for p in points:
@@ -96,7 +100,7 @@ def kind_points(
                 "ops": int(k["ops"]),
                 "intensity_flop_per_byte": k["flops"] / k["bytes"],
                 "achieved_flops_per_s": k["flops"] / k["time_s"],
-                "time_share": shares.get(op, 0.0) if shares is not None else k["time_s"] / total,
+                "time_share": k["time_s"] / total,
             }
             for op, k in kinds.items()
             if k["time_s"] > 0
@@ -126,6 +130,40 @@ def _ceilings_from(device: Any, extra: Mapping[str, Any] | None) -> tuple[list, 
     return compute, bandwidth
 
 
+def report_points(report: Any) -> list[dict[str, Any]]:
+    """One row per op of ``report.per_op`` with FLOPs, bytes and time: its intensity and its predicted achieved
+    rate, ``flops / time`` (the report's own per-op time: nothing is recomputed here)."""
+    return [
+        {
+            "name": o.name,
+            "op": o.op,
+            "flops": o.flops,
+            "bytes": o.bytes_moved,
+            "intensity_flop_per_byte": o.flops / o.bytes_moved,
+            "achieved_flops_per_s": o.flops / (o.time_ms * 1e-3),
+            "bound": o.bound if o.bound in _MARKERS else "memory",
+        }
+        for o in report.per_op
+        if o.flops > 0 and o.bytes_moved > 0 and o.time_ms > 0
+    ]
+
+
+def report_kinds(report: Any) -> list[dict[str, Any]]:
+    """One marker per op kind of the report: its FLOPs over its bytes and over its predicted time (summed over every
+    op of the kind, trimmed rows or not), sized by its share of the latency."""
+    return [
+        {
+            "op": k.name,
+            "ops": k.ops,
+            "intensity_flop_per_byte": k.flops / k.bytes_moved,
+            "achieved_flops_per_s": k.flops / (k.time_ms * 1e-3),
+            "time_share": k.share,
+        }
+        for k in report.by_kind
+        if k.flops > 0 and k.bytes_moved > 0 and k.time_ms > 0
+    ]
+
+
 def _figure(
     graph: Any,
     device: Any,
@@ -133,8 +171,7 @@ def _figure(
     measured: Mapping[str, float] | None,
     title: str | None,
     tf32: bool,
-    shares: Mapping[str, float] | None = None,
-    rest: tuple[str, float] | None = None,
+    report: Any = None,
     conv_tf32: bool = True,
 ):
     try:
@@ -145,9 +182,21 @@ def _figure(
         ) from err
     extra = ceilings.get("ceilings", ceilings) if isinstance(ceilings, Mapping) else None
     compute, bandwidth = _ceilings_from(device, extra)
-    points = roofline_points(graph, device, tf32=tf32, conv_tf32=conv_tf32) if graph is not None else []
+    graph_points = roofline_points(graph, device, tf32=tf32, conv_tf32=conv_tf32) if graph is not None else []
+    if report is not None and report.by_kind:
+        points = [{**p, "rate": p["achieved_flops_per_s"]} for p in report_points(report)]
+        kinds = report_kinds(report)
+        listed, every = len(report.per_op), sum(k.ops for k in report.by_kind)
+        where = "at their predicted rate (FLOPs / predicted time)" + (
+            f"; the report's top {listed} of {every} ops" if listed < every else ""
+        )
+        of, rest = "of the latency", report_rest(report)
+    else:
+        points = [{**p, "rate": p["attainable_flops_per_s"]} for p in graph_points]
+        kinds = kind_points(graph_points, device)
+        where, of, rest = "at their roofline bound (no prediction)", "of the roofline time", None
     peak = max(v for _, v, _ in compute)
-    xs = [p["intensity_flop_per_byte"] for p in points] or [1.0]
+    xs = [p["intensity_flop_per_byte"] for p in points + kinds] or [1.0]
     x_lo = min(0.01, min(xs) / 2)
     x_hi = max(1e4, max(xs) * 2, 4 * peak / min(b for _, b, _ in bandwidth))
     fig = Figure(figsize=(11, 6), dpi=110)
@@ -176,44 +225,43 @@ def _figure(
             alpha=0.8,
             label=f"{label} {value / 1e12:,.1f} TF ({tag})",
         )
-    if points:
-        for bound, marker in _MARKERS.items():
-            sel = [p for p in points if p["bound"] == bound]
-            if sel:
-                ax.scatter(
-                    [p["intensity_flop_per_byte"] for p in sel],
-                    [p["attainable_flops_per_s"] for p in sel],
-                    s=8,
-                    marker=marker,
-                    alpha=0.25,
-                    color="0.4",
-                    label=f"single ops, {bound}-bound",
-                )
-        # one marker per op kind, its area the kind's share of the time: where the time goes, at a glance; named in
-        # the legend (labels beside the markers overlap wherever two kinds sit close)
-        of = "of the latency" if shares is not None else "of the roofline time"
-        for k in kind_points(points, device, shares):
+    for bound, marker in _MARKERS.items():
+        sel = [p for p in points if p["bound"] == bound]
+        if sel:
             ax.scatter(
-                [k["intensity_flop_per_byte"]],
-                [k["achieved_flops_per_s"]],
-                s=30 + 900 * k["time_share"],
-                alpha=0.7,
-                edgecolors="k",
-                linewidths=0.6,
-                label=f"{k['op']}: {k['time_share']:.1%} {of}",
+                [p["intensity_flop_per_byte"] for p in sel],
+                [p["rate"] for p in sel],
+                s=8,
+                marker=marker,
+                alpha=0.25,
+                color="0.4",
+                label=f"single ops, {bound}-bound, {where}",
             )
-        if rest is not None and rest[1] > 0:  # the latency's part outside the ops: a legend line, no marker
-            ax.plot([], [], " ", label=f"{rest[0]}: {rest[1]:.1%} of the latency")
-        if measured:
-            mx = [
-                (p["intensity_flop_per_byte"], p["flops"] / measured[p["name"]])
-                for p in points
-                if measured.get(p["name"], 0) > 0
-            ]
-            if mx:
-                ax.scatter(*zip(*mx), marker="x", color="k", s=20, label="ops (measured)")
+    # one marker per op kind, its area the kind's share of the time: where the time goes, at a glance; named in
+    # the legend (labels beside the markers overlap wherever two kinds sit close)
+    for k in kinds:
+        ax.scatter(
+            [k["intensity_flop_per_byte"]],
+            [k["achieved_flops_per_s"]],
+            s=30 + 900 * k["time_share"],
+            alpha=0.7,
+            edgecolors="k",
+            linewidths=0.6,
+            label=f"{k['op']}: {k['time_share']:.1%} {of}",
+        )
+    if rest is not None and rest[1] > 0:  # the latency's part outside the ops: a legend line, no marker
+        ax.plot([], [], " ", label=f"{rest[0]}: {rest[1]:.1%} of the latency")
+    if measured:
+        mx = [
+            (p["intensity_flop_per_byte"], p["flops"] / measured[p["name"]])
+            for p in graph_points
+            if measured.get(p["name"], 0) > 0
+        ]
+        if mx:
+            ax.scatter(*zip(*mx), marker="x", color="k", s=20, label="ops (measured)")
     ax.set_xlim(x_lo, x_hi)
-    lowest = min([p["attainable_flops_per_s"] for p in points] + [x_lo * min(b for _, b, _ in bandwidth)])
+    rates = [p["rate"] for p in points] + [k["achieved_flops_per_s"] for k in kinds]
+    lowest = min(rates + [x_lo * min(b for _, b, _ in bandwidth)])
     ax.set_ylim(max(lowest / 2, peak * 1e-7), peak * 3)
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("FLOP/s")
@@ -243,7 +291,8 @@ def plot_roofline(
 
     ``path`` ending in .png or .svg writes that file; without a suffix both ``path.png`` and ``path.svg``.
     ``ceilings`` (a DeviceCeilings dict or file) adds L1/L2/L3 diagonals; ``measured`` maps op names to seconds.
-    ``report`` (a PerfReport of ``graph`` on ``device``): the op kinds' shares are its own (``by_kind``).
+    ``report`` (a PerfReport of ``graph`` on ``device``): each op at its predicted rate, the op kinds' shares its
+    own (``by_kind``).
     ``tf32`` and ``conv_tf32`` are the run's TF32 switches (RunConfig's, with its defaults), so each op sits on the
     ceiling the report used.
     Returns the written paths.
@@ -255,7 +304,7 @@ def plot_roofline(
         from perfpredict.kernels.ceilings import read_ceilings
 
         ceilings = read_ceilings(ceilings)
-    fig = _figure(graph, device, ceilings, measured, title, tf32, report_shares(report), report_rest(report), conv_tf32)
+    fig = _figure(graph, device, ceilings, measured, title, tf32, report, conv_tf32)
     path = Path(path or "roofline")
     targets = (
         [path] if path.suffix.lower() in (".png", ".svg") else [path.with_suffix(".png"), path.with_suffix(".svg")]
@@ -278,24 +327,16 @@ def roofline_svg(
     conv_tf32: bool = True,
     report: Any = None,
 ) -> str:
-    """The roofline as inline SVG text (no XML prolog), for embedding in the HTML report. With ``report``, the op
-    kinds' shares are the report's (the numbers of its op-kind table)."""
+    """The roofline as inline SVG text (no XML prolog), for embedding in the HTML report. With ``report``, each op
+    sits at its predicted rate and the op kinds' shares are the report's (the numbers of its op-kind table)."""
     from perfpredict.hardware.devices import get_device
 
-    fig = _figure(
-        graph, get_device(device), ceilings, measured, None, tf32, report_shares(report), report_rest(report), conv_tf32
-    )
+    fig = _figure(graph, get_device(device), ceilings, measured, None, tf32, report, conv_tf32)
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
     text = buf.getvalue()
     start = text.find("<svg")
     return text[start:] if start >= 0 else text
-
-
-def report_shares(report: Any) -> dict[str, float] | None:
-    """op kind -> share of the latency, from a report's op-kind rows (None without a report or rows)."""
-    kinds = getattr(report, "by_kind", ()) if report is not None else ()
-    return {k.name: k.share for k in kinds} or None
 
 
 def report_rest(report: Any) -> tuple[str, float] | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.core.units import MIB
-from perfpredict.request import DEFAULT_DEVICE, Request, field_names
+from perfpredict.request import DEFAULT_DEVICE, EVERY_OP, Request, field_names
 
 MAX_CONFIG_BYTES = MIB  # a config.json is a few KB; anything near this is not one
 MAX_ONNX_BYTES = 512 << 20
@@ -162,7 +162,10 @@ def _step(q: Question, devices: list) -> Answer:
 
     reports, first_graph = [], None
     for device in devices:
-        report, graph = predict_with_graph(q.request(device))
+        request = q.request(device)
+        if "top_ops" not in q.options:  # the roofline draws every op at its predicted rate: keep every op's row
+            request = request.but(top_ops=EVERY_OP)
+        report, graph = predict_with_graph(request)
         first_graph = first_graph or graph
         reports.append(report)
     per = "1k inferences" if q.phase == "inference" else "training run"
