@@ -252,7 +252,8 @@ def _predict_hf(
         tpot_last_ms=float(steps[-1]) if len(steps) else 0.0,
         e2e_ms=e2e_ms,
         tokens_per_s=tokens / e2e_ms * 1e3,
-        decode_tokens_per_s=batch / mean_step * 1e3 if mean_step else 0.0,
+        # a batch beyond max_batch does not fit (fits=False): no more than max_batch sequences can decode at once
+        decode_tokens_per_s=min(batch, max_batch) / mean_step * 1e3 if mean_step else 0.0,
         weights_bytes=int(weights_bytes),
         kv_cache_bytes=int(kv_bytes),
         activations_bytes=int(activations),
@@ -289,6 +290,7 @@ def _predict_hf(
         tp=tp,
         ttft_max_ms=ttft_ms,
         tp_communication_ms=decode[0].step_ms - points[0][1].latency_ms.value,
+        running_batch=min(batch, max_batch),
     )
 
 

@@ -60,7 +60,9 @@ class GenerationReport(JsonReport):
     tpot_last_ms: float
     e2e_ms: float
     tokens_per_s: float  # batch x new tokens / end-to-end time
-    decode_tokens_per_s: float  # batch / mean time per output token
+    # decode alone: running_batch / mean time per output token, the sequences that decode together (never more
+    # than the KV cache holds at once: an engine's others wait, and a batch that does not fit never runs whole)
+    decode_tokens_per_s: float
     weights_bytes: int
     kv_cache_bytes: int
     activations_bytes: int
@@ -86,6 +88,9 @@ class GenerationReport(JsonReport):
     prefill_steps: int = 0
     decode_steps: int = 0
     host_ms: float = 0.0  # the engine's scheduler time over the run (not overlapped with the GPU)
+    # the sequences that decode together: the batch, or as many as the KV cache holds at the full context
+    # (``max_batch``) where that is fewer; 0 in a report written before this field
+    running_batch: int = 0
 
     @property
     def memory_bound_below_batch(self) -> int | None:

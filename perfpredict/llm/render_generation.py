@@ -35,11 +35,7 @@ def summary_rows(r: GenerationReport) -> list[tuple[str, str, str]]:
             + (f"; tensor-parallel all-reduces {fmt_time_ms(r.tp_communication_ms)} of each step" if r.tp > 1 else ""),
         ),
         ("End to end", fmt_time_ms(r.e2e_ms), f"{r.new_tokens} new tokens" + _engine_detail(r)),
-        (
-            "Tokens/s",
-            fmt_rate(r.tokens_per_s, "tokens/s"),
-            f"batch {r.batch}; decode alone {fmt_rate(r.decode_tokens_per_s, 'tokens/s')}",
-        ),
+        ("Tokens/s", fmt_rate(r.tokens_per_s, "tokens/s"), f"batch {r.batch}; {decode_alone(r)}"),
         (
             "Memory per GPU" if r.tp > 1 else "Peak memory",
             fmt_bytes(r.peak_memory_bytes),
@@ -50,6 +46,18 @@ def summary_rows(r: GenerationReport) -> list[tuple[str, str, str]]:
         ("Cost per 1M tokens", cost, f"at the price of {gpus}"),
     ]
     return rows
+
+
+def decode_alone(r: GenerationReport) -> str:
+    """The decode-only rate, with the sequences it counts: those running together, never more than the KV cache
+    holds (``running_batch``; a report written before it says the batch)."""
+    rate = f"decode alone {fmt_rate(r.decode_tokens_per_s, 'tokens/s')}"
+    running = r.running_batch or r.batch
+    if running >= r.batch:
+        return f"{rate} ({running:,} sequences decoding together)"
+    if r.engine == "vllm":
+        return f"{rate} ({running:,} sequences decoding together, as many as the KV cache holds; the rest wait)"
+    return f"{rate} (at most {running:,} sequences fit; the batch of {r.batch:,} does not)"
 
 
 def _memory_detail(r: GenerationReport) -> str:

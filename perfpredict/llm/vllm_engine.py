@@ -133,6 +133,7 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
     price = price if price is not None else cost.price_usd_per_hour(dev)
     kv_used = trace.peak_blocks * kv.block_bytes
     largest = min(kv.max_seqs_at(prompt + new), m.engine.config.max_num_seqs)
+    running = max(1, min(batch, largest))  # the sequences decoding together: the others wait for cache space
     return GenerationReport(
         model_name=m.spec.name,
         device=dev.name,
@@ -151,7 +152,7 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
         tpot_last_ms=points[-1].step_ms,
         e2e_ms=e2e_ms,
         tokens_per_s=tokens / trace.e2e_s,
-        decode_tokens_per_s=batch / tpot * 1e3 if tpot else 0.0,
+        decode_tokens_per_s=running / tpot * 1e3 if tpot else 0.0,
         weights_bytes=kv.weights_bytes,
         kv_cache_bytes=int(kv_used),
         activations_bytes=kv.activation_bytes,
@@ -177,6 +178,7 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
         prefill_steps=trace.prefill_steps,
         decode_steps=trace.decode_steps,
         host_ms=trace.host_s * 1e3,
+        running_batch=running,
     )
 
 

@@ -411,3 +411,17 @@ def test_generate_host_times_the_steps_keys_the_cache_and_refuses_an_unknown_hos
     assert main([*argv, "--host", "nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "unknown host 'nope'" in err and "h100-server, dev-vm, calibrated" in err
+
+
+def test_decode_alone_of_a_batch_that_does_not_fit_counts_only_the_sequences_that_fit():
+    from perfpredict.llm.generation import predict_generation
+    from perfpredict.llm.render_generation import summary_rows
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = predict_generation("gpt2", device="L4", engine="hf", batch=100_000, prompt_tokens=32, new_tokens=8)
+    assert not r.fits and 0 < r.max_batch < 100_000 and r.running_batch == r.max_batch
+    # max_batch sequences x 1000 / TPOT in ms: the cache never holds more at once (was 100,000 x 1000 / TPOT)
+    assert r.decode_tokens_per_s == pytest.approx(r.max_batch * 1000 / r.tpot_mean_ms)
+    detail = dict((m, d) for m, _, d in summary_rows(r))["Tokens/s"]
+    assert f"at most {r.max_batch:,} sequences fit; the batch of 100,000 does not" in detail

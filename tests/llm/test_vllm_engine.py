@@ -228,3 +228,19 @@ def test_decode_attention_streams_the_kv_cache_never_faster_than_the_gpus_bandwi
     kv = 2 * 64 * 4096 * 32 * 128 * 2 * 32  # K and V of 64 sequences of 4,096 tokens, every layer, fp16
     assert big >= kv / h100.memory_bandwidth_bytes_per_s  # the roofline: every cached byte is read once
     assert big == pytest.approx(4 * small, rel=0.15)  # memory-bound: 4x the context, 4x the time
+
+
+def test_decode_alone_counts_the_sequences_running_together_never_more_than_the_kv_cache_holds():
+    # issue 45, item 4: decode alone was batch / TPOT, though the KV pool holds fewer sequences than the batch
+    # (Llama-70B at tp 2 and batch 128: 2,462 tokens/s against 685 overall; batch 100,000: 1.67 M tokens/s)
+    from perfpredict.llm.render_generation import summary_rows
+    from perfpredict.llm.vllm_engine import predict_vllm
+
+    r = predict_vllm("llama-2-7b", device="L4", batch=64, prompt_tokens=1024, new_tokens=32, sweep=False)
+    # the pool holds 13,792 tokens: 862 blocks of 16, 66 blocks a sequence of 1,056 tokens, 13 sequences at once
+    assert r.kv_capacity_tokens // 16 // -(-(1024 + 32) // 16) == r.max_batch == r.running_batch == 13
+    assert r.decode_tokens_per_s == pytest.approx(13 * 1000 / r.tpot_mean_ms)  # not 64 x 1000 / TPOT
+    assert r.decode_tokens_per_s <= r.kv_capacity_tokens / (1024 + 32) * 1000 / r.tpot_mean_ms
+    assert r.decode_tokens_per_s < 2 * r.tokens_per_s  # was 64 / 13 = 4.9 x the share the pool allows
+    detail = dict((m, d) for m, _, d in summary_rows(r))["Tokens/s"]
+    assert "13 sequences decoding together, as many as the KV cache holds" in detail
