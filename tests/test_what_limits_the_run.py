@@ -45,7 +45,10 @@ def test_a_host_bound_bert_report_says_what_cuda_graph_and_compiled_would_take_e
     assert data["bound"] == "host" and set(data["other_modes_ms"]) == {"cuda_graph", "compiled", "compiled_cuda_graph"}
     # a CUDA graph run is no longer host-bound: no advice line, and the bound is the GPU's
     graphed = report_for_graph(bert_b1, device="H100-SXM", weights_built_in=None, mode="cuda_graph")
-    assert graphed.timeline.bound in ("compute", "memory") and len(timeline_lines(graphed)) == 1
+    assert graphed.timeline.bound in ("compute", "memory")
+    assert (
+        timeline_lines(graphed)[1].startswith(f"{graphed.timeline.bound}-bound: ") and len(timeline_lines(graphed)) == 2
+    )
 
 
 def test_a_big_gemm_is_bound_by_the_gpu_and_says_which():
@@ -57,7 +60,8 @@ def test_a_big_gemm_is_bound_by_the_gpu_and_says_which():
     report = predict(layer, x, device="H100-SXM")
     # 2*8192*4096*4096 = 550 GFLOP over 64 MiB + 128 MiB + 128 MiB moved: far above the H100's ridge point
     assert report.timeline.bound == "compute" and not report.timeline.launch_bound
-    assert "bound: compute" in timeline_lines(report)[0] and len(timeline_lines(report)) == 1
+    assert "bound: compute" in timeline_lines(report)[0] and len(timeline_lines(report)) == 2  # no host-bound line
+    assert timeline_lines(report)[1].startswith("compute-bound: ")
     # predict_many takes the host too: a batch-1 layer is host-bound, and the dev VM's host is slower
     small = [{"device": "H100-SXM", "batch_size": 1}]
     server = predict_many(layer, x, small)["latency_ms"][0]
@@ -118,6 +122,8 @@ def test_multi_gpu_reports_say_when_ranks_are_host_bound_and_what_it_does_to_sca
     assert "host-bound" in note and "tp=2" in note and f"{tp.scaling_efficiency:.0%}" in note and "--mode" in note
     text = render_parallel_text(tp)
     assert f"note: {note}" in text and "bound                host" in text
+    t = tp.rank_timeline
+    assert f"why                  each rank's host dispatch and launches ({t.host_ms:.2f} ms) take longer" in text
     again = ParallelReport.from_dict(json.loads(tp.to_json()))
     assert again.rank_timeline == tp.rank_timeline and again.notes == tp.notes
     # with CUDA graphs the ranks are no longer host-bound, and nothing claims they are
@@ -139,3 +145,76 @@ def test_the_shipped_server_profile_states_its_source_and_its_fit():
     for name in host_model.HOSTS:
         profile = host_model.load_profile(host=name)
         assert profile.name == name and len(profile.source) > 40
+
+
+# the bound follows the two timelines (issue 45, item 4): a Llama-7B training step whose host time exceeded its
+# device time was labelled "compute", and the optimizer step's device time was left out of compute-vs-memory
+def _mlp(width: int, blocks: int, dtype=None):
+    import torch
+
+    layers = [torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.GELU()) for _ in range(blocks)]
+    return torch.nn.Sequential(*layers).to(dtype or torch.float32)
+
+
+def test_a_step_whose_host_outlasts_its_device_is_host_bound_though_the_gpu_idles_under_a_third():
+    import torch
+
+    from perfpredict.api import predict
+
+    report = predict(_mlp(1024, 4), (torch.randn(256, 1024),), device="H100-SXM")
+    t = report.timeline
+    # the case the old rule (device idle over a third of the wall) missed: the host takes longer than the device
+    assert t.host_ms > t.device_ms and t.device_idle_share < 1 / 3
+    assert t.bound == "host" and t.launch_bound
+    advice = timeline_lines(report)[-1]
+    assert f"dispatch and launches take {fmt_time_ms(t.host_ms)}, the GPU's work {fmt_time_ms(t.device_ms)}" in advice
+    graphed = predict(_mlp(1024, 4), (torch.randn(256, 1024),), device="H100-SXM", mode="cuda_graph")
+    assert graphed.timeline.host_ms < graphed.timeline.device_ms and graphed.timeline.bound != "host"
+
+
+def test_the_optimizer_steps_device_time_counts_toward_memory_bound():
+    import torch
+
+    from perfpredict.api import predict
+
+    layer = torch.nn.Linear(4096, 4096)
+    report = predict(layer, (torch.randn(64, 4096),), device="H100-SXM", phase="training", top_ops=1000)
+    t, rows = report.timeline, report.per_op
+    # fp32 GEMMs of 64 x 4096 x 4096: 2.1 GFLOP over 69 MB, 31 FLOP/byte, above the FP32 ridge of
+    # 66.9 TFLOP/s x 0.85 / (3.35 TB/s x 0.9) = 18.9 FLOP/byte: compute-bound; the AdamW step streams 16.8 M
+    # parameters' weights, gradients and two moments: memory-bound, and the largest row
+    assert t.ridge_flop_per_byte == pytest.approx(66.9e12 * 0.85 / (3.35e12 * 0.9), rel=2e-3)
+    assert {o.bound for o in rows if o.op == "matmul"} == {"compute"} and rows[0].op == "optimizer"
+    compute = sum(o.time_ms for o in rows if o.bound == "compute")
+    assert t.compute_share == pytest.approx(compute / sum(o.time_ms for o in rows)) and t.compute_share < 0.5
+    # without the optimizer (as the old rule counted) the GEMMs hold most of the device time
+    assert compute > sum(o.time_ms for o in rows if o.bound != "compute" and o.op != "optimizer")
+    assert t.bound == "memory"
+    reason = timeline_lines(report)[1]
+    assert f"memory-bound: {t.compute_share:.0%} of the device time is in compute-bound ops" in reason
+    assert "(the optimizer step among them)" in reason and "above 19 FLOP/byte" in reason
+
+
+def test_a_gemm_between_two_gpus_ridge_points_is_memory_bound_on_the_h100_and_compute_bound_on_the_a100():
+    """Why the same plan can be memory-bound on an H100 and compute-bound on an A100: the A100 has fewer FLOP/s
+    per byte/s of bandwidth, so a GEMM of middling intensity is compute-bound there and memory-bound on the H100;
+    every report says its ridge point in words."""
+    import torch
+
+    from perfpredict.api import predict
+
+    model, x = _mlp(4096, 4, torch.bfloat16), (torch.randn(256, 4096, dtype=torch.bfloat16),)
+    # 256 x 4096 x 4096 in bf16: 8.6 GFLOP over 2 x (1 M + 16.8 M + 1 M) elements = 37.7 MB, 228 FLOP/byte;
+    # ridges: H100 989.4 TFLOP/s x 0.8 / (3.35 TB/s x 0.9) = 262.5, A100 312 x 0.8 / (2.039 x 0.9) = 136.0
+    h100 = predict(model, x, device="H100-SXM", mode="cuda_graph", top_ops=1000)
+    a100 = predict(model, x, device="A100-SXM-80GB", mode="cuda_graph", top_ops=1000)
+    assert h100.timeline.ridge_flop_per_byte == pytest.approx(262.5, abs=0.5)
+    assert a100.timeline.ridge_flop_per_byte == pytest.approx(136.0, abs=0.5)
+    (gemm,) = {round(o.arithmetic_intensity_flop_per_byte) for o in h100.per_op if o.op == "matmul"}
+    assert gemm == 228
+    assert {o.bound for o in h100.per_op if o.op == "matmul"} == {"memory"}
+    assert {o.bound for o in a100.per_op if o.op == "matmul"} == {"compute"}
+    assert (h100.timeline.bound, a100.timeline.bound) == ("memory", "compute")
+    for report, ridge in ((h100, 263), (a100, 136)):
+        why = f"on the {report.device} the step's heaviest op is compute-bound above {ridge} FLOP/byte"
+        assert why in timeline_lines(report)[1]

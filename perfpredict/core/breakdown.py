@@ -44,6 +44,13 @@ def by_kind(rows: Sequence[OpContribution], latency_ms: float | None = None) -> 
     )
 
 
+def compute_share(rows: Sequence[OpContribution]) -> float:
+    """The share of the rows' time in compute-bound ops (``bound == "compute"``): what decides whether a step is
+    compute- or memory-bound (``core.report.step_bound``)."""
+    total = sum(r.time_ms for r in rows)
+    return sum(r.time_ms for r in rows if r.bound == "compute") / total if total > 0 else 0.0
+
+
 def repeated_blocks(
     rows: Sequence[OpContribution], top: int = 5, latency_ms: float | None = None
 ) -> tuple[BlockShare, ...]:

@@ -198,6 +198,22 @@ class MeasuredVsPredicted:
 HOST_BOUND_IDLE_SHARE = 1 / 3
 
 
+def host_bound(device_ms: float, host_ms: float, device_idle_share: float) -> bool:
+    """The host's timeline is the step's critical path: its dispatch and launches take at least the device's busy
+    time (a faster GPU would not shorten the step), or the device idles more than :data:`HOST_BOUND_IDLE_SHARE` of
+    the step waiting for them."""
+    return host_ms >= device_ms or device_idle_share > HOST_BOUND_IDLE_SHARE
+
+
+def step_bound(device_ms: float, host_ms: float, device_idle_share: float, compute_share: float) -> str:
+    """What limits a step: "host" (:func:`host_bound`), else where the device time goes: "compute" where the
+    compute-bound ops (their FLOPs take longer than their bytes at the device's ceilings) hold at least half of
+    it, else "memory" (memory-bound ops, the optimizer step among them, and the shortest kernels)."""
+    if host_bound(device_ms, host_ms, device_idle_share):
+        return "host"
+    return "compute" if compute_share >= 0.5 else "memory"
+
+
 @dataclass(frozen=True)
 class TimelineSummary:
     """The two timelines of one step (``predictors/two_timeline.py``): the device's busy time, the host's dispatch
@@ -212,15 +228,21 @@ class TimelineSummary:
     other_modes_ms: dict[str, float] = field(default_factory=dict)
     host_profile: str = ""
     device_model: str = ""  # where the per-op device time comes from (which GPUs' rows, which dtypes)
-    # what limits the step: "host" (dispatch and launches: the device idles, see ``launch_bound``), else "compute"
+    # what limits the step (:func:`step_bound`): "host" (dispatch and launches, ``launch_bound``), else "compute"
     # or "memory" (the bound of the ops holding most of the device time); multi-GPU adds "communication"
     bound: str = ""
     host_source: str = ""  # where the host profile's figures come from (its file's ``source``)
+    # the share of the device time in compute-bound ops (the per-op table's "compute" rows; the rest is memory-bound
+    # ops, the optimizer step among them, and the shortest kernels), and the arithmetic intensity above which a
+    # GEMM of the run's dtype is compute-bound on this device (its attainable FLOP/s over its attainable bandwidth):
+    # why one GPU's step is compute-bound and another's memory-bound (0.0 in a report written before them)
+    compute_share: float = 0.0
+    ridge_flop_per_byte: float = 0.0
 
     @property
     def launch_bound(self) -> bool:
-        """The device idles more than a third of the step: the host, not the GPU, sets the pace."""
-        return self.device_idle_share > HOST_BOUND_IDLE_SHARE
+        """The host, not the GPU, sets the pace (:func:`host_bound`)."""
+        return host_bound(self.device_ms, self.host_ms, self.device_idle_share)
 
 
 @dataclass(frozen=True)

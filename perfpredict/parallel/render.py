@@ -32,6 +32,7 @@ def _step(r: ParallelReport) -> list[str]:
             f"bound                {r.bound}",
             f"one rank's step      device {t.device_ms:.2f} ms, host {t.host_ms:.2f} ms, wall {t.wall_ms:.2f} ms "
             f"({t.mode}, host profile {t.host_profile})",
+            *_why(r),
         ]
         if t is not None
         else ([f"bound                {r.bound}"] if r.bound else [])
@@ -46,6 +47,29 @@ def _step(r: ParallelReport) -> list[str]:
         f"peak memory per GPU  {r.peak_memory_bytes / GIB:10.2f} GiB  of {r.device_memory_bytes / GIB:.2f} GiB: {fits}"
         + (f" ({r.peak_memory_bytes / r.device_memory_bytes:.0%} of it: tight, see the warning)" if _tight(r) else ""),
     ]
+
+
+def _why(r: ParallelReport) -> list[str]:
+    """Why the step has its bound: exposed communication against compute, the rank's host against its device, or
+    where the rank's device time goes (``render.text.bound_reason``)."""
+    from perfpredict.render.text import bound_reason
+
+    t = r.rank_timeline
+    if r.bound == "communication":
+        why = (
+            f"exposed communication {r.exposed_communication_ms:.2f} ms outweighs the slowest rank's compute "
+            f"{r.compute_ms:.2f} ms"
+        )
+    elif r.bound == "host":
+        why = (
+            f"each rank's host dispatch and launches ({t.host_ms:.2f} ms) take longer than its GPU's work "
+            f"({t.device_ms:.2f} ms)"
+            if t.host_ms >= t.device_ms
+            else f"each rank's GPU idles {t.device_idle_share:.0%} of its step waiting for its host's dispatch"
+        )
+    else:
+        why = bound_reason(t, r.device, r.phase)
+    return [f"why                  {why}"] if why else []
 
 
 def _stages(r: ParallelReport) -> list[str]:

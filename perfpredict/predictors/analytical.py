@@ -72,14 +72,25 @@ def attainable_bandwidth(device: Device) -> float:
     return _attainable(device, "memory", "memory")
 
 
+def ridge_flop_per_byte(graph: OpGraph, device: Device, config: RunConfig) -> float:
+    """The arithmetic intensity above which the graph's heaviest op (most FLOPs: a GEMM or a convolution, in the
+    dtype and on the unit it runs on) is compute-bound on ``device``: its attainable FLOP/s over the attainable
+    bandwidth, the rule each op's bound follows (``compute_s >= memory_s``). 0.0 for a graph without FLOPs."""
+    heaviest = max(graph.nodes, key=lambda n: n.flops, default=None)
+    if heaviest is None or heaviest.flops <= 0:
+        return 0.0
+    return _node_rate(heaviest, graph.dtype, device, config, ideal=False) / attainable_bandwidth(device)
+
+
 def _node_rates(graph: OpGraph, device: Device, config: RunConfig, ideal: bool) -> np.ndarray:
     """FLOP/s each node can attain: its dtype's tensor-core or vector rate (datasheet peak when ``ideal``)."""
-    rates = np.empty(len(graph.nodes))
-    for i, node in enumerate(graph.nodes):
-        dtype = node.outputs[0].dtype if node.outputs else graph.dtype
-        peak, key = op_kinds.attainable_rate(node.op, dtype, device, tf32=config.tf32, conv_tf32=config.conv_tf32)
-        rates[i] = peak if ideal else _attainable(device, key, "tensor" if key.endswith("_tensor") else "vector")
-    return rates
+    return np.array([_node_rate(node, graph.dtype, device, config, ideal) for node in graph.nodes], dtype=float)
+
+
+def _node_rate(node: Any, graph_dtype: str, device: Device, config: RunConfig, ideal: bool) -> float:
+    dtype = node.outputs[0].dtype if node.outputs else graph_dtype
+    peak, key = op_kinds.attainable_rate(node.op, dtype, device, tf32=config.tf32, conv_tf32=config.conv_tf32)
+    return peak if ideal else _attainable(device, key, "tensor" if key.endswith("_tensor") else "vector")
 
 
 @dataclass(frozen=True)

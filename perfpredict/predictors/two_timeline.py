@@ -30,9 +30,15 @@ from pathlib import Path
 import numpy as np
 
 from perfpredict.core import breakdown, op_kinds, ops
-from perfpredict.core.report import HOST_BOUND_IDLE_SHARE, OpContribution, Prediction, TimelineSummary
+from perfpredict.core.report import OpContribution, Prediction, TimelineSummary, step_bound
 from perfpredict.predictors import gpu_device_time, host_model, op_efficiency, timeline
-from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor, attainable_bandwidth, op_contribution
+from perfpredict.predictors.analytical import (
+    HIGH_FACTOR,
+    AnalyticalPredictor,
+    attainable_bandwidth,
+    op_contribution,
+    ridge_flop_per_byte,
+)
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.gpu_efficiency import GpuEfficiencyModel
@@ -410,7 +416,7 @@ class TwoTimelinePredictor:
             per_op=rows[: config.top_ops],
             by_kind=breakdown.by_kind(rows, wall_s * 1e3),
             blocks=breakdown.repeated_blocks(rows, latency_ms=wall_s * 1e3),
-            timeline=self.summary(arrays, device, config, batches, tl, ev, node_s),
+            timeline=self.summary(arrays, device, config, batches, tl, ev, node_s, breakdown.compute_share(rows)),
             outside_ops_label=outside_label(device, config.mode),
         )
 
@@ -431,25 +437,34 @@ class TwoTimelinePredictor:
         return per_node, float(opt_d[0, 0])
 
     @_on_configs_host
-    def summary(self, arrays, device, config, batches, tl, ev, node_s) -> TimelineSummary:
-        """The report's view: this mode's device, host and wall time, and what the other modes would give."""
+    def summary(self, arrays, device, config, batches, tl, ev, node_s, compute_share: float) -> TimelineSummary:
+        """The report's view: this mode's device, host and wall time, what the other modes would give, and what
+        bounds the step (``step_bound``: ``compute_share`` is that of the per-op rows' device time, the optimizer
+        step's included)."""
         others = {}
         if device.kind == "gpu":
             for mode in MODES:
                 if mode != config.mode:
                     other, _ = self.timelines(arrays, device, _with_mode(config, mode), batches, ev, node_s)
                     others[mode] = float(other.wall_s[0]) * 1e3
+        device_ms, host_ms, idle = (
+            float(tl.device_s[0]) * 1e3,
+            float(tl.host_s[0]) * 1e3,
+            float(tl.device_idle_share[0]),
+        )
         return TimelineSummary(
             mode=config.mode,
-            device_ms=float(tl.device_s[0]) * 1e3,
-            host_ms=float(tl.host_s[0]) * 1e3,
+            device_ms=device_ms,
+            host_ms=host_ms,
             wall_ms=float(tl.wall_s[0]) * 1e3,
-            device_idle_share=float(tl.device_idle_share[0]),
+            device_idle_share=idle,
             other_modes_ms=others,
             host_profile=self.profile_for(device).name,
             device_model=self.describe_device_model(arrays.graph, device, config),
-            bound="host" if float(tl.device_idle_share[0]) > HOST_BOUND_IDLE_SHARE else device_bound(ev, node_s),
+            bound=step_bound(device_ms, host_ms, idle, compute_share),
             host_source=self.profile_for(device).source,
+            compute_share=compute_share,
+            ridge_flop_per_byte=ridge_flop_per_byte(arrays.graph, device, config),
         )
 
     def describe_device_model(self, graph, device, config: RunConfig) -> str:
@@ -466,13 +481,6 @@ class TwoTimelinePredictor:
         return "datasheet x fixed achieved fractions (analytical.ACHIEVED_FRACTION)" + (
             f" x a calibrated scale of {scale:.2f}" if scale != 1.0 else ""
         )
-
-
-def device_bound(ev, node_s: np.ndarray) -> str:
-    """The device's bound, "compute" or "memory": that of the ops holding most of the first config's device time."""
-    t = node_s[:, 0]
-    compute = ev.compute_s[: len(t), 0] >= ev.memory_s[: len(t), 0]
-    return "compute" if t[compute].sum() >= t[~compute].sum() else "memory"
 
 
 def outside_label(device, mode: str) -> str:

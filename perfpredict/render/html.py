@@ -14,10 +14,12 @@ from perfpredict.core.errors import InvalidInputError
 from perfpredict.render.text import (
     GROUP_COLUMNS,
     block_lines,
+    bound_reason,
     coverage_line,
     estimate_label,
     group_row,
     header_lines,
+    host_bound_advice,
     kind_rows,
     kinds_title,
     mig_columns,
@@ -97,8 +99,14 @@ def _timeline(report: PerfReport) -> str:
     t = report.timeline
     rows = [(t.mode, f"{t.device_ms:.3g} ms", f"{t.host_ms:.3g} ms", f"{t.wall_ms:.3g} ms", t.bound or "-")]
     table = _table(("mode", "device", "host", "wall", "bound"), rows, numeric={"device", "host", "wall"})
-    advice = "".join(f'<p class="rec" id="host-bound">{escape(line)}</p>' for line in lines[1:])
-    return f'<h2>What limits the run</h2><section id="timeline">{table}<p>{escape(lines[0])}</p>{advice}</section>'
+    reason = bound_reason(t, report.device, report.phase)
+    advice = host_bound_advice(t)
+    return (
+        f'<h2>What limits the run</h2><section id="timeline">{table}<p>{escape(lines[0])}</p>'
+        + (f'<p id="bound-reason">{escape(reason)}</p>' if reason else "")
+        + (f'<p class="rec" id="host-bound">{escape(advice)}</p>' if advice else "")
+        + "</section>"
+    )
 
 
 def _ops(report: PerfReport, top_ops: int | None) -> str:

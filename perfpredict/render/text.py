@@ -349,20 +349,34 @@ def timeline_lines(report: PerfReport) -> list[str]:
         f"timelines ({t.mode}): device {fmt_time_ms(t.device_ms)}, host {fmt_time_ms(t.host_ms)}, "
         f"wall {fmt_time_ms(t.wall_ms)}{bound}; host profile: {t.host_profile}"
     ]
-    advice = host_bound_advice(t)
-    if advice:
-        lines.append(advice)
-    return lines
+    why = bound_reason(t, report.device, report.phase)
+    return lines + [line for line in (why, host_bound_advice(t)) if line]
+
+
+def bound_reason(t, device: str, phase: str) -> str:
+    """Why a device-bound step is compute- or memory-bound: where its device time goes, and the intensity above
+    which an op is compute-bound on ``device`` (a GPU with fewer FLOP/s per byte/s of bandwidth calls more ops so)."""
+    if t.bound not in ("compute", "memory") or not t.ridge_flop_per_byte:
+        return ""
+    return (
+        f"{t.bound}-bound: {t.compute_share:.0%} of the device time is in compute-bound ops, the rest in memory-bound "
+        f"ones{' (the optimizer step among them)' if phase == 'training' else ''} and the shortest kernels; on the "
+        f"{device} the step's heaviest op is compute-bound above {t.ridge_flop_per_byte:,.0f} FLOP/byte (the "
+        "FLOP/s it can attain over the memory bandwidth), so a GPU with fewer FLOP/s per byte/s calls more ops "
+        "compute-bound"
+    )
 
 
 def host_bound_advice(t) -> str:
-    """One line for a host-bound step: the device's idle share and the wall time of every other mode."""
+    """One line for a host-bound step: its host and device time, the device's idle share and the wall time of every
+    other mode."""
     if not (t.launch_bound and t.other_modes_ms):
         return ""
     others = ", ".join(f"{mode} {fmt_time_ms(ms)}" for mode, ms in t.other_modes_ms.items())
     best = min(t.other_modes_ms, key=t.other_modes_ms.get)
     return (
-        f"host-bound: the GPU idles {t.device_idle_share:.0%} of the {t.mode} step ({fmt_time_ms(t.wall_ms)}); "
+        f"host-bound: dispatch and launches take {fmt_time_ms(t.host_ms)}, the GPU's work {fmt_time_ms(t.device_ms)}, "
+        f"and the GPU idles {t.device_idle_share:.0%} of the {t.mode} step ({fmt_time_ms(t.wall_ms)}); "
         f"the other modes would take: {others} (best: {best}, --mode {best})"
     )
 
