@@ -362,7 +362,7 @@ def bound_reason(t, device: str, phase: str) -> str:
         f"{t.bound}-bound: {t.compute_share:.0%} of the device time is in compute-bound ops, the rest in memory-bound "
         f"ones{' (the optimizer step among them)' if phase == 'training' else ''} and the shortest kernels; on the "
         f"{device} the step's heaviest op is compute-bound above {t.ridge_flop_per_byte:,.0f} FLOP/byte (the "
-        "FLOP/s it can attain over the memory bandwidth), so a GPU with fewer FLOP/s per byte/s calls more ops "
+        "FLOP/s it can attain over the memory bandwidth), so a device with fewer FLOP/s per byte/s calls more ops "
         "compute-bound"
     )
 
