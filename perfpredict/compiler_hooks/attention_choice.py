@@ -134,8 +134,8 @@ def applied(model: Any, name: str | None) -> Iterator[str | None]:
         yield name
         return
     model.set_attn_implementation(wanted)
-    _check_switched(model, name, wanted)
     try:
+        _check_switched(model, name, wanted)
         yield name
     finally:
         model.set_attn_implementation(own)

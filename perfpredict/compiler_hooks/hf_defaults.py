@@ -7,7 +7,8 @@ instead costs another model: the vLLM-class engine (``llm/decoder_spec``) read a
 256,000 x 2,304 weights (1.2 GB in bfloat16) twice. :func:`with_defaults` fills the fields a raw reader reads from
 the config class of the config's own ``model_type``, as transformers would; the defaults ship in
 ``data/hf_configs/defaults.json`` (reading transformers costs seconds), and a test keeps that file equal to what the
-installed transformers says (``python -m perfpredict.compiler_hooks.hf_defaults`` rewrites it).
+installed transformers says for the engine's model types (``python -m perfpredict.compiler_hooks.hf_defaults`` rewrites
+it; name model types to add others).
 
 Only ``__init__`` defaults are taken, never a built config's values: a field a class derives from others (Llama's
 ``head_dim``, hidden size over heads) has the default None there and is left for the reader to derive.
@@ -85,11 +86,12 @@ def generate(model_types: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    from perfpredict.llm.decoder_spec import SUPPORTED
-
-    DEFAULTS_FILE.write_text(json.dumps(generate(tuple(SUPPORTED)), indent=1, sort_keys=True) + "\n")
+def main(model_types: list[str]) -> None:
+    """Rewrite the defaults file for ``model_types`` (none given: the model types it holds now)."""
+    DEFAULTS_FILE.write_text(json.dumps(generate(tuple(model_types or _shipped())), indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])
