@@ -163,3 +163,25 @@ def test_the_cli_gives_neusights_python_graph_with_eager_attention():
     cli = HFSource(str(config), use_cache=False).graph_for(ask, None).graph
     assert cli.structure_hash() == python.structure_hash() and not _attention_ops(cli)
     assert (cli.param_count, cli.total_flops) == (python.param_count, python.total_flops)
+
+
+def test_generate_and_the_web_page_pass_the_attention_on(monkeypatch):
+    from perfpredict.cli import main
+    from perfpredict.web.app import _question
+    from perfpredict.web.compare import Question
+
+    asked = {}
+
+    def answer(source, **question):
+        asked.update(question)
+        raise InvalidInputError("stop")
+
+    monkeypatch.setattr("perfpredict.llm.answer_cache.cached_generation", answer)
+    assert main(["generate", "--hf", "gpt2", "--engine", "hf", "--attn-implementation", "eager"]) == 2
+    assert asked["attn_implementation"] == "eager"
+    page = dict(model="gpt2", upload=None, phase="inference", batch=1, seq=0, dtype="default", precision="default",
+                devices=["L4"], mig=[], max_latency=0, min_throughput=0, dp=1, tp=1, pp=1, fsdp=False, engine="auto",
+                mode="eager", host="default", new_tokens=128, weights="default", generation_mode="default",
+                attn_implementation="flash_attention_2")  # fmt: skip
+    assert _question(page).request("L4").attn_implementation == "flash_attention_2"
+    assert Question(model="gpt2").request("L4").attn_implementation is None
