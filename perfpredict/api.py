@@ -49,8 +49,18 @@ class ModuleSource:
             example_kwargs=self.example_kwargs,
             name=name,
             capture=self.capture,
+            attn_implementation=request.attn_implementation,
         )
-        return Captured(graph, name, request.precision, None, MEASURED_BUILD_DTYPE)
+        return Captured(graph, name, request.precision, None, built_in(self.model))
+
+
+def built_in(model: Any) -> str | None:
+    """What ``weights_built_in="auto"`` means for a module in hand: float32, torch's default dtype, for one with
+    weights (``Model(config).to(torch.bfloat16)`` builds them so before the cast); None for one built on the meta
+    device, which has no weights to copy: its weights are loaded in the dtype its parameters carry, or in the run
+    dtype asked for (``from_pretrained(..., dtype=...)``), and no float32 copy ever exists."""
+    params = list(model.parameters()) if hasattr(model, "parameters") else []
+    return None if params and all(p.is_meta for p in params) else MEASURED_BUILD_DTYPE
 
 
 @request_signature
@@ -71,8 +81,10 @@ def predict(
     runs the model), "dynamo" (torch.compile's graph, on a meta twin) or "real" (runs it; for forwards that read
     tensor values). The batch size is the leading dimension of the first input (``batch`` re-batches the inputs).
     ``weights_built_in`` is the dtype the weights exist in before their cast to the run dtype ("auto", the
-    default, is "float32" here: ``Model(config).to(torch.bfloat16)`` builds them so); ``None`` for weights loaded
-    straight in the run dtype.
+    default, is "float32" for a model with weights: ``Model(config).to(torch.bfloat16)`` builds them so; and None
+    for a model on the meta device, which has no weights to copy); ``None`` for weights loaded straight in the run
+    dtype. ``attn_implementation`` is the attention a HuggingFace model runs: "sdpa", "eager" or
+    "flash_attention_2" (captured as one fused attention op; None: the model's own).
     ``mode`` is how the step runs: "eager", "cuda_graph", "compiled" or "compiled_cuda_graph" (the two-timeline
     predictor, ``predictor="two_timeline"``, reads it). ``precision`` is a training recipe of
     :mod:`perfpredict.hardware.precision` ("fp32", "bf16", "amp-bf16", "amp-fp16"): the weights, gradients and optimizer
@@ -137,9 +149,10 @@ def predict_many(
     capture: str = "meta",
     mode: str = default("mode"),
     host: str | None = default("host"),
+    attn_implementation: str | None = default("attn_implementation"),
 ) -> Any:
-    """Predict many (device, batch_size) configurations of one architecture in one call (``host``: as
-    :func:`predict`'s).
+    """Predict many (device, batch_size) configurations of one architecture in one call (``host``,
+    ``weights_built_in`` and ``attn_implementation``: as :func:`predict`'s).
 
     The model is captured twice (at its example batch b and at b+1); every per-op FLOP and byte count is
     affine in the batch, so those two captures give exact figures for any batch size. Configurations are then
@@ -151,11 +164,17 @@ def predict_many(
     from perfpredict.hardware.devices import get_device
 
     request = Request(
-        phase=phase, optimizer=optimizer, tf32=tf32, weights_built_in=weights_built_in, mode=mode, host=host
+        phase=phase,
+        optimizer=optimizer,
+        tf32=tf32,
+        weights_built_in=weights_built_in,
+        mode=mode,
+        host=host,
+        attn_implementation=attn_implementation,
     )
-    arrays = _batch_affine_arrays(model, example_inputs, phase, dtype, capture)
+    arrays = _batch_affine_arrays(model, example_inputs, phase, dtype, capture, attn_implementation)
     model_predictor = vector_predictor(predictor)
-    config = request.run_config(phase, request.resolved_weights_built_in(MEASURED_BUILD_DTYPE))
+    config = request.run_config(phase, request.resolved_weights_built_in(built_in(model)))
     out = many_columns(len(configs))
     by_device: dict[str, list[int]] = {}
     for i, cfg in enumerate(configs):
@@ -205,9 +224,15 @@ def fill_columns(
     return ev
 
 
-def _batch_affine_arrays(model: Any, example_inputs: Any, phase: str, dtype: str | None, capture: str) -> Any:
+def _batch_affine_arrays(
+    model: Any, example_inputs: Any, phase: str, dtype: str | None, capture: str, attn: str | None = None
+) -> Any:
     args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
-    return affine_arrays(lambda a: featurize(model, a, phase=phase, dtype=dtype, capture=capture), args, capture)
+
+    def capture_at(a: tuple) -> Any:
+        return featurize(model, a, phase=phase, dtype=dtype, capture=capture, attn_implementation=attn)
+
+    return affine_arrays(capture_at, args, capture)
 
 
 def affine_arrays(capture_at: Any, args: tuple, capture: str) -> Any:

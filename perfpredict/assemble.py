@@ -233,7 +233,9 @@ def _bracketed(out: PredictorOutput) -> PredictorOutput:
 
 
 def _notes(graph: OpGraph, device: Device, predictor: str, price: float | None) -> tuple[str, ...]:
-    notes = list(graph.notes)
+    from perfpredict.assumptions import CAPTURE_NOTES
+
+    notes = [n for n in graph.notes if not n.startswith(tuple(CAPTURE_NOTES))]  # stated among the assumptions
     if predictor == "analytical":
         notes.append(
             "analytical estimate: per-op roofline without fusion, not calibrated against measurements; "

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from perfpredict.compiler_hooks import attention_choice, moe_routing
 from perfpredict.core import op_kinds
 from perfpredict.core.units import GIB
 from perfpredict.hardware.precision import OPTIMIZERS, PRECISIONS, bytes_per_parameter
@@ -27,6 +28,7 @@ def assumptions(
     """The report's assumptions block. ``given`` (from the caller: where the dtype came from, ...) goes first."""
     found = dict(given or {})
     found.setdefault("dtype", f"{graph.dtype} (the model's own)")
+    found.update(capture_assumptions(graph))
     amp = (
         config.phase == "training"
         and config.precision is not None
@@ -71,6 +73,21 @@ def assumptions(
             found["device time"] = out.timeline.device_model
     if device.runtime_overhead_bytes:
         found["runtime"] = f"{device.runtime_overhead_bytes / GIB:.2f} GiB of framework and context memory"
+    return found
+
+
+#: graph notes that state a capture's assumption, by the prefix they start with: the report's key for each
+CAPTURE_NOTES = {attention_choice.NOTE_PREFIX: "attention", moe_routing.NOTE_PREFIX: "MoE routing"}
+
+
+def capture_assumptions(graph: OpGraph) -> dict[str, str]:
+    """What the capture assumed, from the graph's notes (``compiler_hooks.attention_choice``, ``moe_routing``):
+    the attention a HuggingFace model ran, and the route its MoE layers took."""
+    found = {}
+    for note in graph.notes:
+        for prefix, key in CAPTURE_NOTES.items():
+            if note.startswith(prefix):
+                found[key] = note.removeprefix(prefix)
     return found
 
 

@@ -1,9 +1,10 @@
 """The sources a Request can name besides a torch module in hand: a HuggingFace id or config, and an ONNX file.
 
 The CLI and the web page both build these, so the run dtype is chosen one way for both: what the user asked
-(``dtype``, ``precision``), else what the config declares (``torch_dtype``), else float32, and in training the
-device's usual recipe (:func:`perfpredict.hardware.precision.resolve_run_dtype`). Both load their weights straight
-in the run dtype: ``weights_built_in="auto"`` means None here.
+(``dtype``, ``precision``), else what the config declares (``torch_dtype``; an ONNX file: its own tensors' dtype),
+else float32, and in training the device's usual recipe (:func:`perfpredict.hardware.precision.resolve_run_dtype`;
+an ONNX file keeps its own dtype unless one is asked for). Both load their weights straight in the run dtype:
+``weights_built_in="auto"`` means None here.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class HFSource:
             dtype=run.dtype,
             phase=phase,
             use_cache=self.use_cache,
+            attn_implementation=request.attn_implementation,
         )
         return Captured(graph, name, run.precision, {"dtype": run.source}, None)
 
@@ -51,18 +53,28 @@ class OnnxSource:
     input_shapes: tuple[str, ...] = ()
 
     def graph_for(self, request: Request, device: Any) -> Captured:
+        """The file's graph with ``batch`` and ``seq`` applied to its dynamic batch and sequence dimensions (a static
+        one that disagrees is refused: ``onnx_file``), and its floating tensors and weights costed in the dtype
+        asked for (``dtype``, or a training ``precision``'s compute dtype); none asked for keeps the file's own."""
         from perfpredict.compiler_hooks.onnx_file import graph_from_onnx_args
         from perfpredict.core.errors import InvalidInputError
         from perfpredict.hardware.precision import resolve_run_dtype
 
-        for name in ("batch", "seq"):
-            if getattr(request, name) is not None:
-                raise InvalidInputError(
-                    f"{name}={getattr(request, name)!r} cannot resize an ONNX file's graph; give its dynamic "
-                    "dimensions with --input-shape NAME=DIMS (input_shapes) instead"
-                )
+        if request.attn_implementation is not None:
+            raise InvalidInputError(
+                f"attn_implementation={request.attn_implementation!r} cannot change an ONNX file's attention (its "
+                "exporter fixed it): drop --attn-implementation, or export the model with the implementation wanted"
+            )
         phase = request.phase or "inference"
-        # the file's dtype is its own; a precision asked for is checked and applied, none asked for keeps that dtype
         run = resolve_run_dtype(None, request.dtype, request.precision, phase == "training", device)
-        graph = graph_from_onnx_args(self.path, list(self.input_shapes), phase=phase)
-        return Captured(graph, Path(self.path).stem, run.precision if request.precision else None, {}, None)
+        asked = request.dtype is not None or request.precision is not None
+        graph = graph_from_onnx_args(
+            self.path,
+            list(self.input_shapes),
+            phase=phase,
+            batch=request.batch,
+            seq=request.seq,
+            dtype=run.dtype if asked else None,
+        )
+        assumed = {"dtype": f"{run.source}: the file's floating tensors and weights costed in it"} if asked else {}
+        return Captured(graph, Path(self.path).stem, run.precision if asked else None, assumed, None)

@@ -41,9 +41,9 @@ def capture(request: Request, device: Any) -> Captured:
     """The source's graph for ``request`` on ``device`` (a source may choose the run dtype per device)."""
     source = request.source
     if isinstance(source, OpGraph):
-        from perfpredict.graph_report import refuse_fixed_by_the_graph
+        from perfpredict.graph_report import FIXED_BY_THE_GRAPH, refuse_fixed_by_the_graph
 
-        refuse_fixed_by_the_graph({name: getattr(request, name) for name in ("dtype", "batch", "seq")})
+        refuse_fixed_by_the_graph({name: getattr(request, name) for name in FIXED_BY_THE_GRAPH})
         return Captured(source, request.model_name or source.name, request.precision)
     if source is None or not hasattr(source, "graph_for"):
         from perfpredict.core.errors import InvalidInputError

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfpredict.compiler_hooks import attention_choice
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.core.graph import DTYPES, PHASES
 from perfpredict.predictors.base import DEFAULT_MODE, DEFAULT_PREDICTOR, MEASURED_BUILD_DTYPE, RunConfig
@@ -53,6 +54,8 @@ class Request:
     optimizer: str = field(default=DEFAULT_OPTIMIZER, metadata=_RUN)
     tf32: bool = field(default=False, metadata=_RUN)  # float32 matmuls may use TF32 (torch's default: no)
     host: str | None = field(default=None, metadata=_RUN)  # None: the calibrated host, else h100-server
+    # a HuggingFace model's attention: sdpa, eager or flash_attention_2; None: the model's own (a config: sdpa)
+    attn_implementation: str | None = field(default=None, metadata=_RUN)
     # the dtype the weights exist in before their cast to the run dtype; None: loaded in it; "auto": the source's
     weights_built_in: str | None = field(default=AUTO, metadata=_RUN)
     parallel: Mapping[str, Any] | None = field(default=None, metadata=_RUN)  # {"dp", "tp", "pp", ...}; None: 1 GPU
@@ -70,6 +73,7 @@ class Request:
             raise InvalidInputError(f"phase {self.phase!r} is not one of 'inference', 'training'")
         if self.dtype is not None and self.dtype not in DTYPES:
             raise InvalidInputError(f"dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
+        attention_choice.check(self.attn_implementation)
         for name in ("batch", "seq"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):

@@ -27,6 +27,7 @@ VALUES = {
     "optimizer": "sgd",
     "tf32": True,
     "host": "dev-vm",
+    "attn_implementation": "eager",
     "weights_built_in": "float16",
     "parallel": {"dp": 2},
     "model_name": "m",
@@ -48,6 +49,7 @@ CLI_FLAGS = {
     "optimizer": ["--optimizer", "sgd"],
     "tf32": ["--tf32"],
     "host": ["--host", "dev-vm"],
+    "attn_implementation": ["--attn-implementation", "eager"],
     "weights_built_in": ["--weights-built-in", "float16"],
     "parallel": ["--dp", "2"],
     "model_name": ["--model-name", "m"],
@@ -63,6 +65,7 @@ NOT_BY_DOOR = {
         "dtype": "the compiled graph has its dtype",
         "batch": "the compiled graph has its batch",
         "seq": "the compiled graph has its shapes",
+        "attn_implementation": "the compiled graph has its attention",
     },
 }
 # what a door always names itself: the CLI its phase (--training or not), the web page its phase, batch and device
@@ -175,8 +178,12 @@ def test_refusals_name_the_fix():
 
     with pytest.raises(InvalidInputError, match="pass example inputs of that length"):
         ModuleSource(torch.nn.Linear(2, 2), torch.randn(1, 2)).graph_for(Request(seq=8), None)
-    with pytest.raises(InvalidInputError, match="--input-shape"):
-        OnnxSource("model.onnx").graph_for(Request(batch=8), None)
+    with pytest.raises(InvalidInputError, match="cannot change an ONNX file's attention.*drop --attn-implementation"):
+        OnnxSource("model.onnx").graph_for(Request(attn_implementation="eager"), None)
+    with pytest.raises(InvalidInputError, match="attn_implementation 'flash' is not one of sdpa, eager, flash_att"):
+        Request(attn_implementation="flash")
+    with pytest.raises(InvalidInputError, match="applies to a HuggingFace model; Linear is not one"):
+        perfpredict.predict(torch.nn.Linear(2, 2), torch.randn(1, 2), attn_implementation="eager")
     with pytest.raises(InvalidInputError, match="unknown option.*valid: .*device"):
         Request.of(devise="L4")
     with pytest.raises(InvalidInputError, match="phase 'train' is not one of"):

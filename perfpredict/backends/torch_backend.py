@@ -45,6 +45,8 @@ _FIXED_BY_GRAPH = {
     "dtype": "cast the model and its inputs (model.to(torch.bfloat16)) before torch.compile",
     "batch": "call the compiled model on inputs of that batch",
     "seq": "call the compiled model on inputs of that length",
+    "attn_implementation": "build the model with attn_implementation=... (or model.set_attn_implementation) before "
+    "torch.compile",
 }
 _WARNED: set[str] = set()
 

@@ -28,6 +28,7 @@ def _count(what: str, minimum: int):
 
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> None:
+    from perfpredict.compiler_hooks.attention_choice import ATTN_IMPLEMENTATIONS
     from perfpredict.llm.decode_trace import CACHES
     from perfpredict.llm.generation import ENGINES
     from perfpredict.llm.weight_formats import FORMATS
@@ -49,7 +50,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
         choices=ENGINES,
         default="auto",
         help="vllm: a vLLM-class serving engine; hf: transformers' generate; auto (default): vllm for a decoder "
-        "it covers on a GPU, hf when --mode, --cache or --quant-kernel is given",
+        "it covers on a GPU, hf when --mode, --cache, --quant-kernel or --attn-implementation is given",
     )
     p.add_argument("--tp", type=_count("--tp", 1), default=1, help="tensor-parallel GPUs (memory is then per GPU)")
     p.add_argument(
@@ -87,6 +88,13 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     )
     hf.add_argument(
         "--mode", choices=("eager", "cuda_graph", "compiled", "compiled_cuda_graph"), default=None, help="default eager"
+    )
+    hf.add_argument(
+        "--attn-implementation",
+        choices=ATTN_IMPLEMENTATIONS,
+        default=None,
+        help="the attention transformers runs (default: the model's own, sdpa; flash_attention_2 is captured as one "
+        "fused attention op); a vLLM-class engine runs its own FlashAttention-2",
     )
     hf.add_argument(
         "--quant-kernel",
@@ -163,6 +171,7 @@ def run_generate(args: argparse.Namespace) -> int:
         engine_config=engine_config(args),
         quant_kernel=args.quant_kernel,
         host=args.host,
+        attn_implementation=args.attn_implementation,
     )
     if args.json == "-":
         sys.stdout.write(report.to_json() + "\n")

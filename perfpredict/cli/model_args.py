@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from perfpredict.cli.args import DTYPE_CHOICES, non_negative_int, positive_float, positive_int
+from perfpredict.compiler_hooks.attention_choice import ATTN_IMPLEMENTATIONS
 from perfpredict.hardware.precision import OPTIMIZERS, PRECISIONS
 from perfpredict.predictors.base import RUN_MODES
 from perfpredict.request import AUTO, Request, default, field_names
@@ -29,19 +30,32 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
         help="ONNX input shape for dynamic dimensions, e.g. input_ids=1x128 (repeatable)",
     )
     _run_flag(p, "--device", help="catalog device name (see `perfpredict devices`)")
-    _run_flag(p, "--batch", type=positive_int("batch size"), help="batch size (default 1)")
+    _run_flag(
+        p,
+        "--batch",
+        type=positive_int("batch size"),
+        help="batch size (default 1; an ONNX file: its dynamic batch dimension, else the file's own)",
+    )
     _run_flag(
         p,
         "--seq",
         type=positive_int("sequence length"),
-        help="sequence length for text models (default: the model's shipped default)",
+        help="sequence length for text models (default: the model's shipped default; an ONNX file: the dynamic "
+        "second dimension of its (batch, seq) inputs)",
     )
     _run_flag(
         p,
         "--dtype",
         choices=DTYPE_CHOICES,
-        help="weights and activations dtype (default: the config's torch_dtype, else float32; in "
-        "training, the --precision's compute dtype)",
+        help="weights and activations dtype (default: the config's torch_dtype, else float32; an ONNX file: its own; "
+        "in training, the --precision's compute dtype)",
+    )
+    _run_flag(
+        p,
+        "--attn-implementation",
+        choices=ATTN_IMPLEMENTATIONS,
+        help="the attention transformers runs (default: the model's own, sdpa for most configs; eager materialises "
+        "the scores; flash_attention_2 is captured as one fused attention op)",
     )
     p.add_argument("--training", action="store_true", help="predict a training step (fwd + bwd + optimizer)")
     _run_flag(
@@ -141,7 +155,6 @@ def request_from_args(args: argparse.Namespace, **changes: Any) -> Request:
     fields = {name: getattr(args, name) for name in field_names() if hasattr(args, name)}
     if args.onnx:
         source: Any = OnnxSource(args.onnx, tuple(args.input_shape or ()))
-        fields.update(batch=None, seq=None)  # NB: the file's own shapes; --batch and --seq size a config only
     else:
         source = HFSource(args.hf or args.config, use_cache=not args.no_cache)
     fields.update(

@@ -38,12 +38,36 @@ def capture_graph(
     name: str,
     capture: str = "meta",
     reuse: Any = None,
+    attn_implementation: str | None = None,
 ) -> OpGraph:
     """The OpGraph of ``model(*args, **kwargs)`` in ``phase``, in ``dtype`` (None: as built), by ``capture``.
-    ``reuse`` (a ``block_reuse.BlockCache``) replays blocks seen in earlier captures of a meta inference forward."""
+    ``reuse`` (a ``block_reuse.BlockCache``) replays blocks seen in earlier captures of a meta inference forward.
+    ``attn_implementation``: the attention a HuggingFace model runs (``attention_choice``; None: its own). An MoE
+    layer routes statically and balanced (``moe_routing``); the graph's notes say both."""
+    from perfpredict.compiler_hooks import attention_choice, moe_routing
+
     if capture not in CAPTURES:
         raise InvalidInputError(f"capture {capture!r} is not one of {', '.join(map(repr, CAPTURES))}")
+    if capture == "real" and attn_implementation == "flash_attention_2":
+        raise InvalidInputError(
+            "attn_implementation='flash_attention_2' cannot run on this CPU: capture it on meta tensors "
+            "(capture='meta' or 'dynamo')"
+        )
     label = name or type(model).__name__
+    batch = next((a.shape[0] for a in args if getattr(a, "ndim", 0)), 1)
+    with (
+        attention_choice.applied(model, attn_implementation) as attention,
+        moe_routing.static_routing(model, int(batch)) as moe,
+    ):
+        graph = _captured(model, args, kwargs, phase, dtype, label, capture, reuse)
+    notes = [attention_choice.note(attention, attn_implementation is not None)] if attention else []
+    notes += [moe_routing.ROUTING_NOTE] if moe else []
+    return graph.with_run(notes=(*graph.notes, *notes)) if notes else graph
+
+
+def _captured(
+    model: Any, args: tuple, kwargs: Mapping[str, Any], phase: str, dtype: str | None, label: str, capture: str, reuse
+) -> OpGraph:
     try:
         if capture == "meta" and phase == "inference":
             return _meta_forward(model, args, kwargs, dtype, label, reuse)

@@ -28,20 +28,40 @@ def featurize(
     example_kwargs: Mapping[str, Any] | None = None,
     name: str = "",
     capture: str = "meta",
+    attn_implementation: str | None = None,
 ) -> OpGraph:
     """Capture ``model`` into one OpGraph without running it (``capture``: see :func:`perfpredict.api.predict`), cached by model,
-    input shapes, phase, dtype and capture."""
+    input shapes, phase, dtype, capture and attention implementation (a HuggingFace model's; None: its own)."""
     from perfpredict.compiler_hooks.capture import capture_graph
 
     args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
     kwargs = dict(example_kwargs or {})
     check_phase_and_dtype(phase, dtype)
-    key = (id(model), _signature(args), _signature(tuple(sorted(kwargs.items()))), phase, dtype, capture, name)
+    key = (
+        id(model),
+        _signature(args),
+        _signature(tuple(sorted(kwargs.items()))),
+        phase,
+        dtype,
+        capture,
+        name,
+        attn_implementation,
+        getattr(getattr(model, "config", None), "_attn_implementation", None),  # the model's own, which may change
+    )
     hit = _CACHE.get(key)
     if hit is not None and hit[0]() is model:
         _CACHE.move_to_end(key)
         return hit[1]
-    graph = capture_graph(model, args, kwargs, phase=phase, dtype=dtype, name=name, capture=capture)
+    graph = capture_graph(
+        model,
+        args,
+        kwargs,
+        phase=phase,
+        dtype=dtype,
+        name=name,
+        capture=capture,
+        attn_implementation=attn_implementation,
+    )
     _CACHE[key] = (weakref.ref(model) if _weakrefable(model) else (lambda: None), graph)
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)

@@ -16,7 +16,14 @@ from perfpredict.core.graph import OpGraph
 
 
 def cached(
-    id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str, phase: str, use_cache: bool = True
+    id_or_path: Any,
+    *,
+    batch_size: int,
+    seq_len: int | None,
+    dtype: str,
+    phase: str,
+    use_cache: bool = True,
+    attn_implementation: str | None = None,
 ) -> tuple[OpGraph, str]:
     """``capture``, answered from the on-disk graph cache when the same question was captured before. A config
     given as a dict (an uploaded config.json) is keyed by its fields."""
@@ -28,11 +35,19 @@ def cached(
         if isinstance(id_or_path, dict)
         else raw_config(id_or_path)
     )
-    key = graph_store.key(config=fields, name=name, batch=batch_size, seq=seq_len, phase=phase, dtype=dtype)
+    question = {"batch": batch_size, "seq": seq_len, "phase": phase, "dtype": dtype, "attn": attn_implementation}
+    key = graph_store.key(config=fields, name=name, **question)
     graph = graph_store.load(key) if use_cache else None
     if graph is None:
         source = _config_of(fields, name) if isinstance(id_or_path, dict) else id_or_path
-        graph, name = capture(source, batch_size=batch_size, seq_len=seq_len, dtype=dtype, phase=phase)
+        graph, name = capture(
+            source,
+            batch_size=batch_size,
+            seq_len=seq_len,
+            dtype=dtype,
+            phase=phase,
+            attn_implementation=attn_implementation,
+        )
         graph_store.save(key, graph)
     return graph, graph.name or name
 
@@ -43,10 +58,18 @@ def _config_of(fields: dict, name: str) -> Any:
     return config_from_dict(fields, name=name)
 
 
-def capture(id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str, phase: str) -> tuple[OpGraph, str]:
-    """(the OpGraph, the model's name) for a shipped id, alias or config.json, built on the meta device."""
+def capture(
+    id_or_path: Any,
+    *,
+    batch_size: int,
+    seq_len: int | None,
+    dtype: str,
+    phase: str,
+    attn_implementation: str | None = None,
+) -> tuple[OpGraph, str]:
+    """(the OpGraph, the model's name) for a shipped id, alias or config.json, built on the meta device, with
+    ``attn_implementation`` (None: transformers' default for it); an MoE routes statically (``moe_routing``)."""
     from perfpredict.compiler_hooks import hf_frontend as hf
-    from perfpredict.compiler_hooks import moe_routing
     from perfpredict.compiler_hooks.featurize import featurize
 
     config = hf.load_config(id_or_path)
@@ -54,9 +77,7 @@ def capture(id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str
 
     def trace(model: Any, cfg: Any) -> OpGraph:
         inputs = hf.example_inputs(config, batch_size, seq_len, device="meta", dtype=dtype)
-        with moe_routing.static_routing(model, cfg, batch_size) as balanced:
-            graph = featurize(model, inputs, phase=phase, name=name)
-        return graph.with_run(notes=(*graph.notes, moe_routing.ROUTING_NOTE)) if balanced else graph
+        return featurize(model, inputs, phase=phase, name=name, attn_implementation=attn_implementation)
 
     return traced_stack(config, lambda cfg: hf.build_model(cfg, dtype=dtype), trace), name
 

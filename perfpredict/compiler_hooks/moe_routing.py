@@ -1,12 +1,22 @@
-"""Mixture-of-experts layers that route with data (``nonzero``, ``torch.where`` on a mask), captured on meta tensors.
+"""Mixture-of-experts layers captured on meta tensors, with one static, balanced route at every door.
 
-Some MoE layers loop over their experts and gather each expert's tokens with a boolean mask (Switch Transformers'
-``SwitchTransformersExperts``): how many tokens an expert gets depends on the router's values, which meta and
-fake tensors do not have, so the capture fails at ``nonzero``. While capturing, :func:`static_routing` gives each
-such layer a forward that routes a fixed, balanced share of the tokens: each expert takes
-``tokens x top_k / experts`` of them, capped by the router's capacity (tokens per expert per sequence) where it has
-one. It runs the same kernels as the real layer (a gather, the expert MLP, the weighting, a scatter-add), on
-balanced shapes. Real routers are not balanced; the graph carries a note saying what was assumed.
+How many tokens an expert gets depends on the router's values, which meta and fake tensors do not have. transformers
+runs its MoE layers two ways, and both are captured with the same assumption, that the router is balanced:
+
+- Switch Transformers' ``SwitchTransformersExperts`` loops over its experts and gathers each one's tokens with a
+  boolean mask: the capture would fail at ``nonzero``. While capturing, :func:`static_routing` gives each such layer
+  a forward that routes a fixed, balanced share of the tokens: each expert takes ``tokens x top_k / experts`` of
+  them, capped by the router's capacity (tokens per expert per sequence) where it has one. It runs the same kernels
+  as the real layer (a gather, the expert MLP, the weighting, a scatter-add), on balanced shapes.
+- Mixtral, Qwen2-MoE, DeepSeek-V2/V3, OLMoE and the other ``@use_experts_implementation`` layers sort the
+  ``tokens x top_k`` (token, expert) pairs by expert and run one grouped matmul per projection
+  (transformers' ``grouped_mm``): its shapes are static, so it is captured as it is, one grouped matmul over
+  ``tokens x top_k`` rows and every expert's weights, the rows split evenly (the kernel's cost assumes no expert
+  gets more than its share).
+
+Real routers are not balanced; every graph of an MoE model carries :data:`ROUTING_NOTE`, and the report states it
+among its assumptions. The capture (``capture.capture_graph``) applies this for the Python API, the CLI's configs,
+generation and NeuSight's programs alike.
 """
 
 from __future__ import annotations
@@ -18,9 +28,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+#: the prefix of :data:`ROUTING_NOTE` (the report lifts the note into its assumptions)
+NOTE_PREFIX = "MoE routing: "
 ROUTING_NOTE = (
-    "MoE routing: each expert of a data-routed MoE layer takes a balanced share of the tokens (tokens x top-k / "
-    "experts, capped by its capacity); real routers are not balanced"
+    f"{NOTE_PREFIX}static and balanced: each expert takes tokens x top-k / experts of the tokens (capped by its "
+    "capacity where the router has one, as Switch Transformers'), and every expert's weights are read; real routers "
+    "are not balanced"
 )
 
 
@@ -66,19 +79,25 @@ SHIMS: dict[str, tuple[Callable[..., Any], Callable[[Any, int], Routing]]] = {
 
 
 @contextlib.contextmanager
-def static_routing(model: Any, config: Any, batch_size: int) -> Iterator[bool]:
-    """While inside, every data-routed MoE layer of ``model`` routes a balanced share statically; yields whether
-    any layer was changed (then the graph should carry :data:`ROUTING_NOTE`)."""
-    patched = []
-    for module in model.modules():
-        shim = SHIMS.get(type(module).__name__)
+def static_routing(model: Any, batch_size: int, config: Any = None) -> Iterator[bool]:
+    """While inside, every data-routed MoE layer of ``model`` routes a balanced share statically (sizes read from
+    ``config``, else the model's own); yields whether ``model`` holds MoE layers of either kind (then the graph
+    should carry :data:`ROUTING_NOTE`)."""
+    patched, moe = [], False
+    modules = list(model.modules()) if hasattr(model, "modules") else []
+    if config is None:  # the model's, or a wrapper's inner model's (generation's decode step)
+        config = next((m.config for m in modules if getattr(m, "config", None) is not None), None)
+    for module in modules:
+        name = type(module).__name__
+        moe = moe or name.endswith("Experts")
+        shim = SHIMS.get(name)
         if shim is not None:
             forward, read = shim
             routing = read(config, batch_size)
             module.forward = types.MethodType(lambda self, *a, _f=forward, _r=routing: _f(self, _r, *a), module)
             patched.append(module)
     try:
-        yield bool(patched)
+        yield moe
     finally:
         for module in patched:
             del module.forward  # back to the class's own forward

@@ -94,11 +94,14 @@ def graph_from_onnx(
     phase: str = "inference",
     name: str = "",
     fuse: bool = True,
+    dtype: str | None = None,
 ) -> OpGraph:
     """Turn an ONNX model into an OpGraph.
 
     ``input_shapes`` fixes the shape of named graph inputs (required for every input with a dynamic dimension;
-    a symbolic dimension name used by several inputs, such as ``batch``, is resolved consistently).
+    a symbolic dimension name used by several inputs, such as ``batch``, is resolved consistently). ``dtype``
+    costs every floating tensor, weights included, in that dtype (the file as a converter would rewrite it, e.g.
+    onnxconverter-common's float16 pass); None keeps the file's own.
     """
     onnx = require("onnx", "onnx")
     proto = load_onnx(model)
@@ -113,16 +116,19 @@ def graph_from_onnx(
     graph = inferred.graph
     builder = DataflowBuilder(source="onnx")
     inits = {i.name: i for i in graph.initializer}
+
+    def meta_of(vi: Any) -> TensorMeta | None:
+        return _in_dtype(_meta(vi), dtype)
+
     for init in graph.initializer:
-        builder.add_param(
-            init.name, TensorMeta(tuple(int(d) for d in init.dims), _ONNX_DTYPES.get(init.data_type, "float32"))
-        )
+        shape = tuple(int(d) for d in init.dims)
+        builder.add_param(init.name, _in_dtype(TensorMeta(shape, _ONNX_DTYPES.get(init.data_type, "float32")), dtype))
     value_info = {vi.name: vi for vi in [*graph.input, *graph.value_info, *graph.output]}
     missing: list[str] = []
     for vi in graph.input:
         if vi.name in inits:
             continue
-        meta = _meta(vi)
+        meta = meta_of(vi)
         if meta is None:
             missing.append(vi.name)
             continue
@@ -140,7 +146,7 @@ def graph_from_onnx(
     for i, node in enumerate(graph.node):
         outputs = [o for o in node.output if o]
         for o in outputs:
-            meta = _meta(value_info.get(o))
+            meta = meta_of(value_info.get(o))
             if meta is not None:
                 builder.add_tensor(o, meta)
             else:
@@ -148,7 +154,7 @@ def graph_from_onnx(
         inputs = [x for x in node.input if x]
         for x in inputs:
             if x in value_info and x not in builder.tensors:
-                builder.add_tensor(x, _meta(value_info[x]))
+                builder.add_tensor(x, meta_of(value_info[x]))
         attrs = {a.name: _attr_value(onnx, a) for a in node.attribute}
         op_type = node.op_type if node.domain in ("", "ai.onnx", "com.microsoft") else f"{node.domain}.{node.op_type}"
         raw = RawOp(
@@ -171,6 +177,8 @@ def graph_from_onnx(
         notes.append(
             "onnx: input shapes set to " + ", ".join(f"{k}={'x'.join(map(str, v))}" for k, v in input_shapes.items())
         )
+    if dtype is not None:
+        notes.append(f"onnx: every floating tensor and weight of the file costed in {dtype} (as asked)")
     if folded:
         notes.append(
             "onnx: constant-folded the shape arithmetic of a dynamic export (onnxscript's optimizer) so that shape "
@@ -272,6 +280,16 @@ def _with_input_shapes(proto: Any, shapes: dict[str, Sequence[int]]) -> Any:
             if d.dim_param:
                 d.Clear()
     return out
+
+
+_FLOATING = frozenset({"float32", "float16", "bfloat16", "float64"})
+
+
+def _in_dtype(meta: TensorMeta | None, dtype: str | None) -> TensorMeta | None:
+    """``meta`` in ``dtype`` where it is floating (integer ids, masks and shapes keep theirs)."""
+    if meta is None or dtype is None or meta.dtype not in _FLOATING:
+        return meta
+    return TensorMeta(meta.shape, dtype)
 
 
 def _meta(vi: Any) -> TensorMeta | None:

@@ -27,6 +27,7 @@ _MATMUL = {
     "tensordot",
     "bilinear",
     "_grouped_mm",
+    "grouped_mm_fallback",  # transformers' grouped_mm where torch's is unavailable (float32, a CPU): one per expert
 }
 _CONV = {
     "conv1d",
@@ -113,6 +114,7 @@ _REDUCTION = {
     "all",
     "any",
     "count_nonzero",
+    "histc",  # an MoE's tokens per expert (transformers' grouped_mm)
     "topk",
     "sort",
     "linalg_vector_norm",

@@ -65,16 +65,13 @@ def inputs(cfg: Any, batch: int, seq: int) -> tuple:
 
 def capture(model: str, batch: int, seq: int, phase: str) -> OpGraph:
     """The OpGraph of one NeuSight row's program (a deep stack traced with two layers and copied where alike)."""
-    from perfpredict.compiler_hooks import moe_routing
     from perfpredict.compiler_hooks.featurize import featurize
     from perfpredict.compiler_hooks.hf_capture import traced_stack
 
     cfg = config(model)
 
-    def trace(m: Any, c: Any) -> OpGraph:
-        with moe_routing.static_routing(m, c, batch) as balanced:
-            graph = featurize(m, inputs(c, batch, seq), phase=phase, name=model)
-        return graph.with_run(notes=(*graph.notes, moe_routing.ROUTING_NOTE)) if balanced else graph
+    def trace(m: Any, c: Any) -> OpGraph:  # an MoE routes statically and balanced (compiler_hooks.moe_routing)
+        return featurize(m, inputs(c, batch, seq), phase=phase, name=model)
 
     return traced_stack(cfg, lambda c: build(c, phase), trace)
 

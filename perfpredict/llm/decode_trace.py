@@ -65,9 +65,11 @@ def _captured(config: Any, dtype: str, trace, replicate: bool, question: dict) -
     (``hf_capture.traced_stack``), answered from the on-disk graph cache (``graph_store``) when the same step of
     the same config was traced before: a repeated ``generate --engine hf`` question traces nothing."""
     from perfpredict.caching import graph_store
+    from perfpredict.compiler_hooks.attention_choice import asked_of
     from perfpredict.compiler_hooks.hf_capture import traced_stack
 
-    key = graph_store.key(config=config.to_dict(), dtype=dtype, replicate=replicate, **question)
+    attn = asked_of(config)  # the attention the config asks for (attention_choice.configured), None: its default
+    key = graph_store.key(config=config.to_dict(), dtype=dtype, replicate=replicate, attn=attn, **question)
     graph = graph_store.load(key)
     if graph is None:
         graph = traced_stack(config, lambda cfg: _causal_lm(cfg, dtype), trace, copy_layers=replicate)
@@ -76,23 +78,28 @@ def _captured(config: Any, dtype: str, trace, replicate: bool, question: dict) -
 
 
 def _causal_lm(config: Any, dtype: str):
-    """The config's causal LM (its LM head included) on the meta device, with its cache on."""
+    """The config's causal LM (its LM head included) on the meta device, with its cache on, running the attention
+    the config asks for (``attention_choice.configured``)."""
     import torch
 
+    from perfpredict.compiler_hooks.attention_choice import build_with
     from perfpredict.compiler_hooks.hf_frontend import torch_dtype
     from perfpredict.core.errors import UnknownModelError, require
 
     transformers = require("transformers", "hf")
     config = copy.deepcopy(config)
     config.use_cache = True
-    try:
-        with torch.device("meta"):
-            model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch_dtype(dtype))
-    except ValueError as err:  # not a decoder with an LM head (an encoder, a vision model)
-        raise UnknownModelError(
-            f"{config.model_type} has no causal LM in transformers: generation needs a decoder with an LM head"
-        ) from err
-    return model.eval()
+
+    def build(cfg: Any) -> Any:
+        try:
+            with torch.device("meta"):
+                return transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch_dtype(dtype))
+        except ValueError as err:  # not a decoder with an LM head (an encoder, a vision model)
+            raise UnknownModelError(
+                f"{cfg.model_type} has no causal LM in transformers: generation needs a decoder with an LM head"
+            ) from err
+
+    return build_with(build, config).eval()
 
 
 def _trace_decode(

@@ -10,6 +10,9 @@ raw fields (no transformers import, so an engine answer starts in well under a s
   mixture of experts (Mixtral: ``num_local_experts``, ``num_experts_per_tok``);
 - the norm: RMSNorm (Llama family) or LayerNorm (GPT-2 family);
 - the vocabulary, tied embeddings, and the positions the model was trained for (vLLM's default max_model_len).
+
+A field the config.json leaves out is what transformers would give it, its config class's default
+(``compiler_hooks.hf_defaults``): Gemma-2's configs leave out ``tie_word_embeddings``, and Gemma2Config ties them.
 """
 
 from __future__ import annotations
@@ -74,7 +77,11 @@ class DecoderSpec:
 
 
 def spec_of(fields: dict[str, Any], name: str = "") -> DecoderSpec:
-    """The DecoderSpec of a config.json's fields; refuses an architecture no engine block exists for."""
+    """The DecoderSpec of a config.json's fields (a field it leaves out: its config class's default, as transformers
+    reads it: ``compiler_hooks.hf_defaults``); refuses an architecture no engine block exists for."""
+    from perfpredict.compiler_hooks.hf_defaults import with_defaults
+
+    fields = with_defaults(fields)
     model_type = str(fields.get("model_type", ""))
     if model_type not in SUPPORTED:
         raise UnknownModelError(
@@ -106,7 +113,7 @@ def spec_of(fields: dict[str, Any], name: str = "") -> DecoderSpec:
         experts_per_token=int(fields.get("num_experts_per_tok") or 0) if experts else 0,
         window=_window(fields),
         max_positions=_first(fields, "max_position_embeddings", "n_positions", "max_sequence_length"),
-        tied_embeddings=bool(fields.get("tie_word_embeddings", model_type in PLAIN)),
+        tied_embeddings=bool(fields.get("tie_word_embeddings", True)),  # PretrainedConfig's own default
         declared_dtype=fields.get("torch_dtype") if isinstance(fields.get("torch_dtype"), str) else None,
     )
 

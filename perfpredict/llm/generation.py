@@ -53,6 +53,7 @@ def predict_generation(
     price_usd_per_hour: float | None = None,
     quant_kernel: str | None = None,
     host: str | None = None,
+    attn_implementation: str | None = None,
 ) -> GenerationReport:
     """Predict generating ``new_tokens`` after a ``prompt_tokens`` prompt for ``batch`` sequences on ``device``.
 
@@ -68,18 +69,24 @@ def predict_generation(
     (``weight_formats.kernel_for``). ``host``: the host CPU that drives the GPU, a shipped profile name or
     ``"calibrated"`` (``predictors.host_model``; default: this machine's calibrated profile, else a GPU server); it
     times each step's dispatch and kernel launches (a vLLM-class engine's scheduler time is the engine's own).
+    ``attn_implementation`` (``--engine hf``): the attention transformers runs, "sdpa", "eager" or
+    "flash_attention_2" (``compiler_hooks.attention_choice``; None: the model's own); a vLLM-class engine runs its
+    own FlashAttention-2 kernels.
     """
+    from perfpredict.compiler_hooks.attention_choice import check
     from perfpredict.predictors import host_model
 
+    check(attn_implementation)
     host_model.profile_file(host)  # an unknown host (or "calibrated" before calibrate-host) fails here, in one line
     if batch < 1 or prompt_tokens < 1 or new_tokens < 1:
         raise InvalidInputError("--prompt-tokens, --new-tokens and --batch must be at least 1")
-    chosen = choose_engine(engine, model_or_config, device, mode, cache if quant_kernel is None else "given")
+    hf_only = cache if quant_kernel is None and attn_implementation is None else "given"
+    chosen = choose_engine(engine, model_or_config, device, mode, hf_only)
     if chosen == "vllm":
-        if mode is not None or cache is not None or quant_kernel is not None:
+        if mode is not None or cache is not None or quant_kernel is not None or attn_implementation is not None:
             raise InvalidInputError(
-                "--mode, --cache and --quant-kernel describe transformers' generate; drop them with --engine vllm, "
-                "or use --engine hf"
+                "--mode, --cache, --quant-kernel and --attn-implementation describe transformers' generate; drop "
+                "them with --engine vllm (it runs its own FlashAttention-2 kernels), or use --engine hf"
             )
         from perfpredict.llm.vllm_engine import predict_vllm
 
@@ -93,7 +100,8 @@ def predict_generation(
     report = _predict_hf(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
                          device=device, dtype=dtype, weights=weights, kv_dtype=kv_dtype, mode=mode,
                          cache=cache, tp=tp, price_usd_per_hour=price_usd_per_hour,
-                         quant_kernel=quant_kernel or "auto", host=host)  # fmt: skip
+                         quant_kernel=quant_kernel or "auto", host=host,
+                         attn_implementation=attn_implementation)  # fmt: skip
     return _with_host(report, host)
 
 
@@ -170,9 +178,11 @@ def _predict_hf(
     price_usd_per_hour: float | None,
     quant_kernel: str = "auto",
     host: str | None = None,
+    attn_implementation: str | None = None,
 ) -> GenerationReport:
     """transformers' generate on ``tp`` GPUs (see the module docstring)."""
     from perfpredict.compiler_hooks import hf_frontend as hf
+    from perfpredict.compiler_hooks.attention_choice import configured
     from perfpredict.hardware import cost
     from perfpredict.hardware.devices import get_device
     from perfpredict.llm import kv_cache, moe, tp_ranks, weight_formats
@@ -180,7 +190,8 @@ def _predict_hf(
 
     dev = get_device(device)
     link = tp_ranks.link_for(dev, tp)
-    config = hf.load_config(getattr(model_or_config, "config", model_or_config))
+    # the attention asked for travels with the config to every traced step (decode_trace reads it)
+    config = configured(hf.load_config(getattr(model_or_config, "config", model_or_config)), attn_implementation)
     geometry = kv_cache.kv_geometry(config)
     _check_lengths(prompt_tokens, new_tokens, batch, geometry)
     compute = weight_formats.compute_dtype(dtype, weights, hf.declared_dtype(config), dev)
@@ -454,10 +465,13 @@ def _swept(config, device, fmt, run, cache, dtype, context, max_len, ranks, quan
 
 
 def _assumptions(fmt, device, compute, kv_dtype, cache, mode, config, tp=1, link=None) -> dict[str, str]:
+    from perfpredict.compiler_hooks.attention_choice import NOTE_PREFIX, asked_of, note
     from perfpredict.llm import moe, weight_formats
 
+    asked = asked_of(config)
     out = {
         "engine": "transformers' generate (the model's own modules), one step per token",
+        "attention": note(asked or "sdpa", asked is not None).removeprefix(NOTE_PREFIX),
         "compute dtype": compute,
         "weights": f"{fmt.name}: {fmt.bytes_per_weight:g} bytes per layer weight, "
         f"{weight_formats.route(fmt, device)} on {device.name} (embeddings and LM head in {compute})",

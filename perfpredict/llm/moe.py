@@ -2,7 +2,7 @@
 
 With E experts per layer and k chosen per token, T tokens routed independently and uniformly reach on average
 E x (1 - (1 - k/E)^T) distinct experts: k at T = 1 (a batch-1 decode step), all E at a large prefill. The traced
-graph's grouped expert GEMMs (``_grouped_mm``) read every expert's weight; ``apply`` scales that read to the
+graph's grouped expert GEMMs (``_grouped_mm``; ``grouped_mm_fallback`` in float32) read every expert's weight; ``apply`` scales that read to the
 expected distinct experts. Real routers are not uniform (some experts are hot), which lowers the figure: it is
 stated in the report as an assumption.
 """
@@ -39,7 +39,7 @@ def apply(graph: OpGraph, config: Any, tokens: int) -> OpGraph:
     share = expected_experts(*moe, tokens) / moe[0]
     nodes = list(graph.nodes)
     for i, n in enumerate(nodes):
-        if n.target == "_grouped_mm" and len(n.inputs) > 1:
+        if n.target in ("_grouped_mm", "grouped_mm_fallback") and len(n.inputs) > 1:
             weight = n.inputs[1].nbytes
             nodes[i] = replace(n, bytes_read=int(n.bytes_read - weight * (1.0 - share)))
     return replace(graph, nodes=tuple(nodes))

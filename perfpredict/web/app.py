@@ -25,6 +25,7 @@ DEFAULT_DEVICES = (DEFAULT_DEVICE, "A100-80GB")
 def build_app():
     import gradio as gr
 
+    from perfpredict.compiler_hooks.attention_choice import ATTN_IMPLEMENTATIONS
     from perfpredict.compiler_hooks.hf_frontend import known_models
     from perfpredict.hardware.devices import list_devices
     from perfpredict.llm.weight_formats import FORMATS
@@ -71,6 +72,12 @@ def build_app():
                 value="default",
                 label="host CPU driving the GPU (default: h100-server, a GPU server)",
                 elem_id="host",
+            )
+            ui["attn_implementation"] = gr.Dropdown(
+                ["default", *ATTN_IMPLEMENTATIONS],
+                value="default",
+                label="attention (HuggingFace models; default: the model's own, sdpa)",
+                elem_id="attn_implementation",
             )
         ui["devices"] = gr.CheckboxGroup(names, value=list(DEFAULT_DEVICES), label="devices", elem_id="devices")
         ui["mig"] = gr.Dropdown(slices, value=[], multiselect=True, label="MIG slices (optional)")
@@ -149,6 +156,7 @@ def answer(
     new_tokens=128,
     weights="default",
     generation_mode="default",
+    attn_implementation="default",
 ):
     """The page's handler: every error becomes one line in the page, never a traceback. ``mode`` is a step's
     (inference, training); ``generation_mode``, ``new_tokens`` and ``weights`` are generation's, as `perfpredict
@@ -204,6 +212,7 @@ def _question(page: dict[str, Any]) -> Question:
         host=_given(page["host"]),
         new_tokens=int(page["new_tokens"]) if page["new_tokens"] not in (None, "") else 128,
         weights=_given(page["weights"]),
+        attn_implementation=_given(page.get("attn_implementation")),
     )
 
 

@@ -42,6 +42,7 @@ class Question:
     mode: str | None = None
     weights: str | None = None  # generation: the layers' weight format (llm.weight_formats.FORMATS); None: the dtype
     host: str | None = None  # the host profile (predictors.host_model.HOSTS or "calibrated"); None: the default
+    attn_implementation: str | None = None  # a HuggingFace model's attention (sdpa, eager, flash_attention_2)
     # Request fields the page has no input for (optimizer, tf32, predictor, ...), for callers of compare()
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -57,8 +58,6 @@ class Question:
         else:
             raise InvalidInputError("give a model: a shipped HuggingFace id, or upload a config.json or an ONNX file")
         fields = {name: getattr(self, name) for name in field_names() if hasattr(self, name)}
-        if self.onnx_path:
-            fields.update(batch=None, seq=None)  # NB: the file's own shapes, as the CLI's --onnx
         fields.update(self.options)
         fields.update(
             source=source,
@@ -243,6 +242,7 @@ def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
             tp=tp,
             mode=q.mode,
             host=q.host,
+            attn_implementation=q.attn_implementation,
         )  # fmt: skip
         for d in devices
     ]

@@ -314,7 +314,9 @@ def test_quant_kernel_is_refused_where_nothing_is_dequantized():
 
     with pytest.raises(InvalidInputError, match="--quant-kernel fused applies to weight-only formats"):
         predict_generation("gpt2", prompt_tokens=16, new_tokens=4, device="H100", weights="bf16", quant_kernel="fused")
-    with pytest.raises(InvalidInputError, match="--quant-kernel describe transformers' generate"):
+    with pytest.raises(
+        InvalidInputError, match="--quant-kernel and --attn-implementation describe transformers' generate"
+    ):
         predict_generation("llama-2-7b", device="H100", engine="vllm", weights="int4", quant_kernel="dequantize")
 
 

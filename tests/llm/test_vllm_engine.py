@@ -194,7 +194,10 @@ def test_auto_picks_the_engine_that_applies_and_mixing_their_settings_is_refused
     assert choose_engine("auto", "llama-2-7b", "H100-SXM", "eager", None) == "hf"
     assert choose_engine("auto", "llama-2-7b", "cpu", None, None) == "hf"
     assert choose_engine("auto", "bert-base-uncased", "H100-SXM", None, None) == "hf"
-    with pytest.raises(InvalidInputError, match="--mode, --cache and --quant-kernel describe transformers' generate"):
+    with pytest.raises(
+        InvalidInputError,
+        match="--mode, --cache, --quant-kernel and --attn-implementation describe transformers' generate",
+    ):
         predict_generation("llama-2-7b", engine="vllm", mode="compiled")
     with pytest.raises(InvalidInputError, match="apply to --engine vllm only"):
         predict_generation("gpt2", engine="hf", engine_config=EngineConfig())

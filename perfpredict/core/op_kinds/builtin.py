@@ -68,7 +68,7 @@ def _matmul_flops(name: str, a: Metas, args: Sequence[Any], kwargs: dict, output
         return ops.matmul_flops(_shape(a[1]), _shape(a[2]))
     if name == "einsum":
         return _einsum_flops(args, a)
-    if name == "_grouped_mm" and len(_shape(a[0])) == 2 and len(_shape(a[1])) == 3:
+    if name in ("_grouped_mm", "grouped_mm_fallback") and len(_shape(a[0])) == 2 and len(_shape(a[1])) == 3:
         # MoE experts: rows (tokens x top-k) of mat_a [M, K], each multiplied by its group's [K, N] of mat_b
         rows, inner = _shape(a[0])
         return 2 * rows * inner * _shape(a[1])[2]
