@@ -45,13 +45,25 @@ class ModuleSource:
             self.model,
             args,
             phase=request.phase or "inference",
-            dtype=request.dtype,
+            dtype=_traced_dtype(request, device),
             example_kwargs=self.example_kwargs,
             name=name,
             capture=self.capture,
             attn_implementation=request.attn_implementation,
         )
         return Captured(graph, name, request.precision, None, built_in(self.model))
+
+
+def _traced_dtype(request: Request, device: Any) -> str | None:
+    """The dtype the module is traced in: ``dtype``, or a training ``precision``'s compute dtype (under
+    ``amp-bf16`` the matmuls and activations run in bfloat16, autocast's copies of the float32 weights), else the
+    module's own (None). A precision is refused in inference, and a dtype that contradicts it, as the HF path does."""
+    if request.precision is None:
+        return request.dtype
+    from perfpredict.hardware.precision import resolve_run_dtype
+
+    training = (request.phase or "inference") == "training"
+    return resolve_run_dtype(None, request.dtype, request.precision, training, device).dtype
 
 
 def built_in(model: Any) -> str | None:
