@@ -39,13 +39,14 @@ def command_names(parser: argparse.ArgumentParser) -> list[str]:
     return []
 
 
-def report_warnings(caught: list, debug: bool) -> None:
-    """Show our own warnings once, on stderr; library noise (torch, transformers) only under --debug."""
-    seen = set()
+def report_warnings(caught: list, debug: bool, shown: tuple[str, ...] = ()) -> None:
+    """Show our own warnings once, on stderr, unless the report printed them (``shown``); library noise (torch,
+    transformers) only under --debug."""
+    seen = {one_line(text) for text in shown}
     for w in caught:
         ours = w.category.__module__.startswith("perfpredict") or "perfpredict" in str(w.filename)
         text = one_line(w.message)
-        if (ours or debug) and text not in seen:
+        if (ours or debug) and text not in seen and text.removeprefix(f"{PROG}: ") not in seen:
             seen.add(text)
             print(f"{PROG}: warning: {text}", file=sys.stderr)
 
@@ -62,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             code = args.func(args)
-        report_warnings(caught, debug)
+        report_warnings(caught, debug, getattr(args, "shown_warnings", ()))
         return code
     except SystemExit as exit_:  # --help and --version end here
         return exit_.code if isinstance(exit_.code, int) else EXIT_OK

@@ -11,6 +11,7 @@ from perfpredict.cli.args import (
     PROG,
     Parser,
     console,
+    shown,
     write_text,
 )
 from perfpredict.cli.model_args import add_model_args, request_from_args
@@ -77,6 +78,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         sys.stdout.write(report.to_json() + "\n")
     else:
         print_report(report, console=console(), top_ops=args.top)
+        shown(args, report.warnings)
     if args.json and args.json != "-":
         write_text(args.json, report.to_json() + "\n")
     if args.html:
@@ -94,4 +96,5 @@ def cmd_explain(args: argparse.Namespace) -> int:
     out = console()
     for part in explain_renderables(report, top_ops=args.top):
         out.print(part)
+    shown(args, report.warnings)
     return EXIT_OK

@@ -267,3 +267,14 @@ def test_missing_command_lists_every_command(capsys) -> None:
     names = command_names(build_parser())
     assert listed == names and {"generate", "serve", "adapt", "calibrate-host"} <= set(names)
     assert len(names) >= len(COMMANDS)
+
+
+def test_a_multi_gpu_memory_warning_is_printed_once(capsys, tmp_path) -> None:
+    # a one-layer GPT-2 on two L4s at 60,000 x 256 tokens: its activations (~33 GiB per GPU) do not fit in 22.5 GiB
+    config = {"model_type": "gpt2", "n_layer": 1, "n_embd": 64, "n_head": 2, "vocab_size": 1000, "n_positions": 256}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    argv = ["predict", "--config", str(tmp_path), "--device", "L4", "--tp", "2", "--batch", "60000", "--seq", "256"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert (captured.out + captured.err).count("does not fit. To bring it under 90%") == 1, captured
+    assert "--batch " in captured.out  # the report's own warning, with its remedies
