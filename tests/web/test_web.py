@@ -101,7 +101,7 @@ def server(tmp_path):
     port = _free_port()
     env = {**os.environ, "PERFPREDICT_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "perfpredict", "serve", "--port", str(port)],
+        [sys.executable, "-m", "perfpredict", "serve", "--bind", "127.0.0.1", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -218,3 +218,35 @@ def test_the_generation_view_answers_what_perfpredict_generate_answers(tmp_path,
     message, *_ = answer("gpt2", None, "generation", 1, 16, "default", "default", ["H100-SXM"], [], None, None,
                          *steps, "hf", "eager", "nope", 2)  # fmt: skip
     assert "unknown host &#x27;nope&#x27;" in message
+
+
+def test_serve_says_where_once_it_answers_there():
+    """`perfpredict serve` prints its URL once the page answers (it printed nothing before)."""
+    import urllib.request
+
+    from perfpredict.web.app import serve
+
+    said = []
+    app = serve("127.0.0.1", _free_port(), block=False, ready=said.append)
+    try:
+        (line,) = said
+        assert line.startswith("serving on http://127.0.0.1:")
+        with urllib.request.urlopen(line.removeprefix("serving on ") + "/", timeout=30) as page:
+            assert page.status == 200 and b"perfpredict" in page.read()
+    finally:
+        app.close()
+
+
+def test_serve_binds_with_bind_and_still_takes_host_with_a_warning(capsys):
+    """--host means the CPU profile everywhere else: serve's address is --bind; its old --host still works, warned."""
+    from perfpredict.cli.entry import build_parser
+    from perfpredict.cli.serve import bind_address
+
+    parser = build_parser()
+    assert bind_address(parser.parse_args(["serve"])) == "127.0.0.1"
+    assert bind_address(parser.parse_args(["serve", "--bind", "0.0.0.0"])) == "0.0.0.0"
+    assert capsys.readouterr().err == ""
+    assert bind_address(parser.parse_args(["serve", "--host", "0.0.0.0"])) == "0.0.0.0"
+    assert "`serve --host` is deprecated and will be removed: use --bind" in capsys.readouterr().err
+    assert main(["serve", "--host", "0.0.0.0", "--bind", "127.0.0.1"]) == 2
+    assert "--bind '127.0.0.1' and --host '0.0.0.0' disagree" in capsys.readouterr().err
