@@ -298,6 +298,7 @@ def serve(bind: str = "127.0.0.1", port: int = 7860, *, block: bool = True, read
     serve until interrupted (``block``), or return the running app (``app.close()`` stops it)."""
     from perfpredict.core.errors import InvalidInputError
 
+    _check_can_listen(bind, port)  # before building the page: a taken port is said at once
     app = build_app()
     try:
         app.launch(
@@ -320,3 +321,20 @@ def serve(bind: str = "127.0.0.1", port: int = 7860, *, block: bool = True, read
     finally:
         app.close()
     return None
+
+
+def _check_can_listen(bind: str, port: int) -> None:
+    import socket
+
+    from perfpredict.core.errors import InvalidInputError
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does: a listener still fails
+            probe.bind(address)
+    except OSError as err:
+        raise InvalidInputError(
+            f"cannot serve on {bind}:{port}: {err.strerror or err}; choose another --port, or a --bind address of "
+            "this machine"
+        ) from err

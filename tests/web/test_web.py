@@ -224,15 +224,18 @@ def test_serve_says_where_once_it_answers_there():
     """`perfpredict serve` prints its URL once the page answers (it printed nothing before)."""
     import urllib.request
 
+    from perfpredict.core.errors import InvalidInputError
     from perfpredict.web.app import serve
 
-    said = []
-    app = serve("127.0.0.1", _free_port(), block=False, ready=said.append)
+    said, port = [], _free_port()
+    app = serve("127.0.0.1", port, block=False, ready=said.append)
     try:
-        (line,) = said
-        assert line.startswith("serving on http://127.0.0.1:")
-        with urllib.request.urlopen(line.removeprefix("serving on ") + "/", timeout=30) as page:
+        assert said == [f"serving on http://127.0.0.1:{port}"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as page:
             assert page.status == 200 and b"perfpredict" in page.read()
+        with pytest.raises(InvalidInputError, match=f"cannot serve on 127.0.0.1:{port}: .* choose another --port"):
+            serve("127.0.0.1", port, block=False, ready=said.append)  # the port is taken
+        assert len(said) == 1
     finally:
         app.close()
 
