@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -51,6 +54,36 @@ def report_warnings(caught: list, debug: bool, shown: tuple[str, ...] = ()) -> N
             print(f"{PROG}: warning: {text}", file=sys.stderr)
 
 
+#: libraries whose log warnings (transformers': "add `is_decoder=True`" on every layer, a config's label count)
+#: are about their own API, not about the prediction: quiet while a command runs, shown under --debug
+QUIET_LOGGERS = ("transformers", "huggingface_hub")
+
+
+@contextlib.contextmanager
+def quiet_libraries(debug: bool):
+    """The libraries' loggers at ERROR for one command, restored after it (a library user's logging is never
+    touched: only the CLI enters this). transformers sets its logger's level when it is first imported, from
+    $TRANSFORMERS_VERBOSITY: a command that imports it meets the variable, one that finds it imported the level."""
+    if debug:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in QUIET_LOGGERS]
+    levels = [log.level for log in loggers]
+    verbosity = os.environ.get("TRANSFORMERS_VERBOSITY")
+    os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+    for log in loggers:
+        log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for log, level in zip(loggers, levels):
+            log.setLevel(level)
+        if verbosity is None:
+            os.environ.pop("TRANSFORMERS_VERBOSITY", None)
+        else:
+            os.environ["TRANSFORMERS_VERBOSITY"] = verbosity
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 bug, 2 bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -60,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             raise UsageError(f"choose a command: {', '.join(command_names(parser))} (`{PROG} --help`)")
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, quiet_libraries(debug):
             warnings.simplefilter("always")
             code = args.func(args)
         report_warnings(caught, debug, getattr(args, "shown_warnings", ()))

@@ -69,9 +69,12 @@ def predict_generation(
     ``"calibrated"`` (``predictors.host_model``; default: this machine's calibrated profile, else a GPU server); it
     times each step's dispatch and kernel launches (a vLLM-class engine's scheduler time is the engine's own).
     """
+    from perfpredict.compiler_hooks.hf_frontend import load_config
+    from perfpredict.llm.decode_trace import check_decoder
     from perfpredict.predictors import host_model
 
     host_model.profile_file(host)  # an unknown host (or "calibrated" before calibrate-host) fails here, in one line
+    check_decoder(load_config(getattr(model_or_config, "config", model_or_config)))  # BERT generates nothing
     if batch < 1 or prompt_tokens < 1 or new_tokens < 1:
         raise InvalidInputError("--prompt-tokens, --new-tokens and --batch must be at least 1")
     chosen = choose_engine(engine, model_or_config, device, mode, cache if quant_kernel is None else "given")

@@ -66,7 +66,11 @@ def hf_remedies(m: GenerationMemory, target_bytes: float) -> list[Remedy]:
 
 
 def vllm_remedies(
-    need_bytes: Callable[[int, str], float], tp: int, tp_splits: Callable[[int], bool], formats: list[str], budget: float
+    need_bytes: Callable[[int, str], float],
+    tp: int,
+    tp_splits: Callable[[int], bool],
+    formats: list[str],
+    budget: float,
 ) -> list[Remedy]:
     """The weight formats of ``formats`` and the tensor-parallel degrees that leave room for a KV cache in
     ``budget`` bytes; ``need_bytes(tp, format)``: the bytes one GPU needs before any KV cache."""

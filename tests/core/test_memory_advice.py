@@ -18,7 +18,9 @@ def _by_flag(found) -> dict[str, float]:
 
 def test_fp16_inference_is_offered_tp_with_its_size_per_gpu_and_no_same_size_precision():
     peak = 129 * GIB  # 128 + 0.5 + 0.5 runtime
-    text = memory_warning(peak, H100_GIB * GIB, "inference", LLAMA_70B_FP16, levers=Levers(dtype="float16", multi_gpu=True))
+    text = memory_warning(
+        peak, H100_GIB * GIB, "inference", LLAMA_70B_FP16, levers=Levers(dtype="float16", multi_gpu=True)
+    )
     assert "does not fit" in text
     # --tp 2 halves the weights: 129 - 128 + 64 = 65 GiB, under 72
     assert "--tp 2 (splits the weights, 128.00 GiB on each GPU now, over 2 GPUs): about 65.0 GiB per GPU" in text
