@@ -58,7 +58,7 @@ def hf_remedies(m: GenerationMemory, target_bytes: float) -> list[Remedy]:
         found.append(Remedy(f"--weights {name}", why, m.peak_bytes - saved, multi))
     if m.gpu:
         split = m.weights_bytes + m.kv_bytes  # the activations are counted whole (the residual is not split)
-        after = lambda n: m.peak_bytes - split + split * m.tp / n  # noqa: E731
+        after = lambda n: m.peak_bytes - split + split * m.tp / n
         remedy = _more_gpus(m.tp, m.tp_splits, after, target_bytes, "the weights and the KV cache")
         if remedy:
             found.append(remedy)
