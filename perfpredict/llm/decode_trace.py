@@ -166,6 +166,8 @@ class _Prefill:
         import torch
 
         class Prefill(torch.nn.Module):
+            perfpredict_wraps = "m"  # module paths are the model's own (compiler_hooks.meta_trace.WRAPS)
+
             def __init__(self) -> None:
                 super().__init__()
                 self.m = model
@@ -185,6 +187,8 @@ class _Step:
         import torch
 
         class DecodeStep(torch.nn.Module):
+            perfpredict_wraps = "m"  # module paths are the model's own (compiler_hooks.meta_trace.WRAPS)
+
             def __init__(self) -> None:
                 super().__init__()
                 self.m = model
