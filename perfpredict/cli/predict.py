@@ -18,6 +18,9 @@ from perfpredict.cli.model_args import add_model_args, request_from_args
 from perfpredict.cli.parallel import add_parallel_args, show_parallel
 from perfpredict.core.errors import InvalidInputError
 
+EXPLAIN_TOP = 25  # explain's per-op rows by default; the rest is one total line (--top all lists every op)
+ALL_OPS = 1_000_000  # the report keeps every op (explain's kinds and blocks, --top all)
+
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> None:
     """Add ``predict`` and ``explain``."""
@@ -29,9 +32,9 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     p.set_defaults(func=cmd_predict)
 
     p = subparsers.add_parser(
-        "explain", parents=parents or [], help="the full per-op breakdown, coverage and unknown ops"
+        "explain", parents=parents or [], help="the per-op breakdown (--top all: every op), coverage and unknown ops"
     )
-    add_model_args(p, top_default=None)
+    add_model_args(p, top_default=EXPLAIN_TOP)
     p.set_defaults(func=cmd_explain)
 
 
@@ -66,7 +69,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from perfpredict.render.html import render_html
     from perfpredict.render.text import print_report
 
-    request = request_from_args(args, top_ops=25)
+    request = request_from_args(args, top_ops=_kept(args.top))
     if request.parallel is not None and args.html:
         raise InvalidInputError("--html is not available for multi-GPU plans yet; use --json PATH")
     from perfpredict.pipeline import predict_with_graph
@@ -89,10 +92,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _kept(top: int | None) -> int:
+    """Per-op rows the report keeps: the JSON's 25, or as many as --top shows."""
+    return ALL_OPS if top is None else max(top, 25)
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from perfpredict.render.text import explain_renderables
 
-    report, _ = predict_from_args(args, keep_ops=1_000_000)  # explain shows every op
+    report, _ = predict_from_args(args, keep_ops=ALL_OPS)  # the total line sums the ops it does not list
     out = console()
     for part in explain_renderables(report, top_ops=args.top):
         out.print(part)
