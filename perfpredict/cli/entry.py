@@ -27,10 +27,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="Predict a model's latency, memory, energy, carbon, "
         "cost and MIG fit on an accelerator, without running it there.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for command in COMMANDS:
         command.register(sub, parents=[common])
     return parser
+
+
+def version() -> str:
+    """The installed distribution's version (its metadata), else the package's own (run from a source tree)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed(PROG)
+    except PackageNotFoundError:
+        from perfpredict import __version__
+
+        return __version__
 
 
 def command_names(parser: argparse.ArgumentParser) -> list[str]:

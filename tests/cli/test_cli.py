@@ -306,3 +306,16 @@ def test_transformers_log_noise_is_quiet_unless_debug(capfd, tmp_path) -> None:
     assert logging.getLogger("transformers").level == level  # scoped to the command: a library user keeps theirs
     assert main([*argv, "--debug"]) == 0
     assert "You passed `num_labels=3`" in capfd.readouterr().err
+
+
+def test_version_is_the_package_metadatas(capsys) -> None:
+    import re
+    from importlib.metadata import version
+
+    import perfpredict
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"perfpredict {version('perfpredict')}\n"
+    # the fallback for a source tree that is not installed says the same as pyproject.toml
+    declared = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.MULTILINE)
+    assert perfpredict.__version__ == declared.group(1)
