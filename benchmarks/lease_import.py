@@ -8,7 +8,8 @@ From ``lease.tgz`` (:mod:`benchmarks.lease_runner`):
   each row once: a row whose (key, device) the folder already holds is left out, so importing the same lease twice,
   or a second run that repeats the first run's rows, adds nothing;
 - ``rounds.jsonl`` and ``attempts.jsonl`` lines are appended as a multiset: a line the folder already holds as often
-  is left out, a repeated attempt (a crash retried) is kept;
+  is left out, a repeated attempt (a crash retried) is kept; the rounds then go into ``rounds.jsonl.gz``
+  (:mod:`perfpredict.profiling.log_archive`: they are most of a device's bytes, and the device tool carries 64 MiB);
 - ``collector.json`` (the model collector's last settings) replaces the folder's;
 - the run's manifest (``run.json``: the command, every stage's command, status and times), its log, the environment
   snapshots and the stages' plan headers go to ``leases/<lease-id>/``, with ``import.json`` (when, from where, and
@@ -30,6 +31,7 @@ from typing import Any
 
 from benchmarks.provenance import git_commit
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.profiling import log_archive
 
 ROW_FILES = ("rows.jsonl", "ops/rows.jsonl", "generation/rows.jsonl")
 LOG_FILES = ("rounds.jsonl", "attempts.jsonl", "ops/rounds.jsonl", "ops/attempts.jsonl")
@@ -84,9 +86,10 @@ def _extract(pack: Path, into: Path) -> Path:
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
+    """The log's records: its archive (``rounds.jsonl.gz``) and its live lines."""
     from perfpredict.profiling import dataset as ds
 
-    return ds.read_jsonl(path, required=())[0] if path.is_file() else []
+    return ds.read_jsonl(path, required=())[0]
 
 
 def _canonical(record: dict[str, Any]) -> str:
@@ -163,8 +166,10 @@ def import_lease(source: Path, data_root: Path, compact: bool = True) -> ImportS
             if (src / rel).is_file():
                 summary.added[rel] = merge_rows(src, dest, rel)
         for rel in LOG_FILES:
-            if (src / rel).is_file():
+            if log_archive.exists(src / rel):
                 summary.added[rel] = merge_log(src, dest, rel)
+            if Path(rel).name in log_archive.ARCHIVED:
+                log_archive.archive(dest / rel)  # the repository keeps the rounds gzipped
         for rel in REPLACED:
             if (src / rel).is_file():
                 shutil.copyfile(src / rel, dest / rel)

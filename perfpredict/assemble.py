@@ -168,6 +168,15 @@ def _workload(phase: str, batch: int, workload_calls: int | None) -> tuple[int, 
     return calls, f"{INFERENCE_WORKLOAD_SAMPLES:,} inferences ({calls:,} calls of batch {batch})"
 
 
+def _levers(graph: OpGraph, device: Device):
+    """What a single-device run can change: its batch, its dtype, and (a whole GPU) more GPUs."""
+    from perfpredict.core.memory_advice import Levers
+
+    gpu = device.kind == "gpu"
+    half = "bfloat16" if not gpu or device.supports_dtype("bfloat16") else "float16"
+    return Levers(batch=graph.batch_size, dtype=graph.dtype, half_dtype=half, multi_gpu=gpu and device.parent is None)
+
+
 def _warnings(graph: OpGraph, device: Device, config: RunConfig, out_: PredictorOutput) -> tuple[str, ...]:
     from perfpredict.core.memory_advice import memory_warning
 
@@ -198,6 +207,7 @@ def _warnings(graph: OpGraph, device: Device, config: RunConfig, out_: Predictor
         },
         optimizer=config.optimizer,
         where=f"{device.name}: ",
+        levers=_levers(graph, device),
     )
     if tight:
         out.append(tight)

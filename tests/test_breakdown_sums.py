@@ -175,3 +175,28 @@ def test_explain_gpt2_on_an_l4_adds_up(capsys):
     assert main([*argv, "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "total = latency" in out and "host, not hidden by the GPU" in out
+
+
+def test_explain_lists_the_slowest_25_ops_and_totals_the_rest(capsys):
+    """GPT-2 has 238 ops: explain listed every one; now the 25 slowest, then one line for the other 213, whose time
+    is the op total less the listed ones'; --top all lists every op, --top N that many."""
+    from perfpredict.cli import main
+    from perfpredict.cli.entry import build_parser
+    from perfpredict.cli.predict import predict_from_args
+    from perfpredict.render.text import fmt_share, fmt_time_ms, sorted_ops
+
+    argv = ["explain", "--hf", "gpt2", "--device", "L4"]
+    report, _ = predict_from_args(build_parser().parse_args(argv), keep_ops=1000)
+    ops = len(report.per_op)
+    assert ops == 238  # GPT-2's ops with time, all kept
+    rest_ms = report.op_time_ms - sum(o.time_ms for o in sorted_ops(report, 25))
+    share = fmt_share(rest_ms / report.latency_ms.value)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"Per-op contributors (top 25 of {ops}," in out
+    assert f"... and {ops - 25} more ops, {fmt_time_ms(rest_ms)}, {share} of the latency (--top all lists them)" in out
+    assert main([*argv, "--top", "all"]) == 0
+    out = capsys.readouterr().out
+    assert f"Per-op contributors (all {ops}," in out and "more ops" not in out
+    assert main([*argv, "--top", "40"]) == 0
+    assert f"... and {ops - 40} more ops" in capsys.readouterr().out

@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from perfpredict.core.memory_advice import memory_warning  # noqa: E402
+from perfpredict.core.memory_advice import Levers, memory_warning  # noqa: E402
 from perfpredict.core.units import GIB  # noqa: E402
 
 
@@ -93,15 +93,19 @@ def test_a_peak_above_ninety_percent_warns_with_remedies():
         "optimizer temporaries": 0,
         "activations": 20 * GIB,
     }
-    assert memory_warning(70 * GIB, 80 * GIB, "training", terms, optimizer="adamw") is None  # 87.5%
-    text = memory_warning(77 * GIB, 80 * GIB, "training", terms, optimizer="adamw")
+    levers = Levers(batch=8, dtype="bfloat16", multi_gpu=True)
+    assert memory_warning(70 * GIB, 80 * GIB, "training", terms, optimizer="adamw", levers=levers) is None  # 87.5%
+    text = memory_warning(77 * GIB, 80 * GIB, "training", terms, optimizer="adamw", levers=levers)
     assert "77.00 GiB of 80.00 GiB (96%): fits, but above 90%" in text
-    assert "halve the batch" in text and "saves about 10.00 GiB" in text  # 20 / 2
-    assert "activation checkpointing" in text
-    assert "8-bit optimizer" in text and "saves about 20.25 GiB" in text  # 3/4 of 27
-    assert "FSDP" in text and "saves about 47.25 GiB at N=8" in text  # (13.5 + 13.5 + 27) x 7/8
-    over = memory_warning(90 * GIB, 80 * GIB, "inference", {"weights": 60 * GIB, "activations": 28 * GIB})
-    assert "does not fit" in over and "lower precision" in over and "FSDP" not in over
+    # 2.5 GiB of activations per sample over 57 GiB of the rest: (72 - 57) // 2.5 = 6 samples, 57 + 15 = 72 GiB
+    assert "--batch 6 (the activations, 20.00 GiB at batch 8, scale with it): about 72.0 GiB;" in text
+    # 77 - 3/4 of 27 = 56.75 GiB
+    assert "--optimizer adamw-8bit (a quarter of the optimizer state, no temporary copy): about 56.8 GiB" in text
+    assert "--fsdp --dp 2 (shards the weights, gradients and optimizer state, 54.00 GiB, over 2 GPUs)" in text
+    over = memory_warning(
+        90 * GIB, 80 * GIB, "inference", {"weights": 60 * GIB, "activations": 28 * GIB}, levers=Levers(dtype="float32")
+    )
+    assert "does not fit" in over and "--dtype bfloat16" in over and "FSDP" not in over and "--tp" not in over
 
 
 def test_the_report_carries_the_warning_and_says_tight():
@@ -117,8 +121,25 @@ def test_the_report_carries_the_warning_and_says_tight():
     small = dataclasses.replace(h100, memory_bytes=int(peak / 0.95), mig_profiles=())  # the peak is 95% of it
     report = build_report(graph, small, RunConfig(phase="training"), "analytical")
     assert report.fits_in_memory and report.memory_share == pytest.approx(0.95, rel=1e-3)
-    assert any("fits, but above 90%" in w and "8-bit optimizer" in w for w in report.warnings)
+    assert any("fits, but above 90%" in w and "--optimizer adamw-8bit" in w for w in report.warnings)
     assert "95.0% of it: tight" in fits_text(report)
+
+
+def _generation(weights_gib: float, kv_gib: float, batch: int = 8, tp: int = 1):
+    from perfpredict.llm.memory_remedies import GenerationMemory
+
+    return GenerationMemory(
+        weights_bytes=weights_gib * GIB,
+        layer_weights_bytes=weights_gib * GIB * 0.9,  # the embeddings and the LM head stay in bf16
+        bytes_per_weight=2.0,
+        kv_bytes=kv_gib * GIB,
+        activations_bytes=0.0,
+        runtime_bytes=0.5 * GIB,
+        batch=batch,
+        tp=tp,
+        tp_splits=lambda n: 32 % n == 0,
+        gpu=True,
+    )
 
 
 def test_generation_warns_when_tight_too():
@@ -126,12 +147,18 @@ def test_generation_warns_when_tight_too():
 
     from perfpredict.llm.generation import _memory_warnings
 
-    l4 = SimpleNamespace(name="L4", memory_bytes=22 * GIB)
-    assert _memory_warnings(19 * GIB, l4, 8, 2048) == ()  # 86%
-    (tight,) = _memory_warnings(21 * GIB, l4, 8, 2048)  # 95%
+    l4 = SimpleNamespace(name="L4", memory_bytes=22 * GIB, kind="gpu")
+    assert _memory_warnings(_generation(13.5, 5), l4, 8, 2048) == ()  # 19 GiB: 86%
+    (tight,) = _memory_warnings(_generation(13.5, 7), l4, 8, 2048)  # 21 GiB: 95%
     assert "fits, but above 90%" in tight and "at most 8 sequences fit at 2048 tokens" in tight
-    (over,) = _memory_warnings(30 * GIB, l4, 4, 2048)
+    (over,) = _memory_warnings(_generation(13.5, 16), l4, 4, 2048)
     assert over.startswith("does not fit: needs 30.0 GiB, L4 has 22.0 GiB")
+    # 19.8 GiB target: the batch of 8 holds 16 GiB of cache, 2 GiB each; (19.8 - 14) // 2 = 2 sequences, 18 GiB
+    assert "--batch 2 (the KV cache and the activations scale with it): about 18.0 GiB" in over
+    # int8 halves the layers' 12.15 GiB of 2-byte weights: 30 - 6.075 = 23.9 GiB
+    assert "--weights int8 (the layers' weights in 1 byte each, not 2 bytes): about 23.9 GiB, not enough" in over
+    # tp 2 splits the weights and the cache: 0.5 + (13.5 + 16) / 2 = 15.25 GiB per GPU
+    assert "--tp 2 (splits the weights and the KV cache over 2 GPUs): about 15.2 GiB per GPU" in over
 
 
 # every door and format (issue 45, item 4): ResNet-50's JSON terms summed to 1,577 MiB against its 1,332 MiB peak,

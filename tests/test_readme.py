@@ -42,9 +42,10 @@ def test_python_snippet_defines_its_input_and_uses_the_meta_device(session):
     assert len(cols["latency_ms"]) == 256
 
 
-def test_nas_snippet_runs(session):
+def test_nas_snippet_runs_and_keeps_some_candidates_not_all(session):
     exec(_snippet("predict_models("), session)
     assert len(session["cols"]["latency_ms"]) == len(session["space"]) == 9
+    assert 0 < len(session["fast"]) < 9, session["cols"]["latency_ms"]  # it kept 0 of 9 under a fixed 8 ms
 
 
 @pytest.mark.tvm
@@ -60,3 +61,16 @@ def test_tvm_snippet_imports_what_it_uses(session, capsys):
         session["mod"] = from_exported_program(torch.export.export(model, (torch.randn(1, 3, 16, 16),)))
     exec(code, session)
     assert "Predicted performance" in capsys.readouterr().out
+
+
+def test_the_shipped_config_count_is_the_folders():
+    """The README said 18 shipped configs while 24 were shipped: the count is the config files'."""
+    import json
+
+    folder = ROOT / "perfpredict" / "data" / "hf_configs"
+    files = {p.name for p in folder.glob("*.json")} - {"index.json"}
+    index = json.loads((folder / "index.json").read_text())["models"]
+    assert files == {entry["file"] for entry in index.values()}  # one file per shipped id, none unlisted
+    readme = re.search(r"\((\d+) shipped HuggingFace configs", (ROOT / "README.md").read_text())
+    usage = re.search(r"`--hf` takes one of (\d+) shipped offline configs", (ROOT / "docs" / "usage.md").read_text())
+    assert int(readme.group(1)) == int(usage.group(1)) == len(files)

@@ -150,15 +150,31 @@ def perfpredict_backend(gm: Any, example_inputs: list[Any], options: dict[str, A
 
 def _frame_name() -> str:
     """The compiled module's class name (or the function's name), from the frame dynamo is translating: the
-    backend receives only the GraphModule. Dynamo's translator is private API, so any failure gives ""."""
+    backend receives only the GraphModule. The frame is the module's ``forward`` (its first argument the module,
+    whatever it is called), or, for a module torch.compile enters through its own wrapper (``nn.Sequential``: the
+    frame is ``torch._dynamo.external_utils``'s ``inner(*args, **kwargs)``), that wrapper holding the module as
+    ``fn``; the report was titled "inner". Dynamo's translator is private API, so any failure gives ""."""
     try:
+        import torch
         from torch._dynamo.symbolic_convert import InstructionTranslator
 
         tx = InstructionTranslator.current_tx()
-        owner = tx.f_locals.get("self")
-        return type(owner).__name__ if owner is not None else tx.f_code.co_name
+        code, local = tx.f_code, tx.f_locals
+        if code.co_filename.replace("\\", "/").endswith("torch/_dynamo/external_utils.py") and "fn" in local:
+            return _callable_name(local["fn"])
+        first = local.get(code.co_varnames[0]) if code.co_argcount else None
+        return type(first).__name__ if isinstance(first, torch.nn.Module) else code.co_name
     except Exception:  # noqa: BLE001 - a name is a nicety; the prediction goes on without it
         return ""
+
+
+def _callable_name(fn: Any) -> str:
+    """A module's class name, a function's own name."""
+    import torch
+
+    if isinstance(fn, torch.nn.Module):
+        return type(fn).__name__
+    return getattr(fn, "__name__", type(fn).__name__)
 
 
 def _local_device(example_inputs: list[Any]) -> str:

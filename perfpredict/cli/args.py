@@ -75,3 +75,8 @@ def one_line(err: BaseException) -> str:
 
 def fail(message: str) -> None:
     print(f"{PROG}: error: {message}", file=sys.stderr)
+
+
+def shown(args: argparse.Namespace, warnings: tuple[str, ...] | list[str]) -> None:
+    """Record that the report printed ``warnings`` itself, so the CLI's warning summary does not print them again."""
+    args.shown_warnings = (*getattr(args, "shown_warnings", ()), *warnings)

@@ -17,7 +17,7 @@ from perfpredict.predictors.base import RUN_MODES
 from perfpredict.request import AUTO, Request, default, field_names
 
 
-def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
+def add_model_args(p: argparse.ArgumentParser, top_default: int) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--hf", metavar="ID", help="a shipped HuggingFace id or alias (see `perfpredict models`)")
     src.add_argument("--config", metavar="PATH", help="a HuggingFace config.json (or a folder holding one)")
@@ -133,10 +133,21 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int | None) -> None:
     )
     p.add_argument(
         "--top",
-        type=non_negative_int,
+        type=top_count,
         default=top_default,
-        help="per-op rows to show" + (f" (default {top_default})" if top_default else " (default all)"),
+        metavar="N|all",
+        help=f"per-op rows to show, the slowest first (default {top_default}; 'all': every op)",
     )
+
+
+def top_count(text: str) -> int | None:
+    """``--top``: a whole number, or "all" (None: every op)."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        return non_negative_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 or 'all', got {text!r}") from None
 
 
 def _run_flag(p: argparse.ArgumentParser, flag: str, dest: str | None = None, **options: Any) -> None:

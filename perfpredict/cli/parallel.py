@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from perfpredict.cli.args import EXIT_OK, PROG, non_negative_int, positive_int, write_text
+from perfpredict.cli.args import EXIT_OK, PROG, non_negative_int, positive_int, shown, write_text
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -47,6 +47,7 @@ def show_parallel(args: argparse.Namespace, report: Any) -> int:
         sys.stdout.write(report.to_json() + "\n")
         return EXIT_OK
     print(render_parallel_text(report))
+    shown(args, report.warnings)
     if args.json:
         write_text(args.json, report.to_json() + "\n")
         print(f"{PROG}: wrote {args.json}", file=sys.stderr)

@@ -12,6 +12,7 @@ from perfpredict.cli.args import (
     PROG,
     Parser,
     console,
+    shown,
     write_text,
 )
 from perfpredict.cli.model_args import add_model_args, request_from_args
@@ -20,6 +21,8 @@ from perfpredict.core.errors import InvalidInputError
 from perfpredict.request import EVERY_OP
 
 JSON_OPS = 25  # per-op rows a --json report keeps
+
+EXPLAIN_TOP = 25  # explain's per-op rows by default; the rest is one total line (--top all lists every op)
 
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = None) -> None:
@@ -32,9 +35,9 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     p.set_defaults(func=cmd_predict)
 
     p = subparsers.add_parser(
-        "explain", parents=parents or [], help="the full per-op breakdown, coverage and unknown ops"
+        "explain", parents=parents or [], help="the per-op breakdown (--top all: every op), coverage and unknown ops"
     )
-    add_model_args(p, top_default=None)
+    add_model_args(p, top_default=EXPLAIN_TOP)
     p.set_defaults(func=cmd_explain)
 
 
@@ -70,7 +73,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from perfpredict.render.text import print_report
 
     # the HTML page's roofline draws every op at its predicted rate: it needs every op's row; the JSON keeps 25
-    request = request_from_args(args, top_ops=EVERY_OP if args.html else JSON_OPS)
+    request = request_from_args(args, top_ops=EVERY_OP if args.html else _kept(args.top))
     if request.parallel is not None and args.html:
         raise InvalidInputError("--html is not available for multi-GPU plans yet; use --json PATH")
     from perfpredict.pipeline import predict_with_graph
@@ -83,6 +86,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         sys.stdout.write(kept.to_json() + "\n")
     else:
         print_report(report, console=console(), top_ops=args.top)
+        shown(args, report.warnings)
     if args.json and args.json != "-":
         write_text(args.json, kept.to_json() + "\n")
     if args.html:
@@ -93,11 +97,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _kept(top: int | None) -> int:
+    """Per-op rows the report keeps: the JSON's 25, or as many as --top shows."""
+    return EVERY_OP if top is None else max(top, JSON_OPS)
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from perfpredict.render.text import explain_renderables
 
-    report, _ = predict_from_args(args, keep_ops=EVERY_OP)  # explain shows every op
+    report, _ = predict_from_args(args, keep_ops=EVERY_OP)  # the total line sums the ops it does not list
     out = console()
     for part in explain_renderables(report, top_ops=args.top):
         out.print(part)
+    shown(args, report.warnings)
     return EXIT_OK

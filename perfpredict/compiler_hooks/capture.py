@@ -17,6 +17,7 @@ Any error a capture meets leaves as a :class:`~perfpredict.core.errors.FrontendE
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import warnings
 from collections.abc import Mapping
@@ -70,13 +71,15 @@ def _captured(
 ) -> OpGraph:
     try:
         if capture == "meta" and phase == "inference":
-            return _meta_forward(model, args, kwargs, dtype, label, reuse)
-        if capture == "meta":
-            return _meta_training(model, args, kwargs, dtype, label)
-        if capture == "real":
-            return _real(model, args, kwargs, phase, dtype, label)
-        twin, meta_args, meta_kwargs = meta_twin(model, args, kwargs, dtype)
-        return dynamo_graph(twin, meta_args, meta_kwargs, phase, label)
+            graph = _meta_forward(model, args, kwargs, dtype, label, reuse)
+        elif capture == "meta":
+            graph = _meta_training(model, args, kwargs, dtype, label)
+        elif capture == "real":
+            graph = _real(model, args, kwargs, phase, dtype, label)
+        else:
+            twin, meta_args, meta_kwargs = meta_twin(model, args, kwargs, dtype)
+            graph = dynamo_graph(twin, meta_args, meta_kwargs, phase, label)
+        return _without_wrapper(graph, model)
     except PerfPredictError:
         raise
     except Exception as err:
@@ -85,6 +88,18 @@ def _captured(
             f"perfpredict could not capture {label!r} ({type(err).__name__}: {first}); check that "
             "model(*example_inputs) runs eagerly with these inputs, or try capture='dynamo' or capture='real'"
         ) from err
+
+
+def _without_wrapper(graph: OpGraph, model: Any) -> OpGraph:
+    """Module paths as the wrapped model names them, when ``model`` is a wrapper (``meta_trace.WRAPS``); the meta
+    capture names them so already, dynamo's nn_module_stack does not."""
+    from perfpredict.compiler_hooks.meta_trace import WRAPS, unwrapped
+
+    inner = getattr(model, WRAPS, "")
+    if not inner or not any(n.module_path.split(".")[0] == inner for n in graph.nodes):
+        return graph
+    nodes = tuple(dataclasses.replace(n, module_path=unwrapped(n.module_path, inner)) for n in graph.nodes)
+    return dataclasses.replace(graph, nodes=nodes)
 
 
 def _meta_forward(

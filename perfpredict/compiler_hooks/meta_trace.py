@@ -231,6 +231,23 @@ class _StandIns:
         return node
 
 
+#: a wrapper module that only calls the model it holds (generation's prefill and decode step) names that attribute
+#: here, so that module paths and tensor names are the model's own: "model.layers.0", not "m.model.layers.0"
+WRAPS = "perfpredict_wraps"
+
+
+def named_modules(model: Any) -> list[tuple[str, Any]]:
+    """``model.named_modules()``, with a wrapper's attribute (``WRAPS``) left out of every name."""
+    modules = list(model.named_modules()) if isinstance(model, torch.nn.Module) else []
+    inner = getattr(model, WRAPS, "")
+    return [(unwrapped(name, inner), m) for name, m in modules] if inner else modules
+
+
+def unwrapped(path: str, inner: str) -> str:
+    """``path`` without the wrapper's attribute ``inner`` in front ("m.model.norm" -> "model.norm")."""
+    return "" if path == inner else path.removeprefix(f"{inner}.") if inner else path
+
+
 def trace(
     model: Callable,
     args: tuple,
@@ -244,7 +261,7 @@ def trace(
     on where ``grad`` (a training step's forward). ``blocks`` (a ``block_reuse.BlockCache``) replays the calls of
     blocks an earlier trace recorded."""
     graph = TracedGraph()
-    modules = list(model.named_modules()) if isinstance(model, torch.nn.Module) else []
+    modules = named_modules(model)
     stand_ins = _StandIns(graph, _tensor_names(modules), dtype)
     meta_args = tuple(_input(stand_ins, a, f"arg{i}") for i, a in enumerate(args))
     meta_kwargs = {k: _input(stand_ins, v, k) for k, v in kwargs.items()}

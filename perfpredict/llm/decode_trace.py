@@ -77,6 +77,31 @@ def _captured(config: Any, dtype: str, trace, replicate: bool, question: dict) -
     return graph
 
 
+def check_decoder(config: Any) -> None:
+    """Refuse, in one line, a model that cannot generate: one with no causal LM in transformers (a vision model,
+    T5's encoder), or an encoder-only one (BERT, RoBERTa) whose causal-LM class would attend both ways unless its
+    config says ``is_decoder`` (transformers warns about it on every layer, and the answer would mean nothing)."""
+    from transformers.models.auto import modeling_auto as auto
+
+    kind = config.model_type
+    causal, masked = auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    if kind in causal and not (kind in masked and not config.is_decoder and not config.is_encoder_decoder):
+        return
+    what = "an encoder-only model" if kind in masked else "not a decoder with a causal LM head"
+    raise InvalidInputError(
+        f"{config.name_or_path or kind} ({kind}) is {what}: generate takes a decoder-only LLM ({shipped_decoders()} "
+        "are shipped: `perfpredict models`); `perfpredict predict` predicts this model's forward pass"
+    )
+
+
+def shipped_decoders() -> str:
+    """The model types of the shipped decoder-only LLMs ("gpt2, llama, ..."): what ``generate`` takes."""
+    from perfpredict.compiler_hooks.hf_frontend import known_models, raw_config, shipped_entry
+
+    decoders = [m for m in known_models() if shipped_entry(m)["model_class"].endswith(("ForCausalLM", "LMHeadModel"))]
+    return ", ".join(sorted({raw_config(m)[0]["model_type"] for m in decoders}))
+
+
 def _causal_lm(config: Any, dtype: str):
     """The config's causal LM (its LM head included) on the meta device, with its cache on, running the attention
     the config asks for (``attention_choice.configured``)."""
@@ -148,6 +173,8 @@ class _Prefill:
         import torch
 
         class Prefill(torch.nn.Module):
+            perfpredict_wraps = "m"  # module paths are the model's own (compiler_hooks.meta_trace.WRAPS)
+
             def __init__(self) -> None:
                 super().__init__()
                 self.m = model
@@ -167,6 +194,8 @@ class _Step:
         import torch
 
         class DecodeStep(torch.nn.Module):
+            perfpredict_wraps = "m"  # module paths are the model's own (compiler_hooks.meta_trace.WRAPS)
+
             def __init__(self) -> None:
                 super().__init__()
                 self.m = model

@@ -47,7 +47,7 @@ def rank_shape(spec: DecoderSpec, tp: int) -> RankShape:
         raise InvalidInputError(f"--tp {tp} must be at least 1")
     kv_ok = spec.kv_heads % tp == 0 or tp % spec.kv_heads == 0
     if spec.heads % tp or not kv_ok or spec.intermediate % tp:
-        choices = ", ".join(str(t) for t in range(1, spec.heads + 1) if _splits(spec, t) and t <= 64)
+        choices = ", ".join(str(t) for t in range(1, spec.heads + 1) if splits(spec, t) and t <= 64)
         what = (
             f"the {spec.heads} attention heads"
             if spec.heads % tp
@@ -60,7 +60,8 @@ def rank_shape(spec: DecoderSpec, tp: int) -> RankShape:
     return RankShape(tp, spec.heads // tp, max(spec.kv_heads // tp, 1), spec.intermediate // tp, -(-vocab // tp))
 
 
-def _splits(spec: DecoderSpec, tp: int) -> bool:
+def splits(spec: DecoderSpec, tp: int) -> bool:
+    """Whether ``tp`` ranks split the heads, the key/value heads and the MLP evenly (as vLLM requires)."""
     kv_ok = spec.kv_heads % tp == 0 or tp % spec.kv_heads == 0
     return spec.heads % tp == 0 and kv_ok and spec.intermediate % tp == 0
 

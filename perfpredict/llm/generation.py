@@ -74,10 +74,13 @@ def predict_generation(
     own FlashAttention-2 kernels.
     """
     from perfpredict.compiler_hooks.attention_choice import check
+    from perfpredict.compiler_hooks.hf_frontend import load_config
+    from perfpredict.llm.decode_trace import check_decoder
     from perfpredict.predictors import host_model
 
     check(attn_implementation)
     host_model.profile_file(host)  # an unknown host (or "calibrated" before calibrate-host) fails here, in one line
+    check_decoder(load_config(getattr(model_or_config, "config", model_or_config)))  # BERT generates nothing
     if batch < 1 or prompt_tokens < 1 or new_tokens < 1:
         raise InvalidInputError("--prompt-tokens, --new-tokens and --batch must be at least 1")
     hf_only = cache if quant_kernel is None and attn_implementation is None else "given"
@@ -295,7 +298,13 @@ def _predict_hf(
             **_assumptions(fmt, dev, compute, kv_dtype, cache, mode, config, tp, link),
             "weight kernel": weight_formats.describe_kernels(fmt, dev, batch, quant_kernel),
         },
-        warnings=_memory_warnings(peak, dev, max_batch, prompt_tokens + new_tokens) + _mode_warnings(mode, cache),
+        warnings=_memory_warnings(
+            _generation_memory(prefill, fmt, config, dev, (kv_bytes, activations), batch, tp),
+            dev,
+            max_batch,
+            prompt_tokens + new_tokens,
+        )
+        + _mode_warnings(mode, cache),
         notes=_notes(decode, steps, dev),
         engine="hf",
         tp=tp,
@@ -305,10 +314,36 @@ def _predict_hf(
     )
 
 
-def _memory_warnings(peak: float, dev: Any, max_batch: int, tokens: int) -> tuple[str, ...]:
-    """Does not fit, or fits above ``memory_advice.TIGHT_SHARE`` of the device: say so, and what brings it under."""
-    from perfpredict.core.memory_advice import TIGHT_SHARE
+def _generation_memory(prefill: Any, fmt: Any, config: Any, dev: Any, cache_and_activations, batch: int, tp: int):
+    """One GPU's memory and what ``generate``'s flags can change (``memory_remedies.GenerationMemory``)."""
+    from perfpredict.llm.kv_cache import kv_geometry
+    from perfpredict.llm.memory_remedies import GenerationMemory
+    from perfpredict.llm.weight_formats import quantized_linears
 
+    layer_params = sum(prefill.nodes[i].params for i in quantized_linears(prefill))
+    heads = (getattr(config, "num_attention_heads", None) or 1, kv_geometry(config).kv_heads)
+    kv_bytes, activations = cache_and_activations
+    return GenerationMemory(
+        weights_bytes=prefill.param_bytes,
+        layer_weights_bytes=layer_params * fmt.bytes_per_weight,
+        bytes_per_weight=fmt.bytes_per_weight,
+        kv_bytes=kv_bytes,
+        activations_bytes=activations,
+        runtime_bytes=dev.runtime_overhead_bytes,
+        batch=batch,
+        tp=tp,
+        tp_splits=lambda n: all(h % n == 0 for h in heads),
+        gpu=dev.kind == "gpu" and dev.parent is None,
+    )
+
+
+def _memory_warnings(memory: Any, dev: Any, max_batch: int, tokens: int) -> tuple[str, ...]:
+    """Does not fit, or fits above ``memory_advice.TIGHT_SHARE`` of the device: say so, and which of ``generate``'s
+    flags brings it under, each with about what one GPU would hold after it."""
+    from perfpredict.core.memory_advice import TIGHT_SHARE, describe
+    from perfpredict.llm.memory_remedies import hf_remedies
+
+    peak = memory.peak_bytes
     if peak <= dev.memory_bytes * TIGHT_SHARE:
         return ()
     share = peak / dev.memory_bytes
@@ -319,10 +354,10 @@ def _memory_warnings(peak: float, dev: Any, max_batch: int, tokens: int) -> tupl
             f"peak memory {peak / GIB:.2f} GiB of {dev.memory_bytes / GIB:.2f} GiB ({share:.0%}): fits, but above "
             f"{TIGHT_SHARE:.0%}; allocator fragmentation or a longer context may not fit"
         )
-    return (
-        f"{head}; at most {max_batch} sequences fit at {tokens} tokens; a smaller batch, a shorter context, an 8- or "
-        "4-bit weight format or more GPUs (--tp) bring it under",
-    )
+    target = TIGHT_SHARE * dev.memory_bytes
+    found = "; ".join(describe(r, target) for r in hf_remedies(memory, target))
+    under = f"; to bring it under {TIGHT_SHARE:.0%} ({target / GIB:.2f} GiB): {found}" if found else ""
+    return (f"{head}; at most {max_batch} sequences fit at {tokens} tokens (a shorter context fits more){under}",)
 
 
 def _check_lengths(prompt: int, new: int, batch: int, geometry: Any) -> None:

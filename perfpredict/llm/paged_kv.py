@@ -90,14 +90,18 @@ def plan(spec, rank, *, device, utilization: float, weights_bytes: int, activati
     )
 
 
-def check_starts(kv: KvPlan, *, max_model_len: int, name: str, device: str, tp: int, utilization: float) -> None:
-    """Refuse, as vLLM does at start-up, a plan with no room for the KV cache or for one full-length sequence."""
+def check_starts(
+    kv: KvPlan, *, max_model_len: int, name: str, device: str, tp: int, utilization: float, remedies: str = ""
+) -> None:
+    """Refuse, as vLLM does at start-up, a plan with no room for the KV cache or for one full-length sequence;
+    ``remedies``: what would make room (the caller's flags, each with what one GPU then needs)."""
     if kv.blocks <= 0:
         need = kv.weights_bytes + kv.activation_bytes + kv.runtime_bytes
+        fix = f"; what makes room: {remedies}" if remedies else "; use a GPU with more memory"
         raise InvalidInputError(
             f"{name} does not fit: each of {tp} GPU(s) needs {need / GIB:.1f} GiB for weights, activations and "
             f"runtime before any KV cache, more than the {kv.budget_bytes / GIB:.1f} GiB vLLM may use on a "
-            f"{device} (gpu_memory_utilization {utilization:g}); use a larger --tp, or --weights fp8/int8/int4"
+            f"{device} (gpu_memory_utilization {utilization:g}){fix}"
         )
     if kv.capacity_tokens < max_model_len:
         raise InvalidInputError(

@@ -59,17 +59,40 @@ def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None =
                        kv_dtype=kv_dtype, dtype=compute, device=dev)  # fmt: skip
     num = _numerics(fmt, dev, compute, kv_dtype)
     c = constants or engine_calibration.constants()
-    layer, other = weight_elements(spec, rank)
-    weights_bytes = int(layer * num.weight_bytes + other * DTYPE_BYTES[compute])
-    tokens = resolved.max_num_batched_tokens
-    activation = paged_kv.profile_activation_bytes(spec, rank, tokens, min(config.max_num_seqs, tokens), compute)
+
+    def start(tp_: int, fmt_name: str) -> tuple[int, int, int]:
+        """(weights, the start-up profile's activations, runtime) on one of ``tp_`` GPUs in ``fmt_name``."""
+        rank_ = rank_shape(spec, tp_)
+        per_weight = _numerics(weight_formats.FORMATS[fmt_name], dev, compute, kv_dtype).weight_bytes
+        layer, other = weight_elements(spec, rank_)
+        tokens = resolved.max_num_batched_tokens
+        seqs = min(config.max_num_seqs, tokens)
+        activation = paged_kv.profile_activation_bytes(spec, rank_, tokens, seqs, compute)
+        return int(layer * per_weight + other * DTYPE_BYTES[compute]), activation, runtime_bytes(c, tp_)
+
+    weights_bytes, activation, runtime = start(tp, fmt.name)
     kv = paged_kv.plan(spec, rank, device=dev, utilization=config.gpu_memory_utilization, weights_bytes=weights_bytes,
-                       activation_bytes=activation, runtime_bytes=runtime_bytes(c, tp),
+                       activation_bytes=activation, runtime_bytes=runtime,
                        block_size=config.block_size, kv_dtype=kv_dtype)  # fmt: skip
+    remedies = _start_remedies(start, spec, dev, tp, fmt, kv.budget_bytes) if kv.blocks <= 0 else ""
     paged_kv.check_starts(kv, max_model_len=resolved.max_model_len, name=spec.name, device=dev.name, tp=tp,
-                          utilization=config.gpu_memory_utilization)  # fmt: skip
+                          utilization=config.gpu_memory_utilization, remedies=remedies)  # fmt: skip
     model = EngineModel(spec, rank, num, dev, resolved, link_for(dev, tp), bool(c["paged_v1_rereads_kv"]), host)
     return Setup(model, kv, StepCosts(model, config.max_num_seqs), fmt, c)
+
+
+def _start_remedies(start, spec, dev, tp: int, fmt, budget: int) -> str:
+    """``generate``'s flags that leave this engine room for a KV cache, each with what one GPU needs before it."""
+    from perfpredict.core.memory_advice import describe
+    from perfpredict.llm.engine_graph import splits
+    from perfpredict.llm.memory_remedies import vllm_remedies
+
+    one_byte = "fp8" if weight_formats.route(weight_formats.FORMATS["fp8"], dev) == "native" else "int8"
+    smaller = [f for f in (one_byte, "int4") if weight_formats.FORMATS[f].bytes_per_weight < fmt.bytes_per_weight]
+    found = vllm_remedies(
+        lambda tp_, name: sum(start(tp_, name or fmt.name)), tp, lambda n: splits(spec, n), smaller, budget
+    )
+    return "; ".join(describe(r, budget) for r in found)
 
 
 def runtime_bytes(constants: dict, tp: int) -> int:

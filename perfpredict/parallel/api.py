@@ -100,7 +100,7 @@ def _report(
     efficiency = single_s / (plan.world_size * step) if step else 0.0
     rank = slowest.time.report.timeline
     host_note = host_bound_note(rank, plan, efficiency)
-    warn = _warnings(plan, stages, dev, links, graph.phase, optimizer)
+    warn = _warnings(plan, stages, dev, links, graph, optimizer)
     for text in warn:
         warnings.warn(text, stacklevel=3)
     return ParallelReport(
@@ -151,7 +151,8 @@ def _bubble_s(runs, microbatches: int) -> float:
     return sum(times) - max(times)
 
 
-def _warnings(plan: ParallelPlan, stages, dev, links, phase: str = "training", optimizer: str = "") -> list[str]:
+def _warnings(plan: ParallelPlan, stages, dev, links, graph, optimizer: str = "") -> list[str]:
+    phase, batch, dtype = graph.phase, graph.batch_size, graph.dtype
     out = []
     if links.tp.nodes > 1:
         out.append(
@@ -163,8 +164,18 @@ def _warnings(plan: ParallelPlan, stages, dev, links, phase: str = "training", o
             f"microbatches={plan.microbatches} < pp={plan.pp}: the pipeline is idle "
             f"{pipeline_bubble(plan):.0%} of the step; use at least {plan.pp} microbatches (4x is common)"
         )
-    from perfpredict.core.memory_advice import memory_warning
+    from perfpredict.core.memory_advice import Levers, memory_warning
 
+    levers = Levers(
+        batch=batch,
+        dtype=dtype,
+        half_dtype="bfloat16" if dev.supports_dtype("bfloat16") else "float16",
+        tp=plan.tp,
+        dp=plan.dp,
+        shard_stage=plan.shard_stage,
+        zero=plan.zero_stage > 0 and not plan.fsdp,
+        multi_gpu=dev.kind == "gpu",
+    )
     for s in stages:
         m = s.memory
         text = memory_warning(
@@ -180,7 +191,7 @@ def _warnings(plan: ParallelPlan, stages, dev, links, phase: str = "training", o
             },
             optimizer=optimizer,
             where=f"stage {s.stage} on each {dev.name}: " if len(stages) > 1 else f"each {dev.name}: ",
-            sharded=plan.dp > 1 and plan.shard_stage >= 3,
+            levers=levers,
         )
         if text:
             out.append(text)

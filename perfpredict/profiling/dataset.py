@@ -10,6 +10,8 @@ One folder per device (``data/<device-slug>/``) holds:
 - ``attempts.jsonl``: one line per config started; a config that was started twice without a row (it crashed the
   process twice) gets a ``status="crashed"`` row instead of a third try.
 - ``graph_features.jsonl`` (optional): OpGraph features per spec key, filled by a separate pass; joined on load.
+- ``rounds.jsonl`` (protocol v3): every round of every row, appended live; compaction folds it into
+  ``rounds.jsonl.gz`` (:mod:`perfpredict.profiling.log_archive`), and :func:`read_jsonl` reads both as one log.
 - ``parts/shard-I-of-N/`` (optional): the logs of one shard's worker (:mod:`perfpredict.profiling.parts`), read
   with the rest; compaction folds a part's rows into ``rows.parquet`` once no worker holds it.
 
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.core.errors import MissingDependencyError
+from perfpredict.profiling import log_archive as _log_archive
 from perfpredict.profiling import parts as _parts
 
 logger = logging.getLogger(__name__)
@@ -116,15 +119,25 @@ def repair_tail(path: Path) -> bool:
 
 
 def read_jsonl(path: Path, required: Iterable[str] = REQUIRED) -> tuple[list[dict[str, Any]], int, list[str]]:
-    """Rows of a JSONL file; ``(rows, lost, problems)``: bad lines are counted and described, never raised."""
+    """Rows of a JSONL file, its archive (``NAME.gz``, :mod:`perfpredict.profiling.log_archive`) first where it has
+    one; ``(rows, lost, problems)``: bad lines are counted and described, never raised."""
+    path = Path(path)
+    held, damage = _log_archive.read_archive(path)
+    rows, lost, problems = _parse_lines(held, _log_archive.archive_of(path).name, required) if held else ([], 0, [])
+    if damage:
+        problems.append(damage)
+    if path.exists():
+        with open(path, "rb") as f:
+            live = _parse_lines(f.read(), path.name, required)
+        rows, lost, problems = rows + live[0], lost + live[1], problems + live[2]
+    return rows, lost, problems
+
+
+def _parse_lines(data: bytes, name: str, required: Iterable[str]) -> tuple[list[dict[str, Any]], int, list[str]]:
     rows: list[dict[str, Any]] = []
     lost = 0
     problems: list[str] = []
-    if not path.exists():
-        return rows, 0, problems
     required = tuple(required)
-    with open(path, "rb") as f:
-        data = f.read()
     lines = data.split(b"\n")
     torn = lines[-1] != b""
     for i, raw in enumerate(lines, 1):
@@ -141,7 +154,7 @@ def read_jsonl(path: Path, required: Iterable[str] = REQUIRED) -> tuple[list[dic
             lost += 1
             where = "torn last line" if (torn and i == len(lines)) else f"line {i}"
             if len(problems) < 20:
-                problems.append(f"{path.name} {where}: {str(err)[:80]}")
+                problems.append(f"{name} {where}: {str(err)[:80]}")
             continue
         rows.append(row)
     return rows, lost, problems
@@ -255,11 +268,12 @@ def load_dataset(
 
 
 def compact(folder: str | os.PathLike[str]) -> int:
-    """Fold ``rows.jsonl`` and the idle parts' logs into ``rows.parquet`` (atomic replace, then empty the logs);
-    returns the row count."""
+    """Fold ``rows.jsonl`` and the idle parts' logs into ``rows.parquet`` (atomic replace, then empty the logs), and
+    the folder's rounds log into its archive (``rounds.jsonl.gz``); returns the row count."""
     pq = _pyarrow()
     folder = Path(folder)
     with _parts.idle_parts(folder) as idle:  # a part whose worker still runs keeps its log
+        _log_archive.archive_folder(folder)  # the rounds log, as rows.jsonl is folded: no worker writes it now
         result = load_dataset(folder, join_features=False, part_folders=idle)
         if not result.rows:
             return 0

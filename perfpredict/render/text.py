@@ -324,7 +324,7 @@ def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
             Text("assumptions:\n" + "\n".join(f"  {k}: {v}" for k, v in report.assumptions.items()), style="cyan")
         )
     if report.per_op and top_ops != 0:
-        parts.append(_ops_table(report, top_ops))
+        parts += _ops_parts(report, top_ops)
     if report.mig is not None:
         parts += [_mig_table(report), Text(mig_recommendation(report), style="bold")]
     if report.measured is not None:
@@ -408,6 +408,25 @@ def _summary_table(report: PerfReport):
         style = "red" if metric == "Peak memory" and not report.fits_in_memory else None
         table.add_row(*_cells((metric, value, interval, detail)), style=style)
     return table
+
+
+def _ops_parts(report: PerfReport, top_ops: int | None) -> list[Any]:
+    """The per-op table, and below it the ops it leaves out ("... and 213 more ops, 2.15 ms") when it cuts."""
+    from rich.text import Text
+
+    more = more_ops_line(report, len(sorted_ops(report, top_ops)))
+    return [_ops_table(report, top_ops)] + ([Text(more)] if more else [])
+
+
+def more_ops_line(report: PerfReport, listed: int) -> str:
+    """``... and N more ops, X ms (S of the latency)`` for the ops past the ``listed`` ones; "" when none is left."""
+    left = ops_in_graph(report) - listed
+    if left <= 0:
+        return ""
+    rest_ms = max(sum(k.time_ms for k in report.by_kind) - sum(o.time_ms for o in sorted_ops(report, listed)), 0.0)
+    latency = report.latency_ms.value
+    share = f", {fmt_share(rest_ms / latency)} of the latency" if latency else ""
+    return f"... and {left:,} more op{'s' if left != 1 else ''}, {fmt_time_ms(rest_ms)}{share} (--top all lists them)"
 
 
 def _ops_table(report: PerfReport, top_ops: int | None):
@@ -564,7 +583,7 @@ def explain_renderables(report: PerfReport, top_ops: int | None = None) -> list[
             )
         )
     if report.per_op:
-        parts.append(_ops_table(report, top_ops))
+        parts += _ops_parts(report, top_ops)
     else:
         parts.append(Text("The report lists no per-op contributions."))
     parts.append(Text(coverage_line(report)))

@@ -302,5 +302,48 @@ def _downloads(result: Answer) -> list[str]:
     return paths
 
 
-def serve(host: str = "127.0.0.1", port: int = 7860) -> None:
-    build_app().launch(server_name=host, server_port=port, max_file_size=MAX_ONNX_BYTES, show_error=False, quiet=True)
+def serve(bind: str = "127.0.0.1", port: int = 7860, *, block: bool = True, ready=print):
+    """Serve the page on ``bind``:``port`` and call ``ready("serving on http://BIND:PORT")`` once it answers; then
+    serve until interrupted (``block``), or return the running app (``app.close()`` stops it)."""
+    from perfpredict.core.errors import InvalidInputError
+
+    _check_can_listen(bind, port)  # before building the page: a taken port is said at once
+    app = build_app()
+    try:
+        app.launch(
+            server_name=bind,
+            server_port=port,
+            max_file_size=MAX_ONNX_BYTES,
+            show_error=False,
+            quiet=True,
+            prevent_thread_lock=True,
+        )
+    except OSError as err:  # gradio's "Cannot find empty port", or an address this machine does not have
+        raise InvalidInputError(
+            f"cannot serve on {bind}:{port}: {err}; choose another --port, or a --bind address of this machine"
+        ) from err
+    ready(f"serving on http://{bind}:{app.server_port}")
+    if not block:
+        return app
+    try:
+        app.block_thread()  # until Ctrl-C, which it turns into app.close()
+    finally:
+        app.close()
+    return None
+
+
+def _check_can_listen(bind: str, port: int) -> None:
+    import socket
+
+    from perfpredict.core.errors import InvalidInputError
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does: a listener still fails
+            probe.bind(address)
+    except OSError as err:
+        raise InvalidInputError(
+            f"cannot serve on {bind}:{port}: {err.strerror or err}; choose another --port, or a --bind address of "
+            "this machine"
+        ) from err

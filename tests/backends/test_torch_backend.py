@@ -242,6 +242,22 @@ def test_last_report_names_the_compiled_module_and_is_none_after_a_failed_predic
     torch.compile(TinyNet(), backend="perfpredict")(torch.randn(2, 8))
     report = perfpredict.last_report()
     assert report is not None and report.model_name == "TinyNet"
+    # torch.compile enters a Sequential through its own wrapper, whose frame is called "inner": the report was too
+    torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()), backend="perfpredict")(torch.randn(2, 8))
+    assert perfpredict.last_report().model_name == "Sequential"
+
+    class Terse(torch.nn.Module):
+        def forward(me, x):  # noqa: N805 - the module is the first argument, whatever its name
+            return x.sin()
+
+    torch.compile(Terse(), backend="perfpredict")(torch.randn(2, 8))
+    assert perfpredict.last_report().model_name == "Terse"
+
+    def scaled(x):
+        return x * 2 + 1
+
+    torch.compile(scaled, backend="perfpredict")(torch.randn(2, 8))
+    assert perfpredict.last_report().model_name == "scaled"
     with pytest.raises(perfpredict.PerfPredictError):
         perfpredict.predict(TinyNet(), (torch.randn(2, 8),), device="no-such-gpu")
     assert perfpredict.last_report() is None  # never the previous model's report

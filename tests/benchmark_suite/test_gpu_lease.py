@@ -290,6 +290,29 @@ def test_logs_merge_as_a_multiset(tmp_path):
     assert lease_import.merge_log(src, dest, "attempts.jsonl") == 0
 
 
+def test_the_import_files_the_rounds_gzipped_and_reads_them_back(tmp_path):
+    """The rounds are most of a device's bytes: the import keeps them as rounds.jsonl.gz, and a second import of
+    the same lease reads that archive and adds nothing."""
+    import gzip
+
+    run_dir, work = tmp_path / "run", tmp_path / "work" / "gpu-x"
+    run_dir.mkdir()
+    (work / "ops").mkdir(parents=True)
+    lr.write_json(run_dir / "run.json", {"lease_id": "L1", "slug": "gpu-x", "stages": []})
+    lines = "".join(
+        json.dumps({"key": "k1", "device": "gpu-x", "round": i}, separators=(",", ":")) + "\n" for i in range(3)
+    )
+    (work / "ops" / "rounds.jsonl").write_text(lines)
+    lr.pack(tmp_path / "out", run_dir, "gpu-x", work, {})
+    filed = tmp_path / "data" / "v3" / "gpu-x" / "ops"
+    first = lease_import.import_lease(tmp_path / "out", tmp_path / "data", compact=False)
+    assert first.added["ops/rounds.jsonl"] == 3 and not (filed / "rounds.jsonl").exists()
+    archived = (filed / "rounds.jsonl.gz").read_bytes()
+    assert [json.loads(x) for x in gzip.decompress(archived).splitlines()] == [json.loads(x) for x in lines.split()]
+    again = lease_import.import_lease(tmp_path / "out", tmp_path / "data", compact=False)
+    assert again.added["ops/rounds.jsonl"] == 0 and (filed / "rounds.jsonl.gz").read_bytes() == archived
+
+
 def test_the_cli_checks_its_options():
     with pytest.raises(SystemExit):
         gpu_lease.parser().parse_args(["run", "out", "--shares", "warp=10"])

@@ -267,3 +267,55 @@ def test_missing_command_lists_every_command(capsys) -> None:
     names = command_names(build_parser())
     assert listed == names and {"generate", "serve", "adapt", "calibrate-host"} <= set(names)
     assert len(names) >= len(COMMANDS)
+
+
+def test_a_multi_gpu_memory_warning_is_printed_once(capsys, tmp_path) -> None:
+    # a one-layer GPT-2 on two L4s at 60,000 x 256 tokens: its activations (~33 GiB per GPU) do not fit in 22.5 GiB
+    config = {"model_type": "gpt2", "n_layer": 1, "n_embd": 64, "n_head": 2, "vocab_size": 1000, "n_positions": 256}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    argv = ["predict", "--config", str(tmp_path), "--device", "L4", "--tp", "2", "--batch", "60000", "--seq", "256"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert (captured.out + captured.err).count("does not fit. To bring it under 90%") == 1, captured
+    assert "--batch " in captured.out  # the report's own warning, with its remedies
+
+
+def test_generate_refuses_an_encoder_only_model_in_one_line(capsys) -> None:
+    # BERT's causal-LM class attends both ways unless is_decoder: transformers warned 12 times and the answer meant
+    # nothing; now one line, naming what generate takes
+    assert main(["generate", "--hf", "bert-base", "--prompt-tokens", "128"]) == 2
+    line = _error_line(capsys)
+    assert "bert-base-uncased (bert) is an encoder-only model: generate takes a decoder-only LLM" in line
+    assert "gpt2, llama, mistral, mixtral, qwen2 are shipped" in line and "`perfpredict predict`" in line
+    assert main(["generate", "--hf", "t5-base"]) == 2
+    assert "(t5) is not a decoder with a causal LM head" in _error_line(capsys)
+
+
+def test_transformers_log_noise_is_quiet_unless_debug(capfd, tmp_path) -> None:
+    import logging
+
+    # transformers logs "You passed `num_labels=3` which is incompatible to the `id2label` map of length `2`"
+    # while it reads this config: nothing about the prediction
+    config = {"model_type": "bert", "num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 2,
+              "intermediate_size": 128, "vocab_size": 1000, "id2label": {"0": "a", "1": "b"}, "num_labels": 3}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    level = logging.getLogger("transformers").level
+    argv = ["predict", "--config", str(tmp_path), "--seq", "16", "--json", str(tmp_path / "r.json")]
+    assert main(argv) == 0
+    assert "num_labels" not in capfd.readouterr().err
+    assert logging.getLogger("transformers").level == level  # scoped to the command: a library user keeps theirs
+    assert main([*argv, "--debug"]) == 0
+    assert "You passed `num_labels=3`" in capfd.readouterr().err
+
+
+def test_version_is_the_package_metadatas(capsys) -> None:
+    import re
+    from importlib.metadata import version
+
+    import perfpredict
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"perfpredict {version('perfpredict')}\n"
+    # the fallback for a source tree that is not installed says the same as pyproject.toml
+    declared = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.MULTILINE)
+    assert perfpredict.__version__ == declared.group(1)

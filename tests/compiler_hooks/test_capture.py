@@ -221,6 +221,33 @@ def test_module_paths_are_the_models_own_without_dynamos_root(capture):
     assert not any(p.startswith(("L[", "self.", ".")) or "_modules[" in p for p in paths), paths
 
 
+class _Wrapper(nn.Module):
+    """Calls the model it holds, as generation's prefill and decode step do: its attribute is not in the paths."""
+
+    perfpredict_wraps = "m"
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.m = model
+
+    def forward(self, x):
+        return self.m(x)
+
+
+@pytest.mark.parametrize("capture", ["meta", "dynamo"])
+def test_a_wrappers_attribute_is_not_in_the_module_paths_or_the_errors(capture):
+    torch._dynamo.reset()
+    graph = capture_graph(
+        _Wrapper(_Tripwire()), (torch.randn(2, 3, 8, 8),), {}, phase="inference", dtype=None, name="w", capture=capture
+    )
+    paths = {n.module_path for n in graph.nodes}
+    assert "head" in paths and "body.0" in paths and not any(p == "m" or p.startswith("m.") for p in paths), paths
+    if capture == "meta":  # a capture error names the module as the model names it
+        with pytest.raises(FrontendError, match=r"item\(\) in '1' reads"):
+            capture_graph(_Wrapper(nn.Sequential(nn.Linear(4, 4), _ReadsValues())), (torch.randn(2, 4),), {},
+                          phase="inference", dtype=None, name="w")  # fmt: skip
+
+
 def test_dynamo_spellings_of_a_module_path_are_cleaned():
     from perfpredict.compiler_hooks.fx_frontend import clean_module_path
 

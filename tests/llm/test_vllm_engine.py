@@ -8,7 +8,7 @@ import pytest
 from perfpredict.core.errors import InvalidInputError, UnknownModelError
 from perfpredict.core.units import GIB, MIB
 from perfpredict.hardware.devices import get_device
-from perfpredict.llm import paged_kv
+from perfpredict.llm import paged_kv, vllm_engine
 from perfpredict.llm.decoder_spec import spec_from
 from perfpredict.llm.engine_graph import Numerics, StepShape, rank_shape, step_graph, weight_elements
 from perfpredict.llm.vllm_config import EngineConfig, attention_backend, capture_bucket, paged_attention_kernel, resolve
@@ -58,8 +58,15 @@ def test_paged_kv_blocks_come_from_the_memory_left_after_weights_activations_and
 def test_vllm_refuses_what_does_not_fit_in_one_line_with_the_fix():
     from perfpredict.llm.generation import predict_generation
 
-    with pytest.raises(InvalidInputError, match=r"does not fit: each of 1 GPU\(s\) needs .* use a larger --tp"):
+    with pytest.raises(InvalidInputError, match=r"does not fit: each of 1 GPU\(s\) needs .* what makes room") as err:
         predict_generation("llama-2-70b", device="H100-SXM", engine="vllm")
+    # each remedy with what one GPU then needs before its KV cache: --tp 2's is the tp-2 engine's own
+    kv = vllm_engine.setup("llama-2-70b", device="H100-SXM", tp=2).kv
+    need_gib = (kv.weights_bytes + kv.activation_bytes + kv.runtime_bytes) / GIB
+    assert f"--tp 2 (splits the weights over 2 GPUs): about {need_gib:.1f} GiB per GPU" in str(err.value)
+    # the H100 computes in fp8, the same size as int8, so int8 is not offered beside it; int4 is smaller still
+    assert "--weights fp8 (the layers' weights in 1 byte each)" in str(err.value)
+    assert "--weights int4" in str(err.value) and "int8" not in str(err.value)
     # Qwen2-7B's 131,072 positions without chunked prefill: the start-up profile's activations leave an A100-40GB
     # too little KV cache for one sequence of max_model_len, which is what vLLM says at start-up
     with pytest.raises(InvalidInputError, match="vLLM would not start: max_model_len 131072"):

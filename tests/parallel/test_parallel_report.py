@@ -124,3 +124,30 @@ def test_a_pipeline_short_of_microbatches_warns(decoder_graphs):
     with pytest.warns(UserWarning, match="microbatches=1 < pp=2"):
         report = parallel_report(decoder_graphs[0], {"pp": 2})
     assert report.bubble_fraction == pytest.approx(0.5)
+
+
+def test_the_tp_estimate_bounds_what_the_tp_plan_predicts(decoder_graphs):
+    """The advice's per-GPU figure for --tp 2 is the plan's own prediction, give or take the activations it counts
+    whole (tensor parallelism splits some of them)."""
+    import dataclasses
+
+    from perfpredict.core.memory_advice import Levers, remedies
+    from perfpredict.hardware.devices import get_device
+    from perfpredict.parallel import parallel_report
+    from perfpredict.pipeline import predict
+    from perfpredict.request import Request
+
+    graph = decoder_graphs[1]
+    h100 = dataclasses.replace(get_device("H100-SXM"), runtime_overhead_bytes=0, mig_profiles=())
+    one = predict(Request(source=graph, device=h100, top_ops=0))
+    small = dataclasses.replace(h100, memory_bytes=int(one.peak_memory_bytes.value / 1.2))  # 120%: does not fit
+    one = predict(Request(source=graph, device=small, top_ops=0))
+    (warning,) = [w for w in one.warnings if "does not fit" in w]
+    assert "--tp 2 (splits the weights" in warning
+    m = one.memory
+    terms = {"weights": m.params_bytes, "activations": m.activations_bytes}
+    peak = one.peak_memory_bytes.value
+    levers = Levers(batch=graph.batch_size, multi_gpu=True)
+    tp2 = {r.flag: r.after_bytes for r in remedies("inference", terms, peak, 0.9 * small.memory_bytes, "", levers)}
+    planned = parallel_report(graph, {"tp": 2}, device=small).peak_memory_bytes  # under 90%: no warning
+    assert planned <= tp2["--tp 2"] <= planned + m.activations_bytes

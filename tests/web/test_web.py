@@ -101,7 +101,7 @@ def server(tmp_path):
     port = _free_port()
     env = {**os.environ, "PERFPREDICT_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "perfpredict", "serve", "--port", str(port)],
+        [sys.executable, "-m", "perfpredict", "serve", "--bind", "127.0.0.1", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -218,3 +218,38 @@ def test_the_generation_view_answers_what_perfpredict_generate_answers(tmp_path,
     message, *_ = answer("gpt2", None, "generation", 1, 16, "default", "default", ["H100-SXM"], [], None, None,
                          *steps, "hf", "eager", "nope", 2)  # fmt: skip
     assert "unknown host &#x27;nope&#x27;" in message
+
+
+def test_serve_says_where_once_it_answers_there():
+    """`perfpredict serve` prints its URL once the page answers (it printed nothing before)."""
+    import urllib.request
+
+    from perfpredict.core.errors import InvalidInputError
+    from perfpredict.web.app import serve
+
+    said, port = [], _free_port()
+    app = serve("127.0.0.1", port, block=False, ready=said.append)
+    try:
+        assert said == [f"serving on http://127.0.0.1:{port}"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as page:
+            assert page.status == 200 and b"perfpredict" in page.read()
+        with pytest.raises(InvalidInputError, match=f"cannot serve on 127.0.0.1:{port}: .* choose another --port"):
+            serve("127.0.0.1", port, block=False, ready=said.append)  # the port is taken
+        assert len(said) == 1
+    finally:
+        app.close()
+
+
+def test_serve_binds_with_bind_and_still_takes_host_with_a_warning(capsys):
+    """--host means the CPU profile everywhere else: serve's address is --bind; its old --host still works, warned."""
+    from perfpredict.cli.entry import build_parser
+    from perfpredict.cli.serve import bind_address
+
+    parser = build_parser()
+    assert bind_address(parser.parse_args(["serve"])) == "127.0.0.1"
+    assert bind_address(parser.parse_args(["serve", "--bind", "0.0.0.0"])) == "0.0.0.0"
+    assert capsys.readouterr().err == ""
+    assert bind_address(parser.parse_args(["serve", "--host", "0.0.0.0"])) == "0.0.0.0"
+    assert "`serve --host` is deprecated and will be removed: use --bind" in capsys.readouterr().err
+    assert main(["serve", "--host", "0.0.0.0", "--bind", "127.0.0.1"]) == 2
+    assert "--bind '127.0.0.1' and --host '0.0.0.0' disagree" in capsys.readouterr().err
