@@ -11,7 +11,43 @@ from typing import Any
 
 from perfpredict.core.report import JsonReport, TimelineSummary
 
-PARALLEL_SCHEMA_VERSION = 1
+PARALLEL_SCHEMA_VERSION = 2  # 2: trainer metrics (tokens/s per GPU, MFU, HFU), the step split, schedules
+
+
+@dataclass(frozen=True)
+class TrainerMetrics:
+    """The run as trainers state it (``trainer_metrics``): throughput per GPU, MFU and HFU against the dense peak."""
+
+    tokens_per_step: int | None  # the global batch in tokens (None without a sequence length)
+    tokens_per_s_per_gpu: float | None
+    samples_per_s_per_gpu: float
+    model_flops_per_step: float  # 6N + attention per token, over the global batch
+    hardware_flops_per_step: float  # + what activation checkpointing recomputes
+    mfu: float
+    hfu: float
+    peak_flops_per_s: float  # the datasheet's dense peak for compute_dtype
+    compute_dtype: str
+    model_flops_rule: str
+
+
+@dataclass(frozen=True)
+class StepSplit:
+    """The step in five parts that sum to it (milliseconds)."""
+
+    compute_ms: float
+    exposed_communication_ms: float
+    bubble_ms: float
+    recompute_ms: float
+    host_ms: float  # the GPU idle waiting for the host (a host-bound rank)
+
+    def rows(self) -> list[tuple[str, float]]:
+        return [
+            ("compute", self.compute_ms),
+            ("exposed communication", self.exposed_communication_ms),
+            ("pipeline bubble", self.bubble_ms),
+            ("recompute", self.recompute_ms),
+            ("host", self.host_ms),
+        ]
 
 
 @dataclass(frozen=True)
@@ -71,7 +107,7 @@ class StageReport:
     p2p_comm_ms: float  # per microbatch, sending and receiving activations and their gradients
     dp_comm_ms: float  # per step, all data-parallel collectives
     dp_exposed_ms: float  # per step, what they add to the step
-    in_flight_microbatches: int
+    in_flight_microbatches: float  # an interleaved chunk counts 1/v
     memory: RankMemory
     fits_in_memory: bool
 
@@ -90,6 +126,7 @@ class CollectiveSummary:
     ranks: int
     bus_bandwidth_gb_per_s: float
     link: str
+    algorithm: str = ""  # NCCL's ring or tree, or the hierarchical split, for the largest call
 
 
 @dataclass(frozen=True)
@@ -128,7 +165,17 @@ class ParallelReport(JsonReport):
     bound: str = ""
     rank_timeline: TimelineSummary | None = None
     notes: tuple[str, ...] = ()
+    # issue 46: the schedule's bubble over the ideal compute ((p-1)/m for 1F1B), the run as trainers state it,
+    # and the step split into compute, exposed communication, bubble, recompute and host
+    bubble_over_compute: float = 0.0
+    trainer: TrainerMetrics | None = None
+    step_split: StepSplit | None = None
     schema_version: int = PARALLEL_SCHEMA_VERSION
+
+    @property
+    def worst_stage(self) -> StageReport:
+        """The stage whose ranks hold the most memory."""
+        return max(self.stages, key=lambda s: s.memory.total_bytes)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ParallelReport:
@@ -140,4 +187,8 @@ class ParallelReport(JsonReport):
         cls.restore_messages(d)
         if d.get("rank_timeline"):
             d["rank_timeline"] = TimelineSummary(**d["rank_timeline"])
+        if d.get("trainer"):
+            d["trainer"] = TrainerMetrics(**d["trainer"])
+        if d.get("step_split"):
+            d["step_split"] = StepSplit(**d["step_split"])
         return cls(**d)
