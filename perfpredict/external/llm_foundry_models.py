@@ -10,9 +10,15 @@ x (12 x 8192^2 + 13 x 8192) + (50,368 + 2,048) x 8192 + 2 x 8192 (:func:`param_c
 transformers' ``MptForCausalLM`` is not that program: it hard-codes linears without bias, always adds an ALiBi
 bias and a (seq x seq) causal mask, and runs attention as matmul + softmax + matmul (eager). So the model here is
 a plain ``torch.nn`` module with llm-foundry's structure, sized from a transformers ``MptConfig`` (the HF config
-of MPT: ``d_model``, ``n_heads``, ``n_layers``, ``expansion_ratio``, ``max_seq_len``, ``vocab_size``), whose
-attention is ``scaled_dot_product_attention(is_causal=True)``: one fused attention op, as flash attention is. The
-training step's loss is the cross-entropy of every position's logits (llm-foundry's ``ComposerMPTCausalLM``).
+of MPT: ``d_model``, ``n_heads``, ``n_layers``, ``expansion_ratio``, ``max_seq_len``, ``vocab_size``), run as
+llm-foundry v0.4 (the version of the tables' runs) runs it:
+
+- attention through its ``flash_attn_fn``: q, k and v gathered out of the padded batch
+  (``bert_padding.unpad_input``, an index select each: nothing is padded here, but the copies are made), one
+  fused causal attention (``flash_attn_varlen_func``; captured as ``scaled_dot_product_attention(is_causal=True)``,
+  one fused op), and the output scattered back (``pad_input``);
+- the loss: ``ComposerMPTCausalLM``'s default ``fused_crossentropy`` (flash-attn's one-pass cross-entropy on the
+  bf16 logits), captured as cross-entropy on the bf16 logits, with no float32 copy of them.
 """
 
 from __future__ import annotations
@@ -111,10 +117,13 @@ def _classes() -> Any:
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             b, s, d = x.shape
-            q, k, v = self.Wqkv(x).chunk(3, dim=-1)
+            tokens = torch.arange(b * s, device=x.device)  # every token kept: no padding in these runs
+            q, k, v = (t.reshape(b * s, d).index_select(0, tokens) for t in self.Wqkv(x).chunk(3, dim=-1))
             q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            return self.out_proj(out.transpose(1, 2).reshape(b, s, d))
+            out = out.transpose(1, 2).reshape(b * s, d)
+            out = torch.zeros_like(out).index_copy(0, tokens, out)  # pad_input
+            return self.out_proj(out.view(b, s, d))
 
     class MLP(nn.Module):
         def __init__(self, d: int, ratio: int) -> None:
@@ -158,6 +167,6 @@ def _classes() -> Any:
             for block in t.blocks:
                 x = block(x)
             logits = F.linear(t.norm_f(x), t.wte.weight)  # the tied output embedding
-            return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), labels.view(-1))
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
 
     return MPTForCausalLM

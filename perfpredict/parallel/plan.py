@@ -219,11 +219,8 @@ def _check_scale_combination(plan: ParallelPlan) -> None:
             f"virtual_stages={plan.virtual_stages} needs schedule='interleaved' (interleaved 1F1B); "
             f"the {plan.schedule!r} schedule runs one stage per rank"
         )
-    if plan.schedule == "interleaved" and plan.pp > 1 and plan.microbatches % plan.pp:
-        raise InvalidInputError(
-            f"the interleaved schedule needs microbatches a multiple of pp={plan.pp} (Megatron-LM's rule); "
-            f"microbatches={plan.microbatches}: use {plan.pp * max(1, -(-plan.microbatches // plan.pp))}"
-        )
+    if not plan.global_batch:  # else checked once the microbatches are known (resolve_batch)
+        _check_interleaved(plan)
     if not plan.fsdp and (plan.fsdp_strategy != "full_shard" or plan.shard_group or plan.fsdp_param_dtype):
         raise InvalidInputError(
             "fsdp_strategy, shard_group and fsdp_param_dtype describe FSDP; add fsdp=True (--fsdp) or drop them"
@@ -239,6 +236,14 @@ def _check_scale_combination(plan: ParallelPlan) -> None:
         raise InvalidInputError(
             f"nvlink_domain={plan.nvlink_domain} and gpus_per_node={plan.gpus_per_node}: one must divide the other "
             "(an NVL72 rack: nvlink_domain=72 with gpus_per_node=4 or 72)"
+        )
+
+
+def _check_interleaved(plan: ParallelPlan) -> None:
+    if plan.schedule == "interleaved" and plan.pp > 1 and plan.microbatches % plan.pp:
+        raise InvalidInputError(
+            f"the interleaved schedule needs microbatches a multiple of pp={plan.pp} (Megatron-LM's rule); "
+            f"microbatches={plan.microbatches}: use {plan.pp * max(1, -(-plan.microbatches // plan.pp))}"
         )
 
 
@@ -261,7 +266,7 @@ def resolve_batch(plan: ParallelPlan, micro_batch: int) -> ParallelPlan:
             f"but microbatches={plan.microbatches} was given; give one of the two"
         )
     resolved = dataclasses.replace(plan, microbatches=microbatches)
-    _check_scale_combination(resolved)
+    _check_interleaved(resolved)
     return resolved
 
 

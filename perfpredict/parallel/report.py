@@ -10,44 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfpredict.core.report import JsonReport, TimelineSummary
+from perfpredict.core.trainer import StepSplit, TrainerMetrics
 
 PARALLEL_SCHEMA_VERSION = 2  # 2: trainer metrics (tokens/s per GPU, MFU, HFU), the step split, schedules
-
-
-@dataclass(frozen=True)
-class TrainerMetrics:
-    """The run as trainers state it (``trainer_metrics``): throughput per GPU, MFU and HFU against the dense peak."""
-
-    tokens_per_step: int | None  # the global batch in tokens (None without a sequence length)
-    tokens_per_s_per_gpu: float | None
-    samples_per_s_per_gpu: float
-    model_flops_per_step: float  # 6N + attention per token, over the global batch
-    hardware_flops_per_step: float  # + what activation checkpointing recomputes
-    mfu: float
-    hfu: float
-    peak_flops_per_s: float  # the datasheet's dense peak for compute_dtype
-    compute_dtype: str
-    model_flops_rule: str
-
-
-@dataclass(frozen=True)
-class StepSplit:
-    """The step in five parts that sum to it (milliseconds)."""
-
-    compute_ms: float
-    exposed_communication_ms: float
-    bubble_ms: float
-    recompute_ms: float
-    host_ms: float  # the GPU idle waiting for the host (a host-bound rank)
-
-    def rows(self) -> list[tuple[str, float]]:
-        return [
-            ("compute", self.compute_ms),
-            ("exposed communication", self.exposed_communication_ms),
-            ("pipeline bubble", self.bubble_ms),
-            ("recompute", self.recompute_ms),
-            ("host", self.host_ms),
-        ]
 
 
 @dataclass(frozen=True)

@@ -133,8 +133,7 @@ def _run_stage(st, stages, shard, labels, start, plan, device, options, links, d
     if training and grad_ranks > 1 and plan.shard_stage:  # ZeRO and FSDP: each rank steps its optimizer shard
         time = replace(time, optimizer_s=time.optimizer_s / plan.shard_ranks)
     tp = tuple(c for c in shard.collectives if c.node in mine)
-    local = {g: i for i, g in enumerate(st.nodes)}
-    fwd_tp, bwd_tp = _tp_by_label(tp, labels, plan, links.tp, time.node_s, local, device.launch_overhead_s)
+    fwd_tp, bwd_tp = _tp_by_label(tp, labels, plan, links.tp, time, st, device.launch_overhead_s)
     ring = context_parallel.ring_time(
         time, context_parallel.kv_bytes_by_layer(st.graph, st_labels, st_start), plan.cp, links.cp
     )
@@ -182,21 +181,42 @@ def _run_stage(st, stages, shard, labels, start, plan, device, options, links, d
     )
 
 
-def _tp_by_label(collectives, labels: list[int], plan: ParallelPlan, link: GroupLink, node_s, local, launch_s):
+def _tp_by_label(collectives, labels: list[int], plan: ParallelPlan, link: GroupLink, time, stage, launch_s):
     """Seconds the tensor-parallel collectives add to the critical path per layer label, forward and backward:
-    each whole, or under async TP what its matmul cannot hide (``async_tp``)."""
+    each whole, or under async TP what its matmuls cannot hide (``async_tp``)."""
     fwd: dict[int, float] = {}
     bwd: dict[int, float] = {}
+    partners = _matmul_groups(stage, time) if plan.async_tp and time.node_s is not None else {}
     for c in collectives:
         if c.hidden:
             continue
         table = fwd if c.phase == "forward" else bwd
         label = labels[c.node] if c.node >= 0 else -1
         seconds = collective_s(c.kind, c.size_bytes, plan.tp, link)
-        if plan.async_tp and node_s is not None and c.node in local and c.kind != "all_reduce":
-            seconds = async_tp.exposed_s(seconds, float(node_s[local[c.node]]), plan.tp, launch_s)
+        if partners and c.kind != "all_reduce" and c.node in partners:
+            seconds = async_tp.exposed_s(seconds, partners[c.node], plan.tp, launch_s)
         table[label] = table.get(label, 0.0) + seconds
     return fwd, bwd
+
+
+def _matmul_groups(stage, time) -> dict[int, float]:
+    """Per matmul of the stage (its index in the rank graph): the seconds of the matmuls beside it, the same
+    phase's matmuls of its parent module (q, k and v read one gathered input; gate and up another), which a
+    decomposed collective overlaps."""
+    from perfpredict.core import ops
+    from perfpredict.parallel.structure import backward_start, module_name
+
+    groups: dict[tuple[str, bool], float] = {}
+    keys = {}
+    first_backward = backward_start(stage.graph)
+    for local, node in enumerate(stage.graph.nodes):
+        if node.op != ops.MATMUL:
+            continue
+        parent = module_name(node.module_path).rsplit(".", 1)[0]
+        key = (parent, local >= first_backward)
+        groups[key] = groups.get(key, 0.0) + float(time.node_s[local])
+        keys[stage.nodes[local]] = key
+    return {index: groups[key] for index, key in keys.items()}
 
 
 def stage_times(runs: list[StageRun]) -> list[schedules.StageTime]:

@@ -28,6 +28,7 @@ from perfpredict.render.text import (
     sorted_ops,
     summary_rows,
     timeline_lines,
+    trainer_lines,
     unknown_op_counts,
 )
 
@@ -98,7 +99,12 @@ def _timeline(report: PerfReport) -> str:
     rows = [(t.mode, f"{t.device_ms:.3g} ms", f"{t.host_ms:.3g} ms", f"{t.wall_ms:.3g} ms", t.bound or "-")]
     table = _table(("mode", "device", "host", "wall", "bound"), rows, numeric={"device", "host", "wall"})
     advice = "".join(f'<p class="rec" id="host-bound">{escape(line)}</p>' for line in lines[1:])
-    return f'<h2>What limits the run</h2><section id="timeline">{table}<p>{escape(lines[0])}</p>{advice}</section>'
+    trainer = "".join(f"<p>{escape(line)}</p>" for line in trainer_lines(report))
+    trainer = f'<section id="trainer">{trainer}</section>' if trainer else ""
+    return (
+        f'<h2>What limits the run</h2><section id="timeline">{table}<p>{escape(lines[0])}</p>{advice}</section>'
+        + trainer
+    )
 
 
 def _ops(report: PerfReport, top_ops: int | None) -> str:

@@ -131,6 +131,9 @@ def _parallel(q: Question, devices: list) -> Answer:
         "scaling efficiency",
         "bound",
         "interconnect",
+        "tokens/s per GPU",
+        "MFU",
+        "HFU",
     )
     rows = tuple(
         (
@@ -145,6 +148,7 @@ def _parallel(q: Question, devices: list) -> Answer:
             fmt_share(r.scaling_efficiency),
             r.bound or "-",
             r.interconnect,
+            *_trainer_cells(r),
         )
         for r in reports
     )
@@ -154,6 +158,15 @@ def _parallel(q: Question, devices: list) -> Answer:
     )
     host_notes = tuple(f"{r.device}: {n}" for r in reports for n in r.notes)
     return Answer(columns, rows, tuple(reports), None, (note, *host_notes))
+
+
+def _trainer_cells(r: Any) -> tuple[str, str, str]:
+    """Tokens/s per GPU, MFU and HFU of a training step ("-" where they do not apply)."""
+    t = getattr(r, "trainer", None)
+    if t is None or r.phase != "training":
+        return ("-", "-", "-")
+    rate = f"{t.tokens_per_s_per_gpu:,.0f}" if t.tokens_per_s_per_gpu is not None else "-"
+    return (rate, f"{t.mfu:.1%}", f"{t.hfu:.1%}")
 
 
 def _step(q: Question, devices: list) -> Answer:
