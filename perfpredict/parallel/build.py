@@ -53,7 +53,9 @@ def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, de
         per_label = labelled_params(graph, run.labels, run.start)
         largest = max((v for k, v in per_label.items() if k >= 0), default=0)
         root = sum(v for k, v in per_label.items() if k < 0)
-        gathered = round((2 * largest + root) * each.gathered + largest * each.gradients)
+        gathered = round(
+            _gathered_params(plan, per_label, largest, root) * _gather_bytes(plan, each) + largest * each.gradients
+        )
         copies = 0  # FSDP2 casts when it gathers (a MixedPrecisionPolicy), no autocast cache of every layer
     elif stage == 0 and plan.dp * plan.cp > 1:
         buckets = state.gradients_bytes  # DDP copies gradients into its buckets
@@ -68,6 +70,22 @@ def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, de
         device.runtime_overhead_bytes,
         *extra,
     )
+
+
+def _gathered_params(plan: ParallelPlan, per_label: dict[int, int], largest: int, root: int) -> int:
+    """Parameters FSDP holds unsharded at the peak: the root's, and the layer computing with the ones prefetched
+    (``fsdp_prefetch``); SHARD_GRAD_OP keeps every layer gathered from its forward to its backward, so at the
+    start of the backward it holds them all."""
+    if plan.fsdp and plan.fsdp_strategy == "shard_grad_op":
+        return sum(per_label.values())
+    return (1 + plan.fsdp_prefetch) * largest + root
+
+
+def _gather_bytes(plan: ParallelPlan, each: mem.PerParam) -> float:
+    """Bytes of a gathered parameter: a MixedPrecisionPolicy's param dtype, else the stored one."""
+    from perfpredict.core.ops import DTYPE_BYTES
+
+    return DTYPE_BYTES[plan.fsdp_param_dtype] if plan.fsdp and plan.fsdp_param_dtype else each.gathered
 
 
 def in_flight(stage: int, plan: ParallelPlan) -> float:
@@ -105,7 +123,8 @@ def summaries(run: StageRun, plan: ParallelPlan, links: Links) -> tuple[Collecti
     replicas = plan.dp * plan.cp // plan.shard_ranks if hybrid else 1
     rows: dict[tuple[str, str, str], list] = {}
     calls = [
-        (c.group, c.kind, f"{c.phase} (hidden)" if c.hidden else c.phase, c.size_bytes, m, plan.tp) for c in run.tp
+        (c.group, c.kind, f"{c.phase} (hidden)" if c.hidden else c.phase, c.size_bytes // plan.cp, m, plan.tp)
+        for c in run.tp
     ]
     calls += [
         (c.group, c.kind, c.phase, c.size_bytes, n, replicas if c.group == "replicate" else dp_ranks)

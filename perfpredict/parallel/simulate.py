@@ -192,7 +192,7 @@ def _tp_by_label(collectives, labels: list[int], plan: ParallelPlan, link: Group
             continue
         table = fwd if c.phase == "forward" else bwd
         label = labels[c.node] if c.node >= 0 else -1
-        seconds = collective_s(c.kind, c.size_bytes, plan.tp, link)
+        seconds = collective_s(c.kind, c.size_bytes / plan.cp, plan.tp, link)  # a cp rank's tokens
         if partners and c.kind != "all_reduce" and c.node in partners:
             seconds = async_tp.exposed_s(seconds, partners[c.node], plan.tp, launch_s)
         table[label] = table.get(label, 0.0) + seconds

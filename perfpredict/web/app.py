@@ -159,6 +159,12 @@ def answer(
     tp=1,
     pp=1,
     fsdp=False,
+    engine="auto",
+    mode=DEFAULT_MODE,
+    host="default",
+    new_tokens=128,
+    weights="default",
+    generation_mode="default",
     cp=1,
     global_batch=0,
     schedule="1f1b",
@@ -169,16 +175,11 @@ def answer(
     inter_node_gbps=0,
     sp=False,
     async_tp=False,
-    engine="auto",
-    mode=DEFAULT_MODE,
-    host="default",
-    new_tokens=128,
-    weights="default",
-    generation_mode="default",
 ):
     """The page's handler: every error becomes one line in the page, never a traceback. ``mode`` is a step's
     (inference, training); ``generation_mode``, ``new_tokens`` and ``weights`` are generation's, as `perfpredict
-    generate`'s --mode, --new-tokens and --weights ("default": the option left out)."""
+    generate`'s --mode, --new-tokens and --weights ("default": the option left out); ``cp`` to ``async_tp`` are the
+    training-at-scale plan keys (:data:`SCALE_FIELDS`, each left out at its default)."""
     inputs = dict(locals())  # every input, by name (the page lists them once: build_app reads this signature)
     from perfpredict.core.errors import PerfPredictError
 
