@@ -12,6 +12,10 @@ The seam with the memory side (issue 46): the mode is read from the Request as `
 
 Any other mode (selective, every-k) is the memory side's to time; until it is wired, it is refused with what is
 known.
+
+NB for the merge with the memory side: the rank's single-GPU prediction (``timing.rank_request`` copies every run
+field) must not count the recompute a second time. Where the single-GPU path already times it (recompute ops in
+the rank's graph), :func:`by_layer_s` should read those ops' share instead of adding the layers' forward again.
 """
 
 from __future__ import annotations
