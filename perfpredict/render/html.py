@@ -91,16 +91,17 @@ def _summary(report: PerfReport) -> str:
 
 
 def _timeline(report: PerfReport) -> str:
-    """The device, host and wall time, the bound, and (host-bound) what the other modes would take."""
+    """The device, host and wall time, the bound, and (host-bound) what the other modes would take; then a training
+    step as trainers state it (throughput per GPU, MFU, HFU, the step split)."""
+    trainer = "".join(f"<p>{escape(line)}</p>" for line in trainer_lines(report))
+    trainer = f'<section id="trainer">{trainer}</section>' if trainer else ""
     lines = timeline_lines(report)
     if not lines:
-        return ""
+        return trainer
     t = report.timeline
     rows = [(t.mode, f"{t.device_ms:.3g} ms", f"{t.host_ms:.3g} ms", f"{t.wall_ms:.3g} ms", t.bound or "-")]
     table = _table(("mode", "device", "host", "wall", "bound"), rows, numeric={"device", "host", "wall"})
     advice = "".join(f'<p class="rec" id="host-bound">{escape(line)}</p>' for line in lines[1:])
-    trainer = "".join(f"<p>{escape(line)}</p>" for line in trainer_lines(report))
-    trainer = f'<section id="trainer">{trainer}</section>' if trainer else ""
     return (
         f'<h2>What limits the run</h2><section id="timeline">{table}<p>{escape(lines[0])}</p>{advice}</section>'
         + trainer

@@ -159,6 +159,9 @@ def test_one_gpu_training_reports_say_it_as_trainers_do(decoder_graphs):
     )
     assert sum(ms for _, ms in report.step_split.rows()) == pytest.approx(report.latency_ms.value)
     assert "MFU" in render_text(report)
+    from perfpredict.render.html import render_html
+
+    assert 'id="trainer"' in render_html(report) and "tokens/s per GPU" not in render_html(report)  # no sequence
     assert report_for_graph(decoder_graphs[1], device="H100-SXM", predictor="analytical").trainer is None
 
 
