@@ -35,7 +35,7 @@ class Question:
     max_latency_ms: float | None = None
     min_throughput_per_s: float | None = None
     new_tokens: int = 128
-    parallel: dict | None = None  # {"dp", "tp", "pp", "fsdp"}: one step over several GPUs (perfpredict.parallel)
+    parallel: dict | None = None  # {"dp", "tp", "pp", "fsdp", "cp", ...}: one step over GPUs (perfpredict.parallel)
     engine: str = "auto"  # generation: "vllm" (a vLLM-class engine), "hf" (transformers' generate) or "auto"
     # how a step runs: eager, cuda_graph, compiled, compiled_cuda_graph; None: eager for a step, and for generation
     # the engine's own (as `perfpredict generate` without --mode: a mode given picks transformers' generate)
