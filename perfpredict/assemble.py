@@ -125,7 +125,25 @@ def build_report(
         device_source=device.source,
         timeline=out.timeline,
         assumptions=assumptions(graph, device, config, out, assumed),
+        **_trainer_terms(graph, device, config, lat.value / 1e3, out.timeline),
     )
+
+
+def _trainer_terms(graph: OpGraph, device: Device, config: RunConfig, step_s: float, timeline) -> dict:
+    """A training step as trainers state it (``perfpredict.core.trainer``): one GPU's tokens/s, MFU and HFU, and
+    the step split (no communication or bubble on one GPU; recompute where the graph holds it is compute here)."""
+    if config.phase != "training":
+        return {}
+    from perfpredict.core import trainer
+    from perfpredict.hardware.devices import datasheet_device
+
+    model, rule = trainer.model_flops_per_microbatch(graph)
+    dtype = trainer.compute_dtype(graph.dtype, config.precision, bool(getattr(config, "float8", None)))
+    tensor_core = dtype != "float32" or config.tf32
+    peak = datasheet_device(device).peak_flops(dtype, tensor_core=tensor_core)[0]
+    metrics = trainer.metrics(graph, step_s, 1, graph.batch_size, model, model, peak, dtype, rule)
+    host_s = max(timeline.wall_ms - timeline.device_ms, 0.0) / 1e3 if timeline is not None else 0.0
+    return {"trainer": metrics, "step_split": trainer.split(step_s, 0.0, 0.0, 0.0, host_s)}
 
 
 def _memory_of_peak(out: PredictorOutput):

@@ -1,4 +1,5 @@
-"""``perfpredict predict --dp/--tp/--pp/--fsdp/--sp``: one training or inference step spread over several GPUs."""
+"""``perfpredict predict --dp/--tp/--pp/--cp/--fsdp/--sp``: one training or inference step spread over several GPUs,
+with the pipeline schedule, FSDP's strategy, the cluster's network and the recipe's global batch (issue 46)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from perfpredict.cli.args import EXIT_OK, PROG, non_negative_int, positive_int, shown, write_text
+from perfpredict.cli.args import EXIT_OK, PROG, non_negative_int, positive_float, positive_int, shown, write_text
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -20,7 +21,15 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="micro-batches per step (pipeline and gradient accumulation; default 1; with --pp use at least --pp)",
     )
-    g.add_argument("--fsdp", action="store_true", help="shard parameters, gradients and optimizer state (FSDP2)")
+    g.add_argument(
+        "--fsdp",
+        nargs="?",
+        const="full_shard",
+        default=None,
+        metavar="STRATEGY",
+        help="shard parameters, gradients and optimizer state (FSDP2); STRATEGY full_shard (default), "
+        "shard_grad_op or hybrid_shard",
+    )
     g.add_argument("--zero-stage", type=non_negative_int, default=None, help="DeepSpeed ZeRO stage 0-3 instead")
     g.add_argument("--sp", action="store_true", help="sequence parallelism with --tp (reduce-scatter/all-gather)")
     g.add_argument(
@@ -29,13 +38,71 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="GPUs per node on NVLink; larger groups cross the network (default 8)",
     )
+    _scale_args(g)
+
+
+def _scale_args(g: Any) -> None:
+    """Issue 46's flags (training at scale): schedule, FSDP details, network, context parallelism, async TP."""
+    g.add_argument("--cp", type=positive_int("--cp"), default=None, help="context-parallel ranks (ring attention)")
+    g.add_argument(
+        "--schedule",
+        choices=("gpipe", "1f1b", "interleaved", "zb1p"),
+        default=None,
+        help="pipeline schedule with --pp (default 1f1b)",
+    )
+    g.add_argument(
+        "--virtual-stages",
+        type=positive_int("--virtual-stages"),
+        default=None,
+        help="model chunks per pipeline rank for --schedule interleaved",
+    )
+    g.add_argument(
+        "--global-batch",
+        type=positive_int("--global-batch"),
+        default=None,
+        help="samples per optimizer step; sets --microbatches = global / (--batch x --dp)",
+    )
+    g.add_argument(
+        "--shard-group", type=positive_int("--shard-group"), default=None, help="--fsdp hybrid_shard's group"
+    )
+    g.add_argument(
+        "--fsdp-dtype",
+        default=None,
+        metavar="DTYPE",
+        help="FSDP MixedPrecisionPolicy param_dtype: what the all-gathers move (e.g. bfloat16; default the stored)",
+    )
+    g.add_argument("--fsdp-reduce-dtype", default=None, metavar="DTYPE", help="its reduce_dtype (e.g. float32)")
+    g.add_argument(
+        "--nvlink-domain",
+        type=positive_int("--nvlink-domain"),
+        default=None,
+        help="GPUs joined by NVLink (default a node; 72 for a GB200 NVL72 rack)",
+    )
+    g.add_argument(
+        "--inter-node-gbps",
+        type=positive_float,
+        default=None,
+        help="network line rate per GPU in Gb/s between nodes (default the catalog's; 400: one NDR NIC per GPU)",
+    )
+    g.add_argument("--async-tp", action="store_true", help="overlap --sp's collectives with their matmuls")
 
 
 def plan_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
     """The plan the flags ask for, or None when none was given (one GPU)."""
-    keys = ("dp", "tp", "pp", "microbatches", "zero_stage", "gpus_per_node")
+    keys = (
+        *("dp", "tp", "pp", "cp", "microbatches", "zero_stage", "gpus_per_node", "schedule", "virtual_stages"),
+        *("global_batch", "shard_group", "nvlink_domain", "inter_node_gbps"),
+    )
     plan = {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
-    plan.update({k: True for k in ("fsdp", "sp") if getattr(args, k, False)})
+    plan.update({k: True for k in ("sp", "async_tp") if getattr(args, k, False)})
+    strategy = getattr(args, "fsdp", None)
+    if strategy:
+        plan["fsdp"] = True
+        if strategy != "full_shard":
+            plan["fsdp_strategy"] = strategy
+    for flag, key in (("fsdp_dtype", "fsdp_param_dtype"), ("fsdp_reduce_dtype", "fsdp_reduce_dtype")):
+        if getattr(args, flag, None):
+            plan[key] = args.__dict__[flag]
     return plan or None
 
 

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfpredict.core.trainer import StepSplit, TrainerMetrics
 from perfpredict.core.units import GIB
 
 #: 2: the JSON ``memory`` holds disjoint terms (``activations_bytes`` in place of ``activations_peak_bytes``, which
@@ -347,6 +348,9 @@ class PerfReport(JsonReport):
     outside_ops_label: str = ""
     # what the answer assumes that the user did not say (dtype, weights' load, precision, optimizer, TF32, ...)
     assumptions: dict[str, str] = field(default_factory=dict)
+    # a training step as trainers state it (perfpredict.core.trainer): tokens/s per GPU, MFU, HFU, the step split
+    trainer: TrainerMetrics | None = None
+    step_split: StepSplit | None = None
     schema_version: int = field(default=REPORT_SCHEMA_VERSION)
 
     @property
@@ -393,6 +397,10 @@ class PerfReport(JsonReport):
             d["measured"] = MeasuredVsPredicted(**d["measured"])
         if d.get("timeline"):
             d["timeline"] = TimelineSummary(**d["timeline"])
+        if d.get("trainer"):
+            d["trainer"] = TrainerMetrics(**d["trainer"])
+        if d.get("step_split"):
+            d["step_split"] = StepSplit(**d["step_split"])
         cls.restore_messages(d)
         d["by_kind"] = tuple(TimeShare(**t) for t in d.get("by_kind", ()))
         d["blocks"] = tuple(

@@ -16,8 +16,9 @@ from typing import Any
 from perfpredict.parallel import build
 from perfpredict.parallel import memory as mem
 from perfpredict.parallel.bound import host_bound_note, step_bound
-from perfpredict.parallel.plan import ParallelPlan, check_phase, parse_plan
+from perfpredict.parallel.plan import ParallelPlan, check_phase, parse_plan, resolve_batch
 from perfpredict.parallel.report import ParallelReport
+from perfpredict.parallel.schedules import idle_share
 from perfpredict.parallel.timing import analytical_node_s, rank_report, rank_request
 from perfpredict.request import Request
 
@@ -31,50 +32,52 @@ def parallel_report(
     **fields: Any,
 ) -> ParallelReport:
     """Predict one step of ``graph`` (a training or inference OpGraph at the micro-batch size) spread over GPUs as
-    ``parallel`` says (``{"dp", "tp", "pp", "fsdp", "sp", "microbatches", "zero_stage", "gpus_per_node",
-    "bucket_mb"}``; None: ``request.parallel``), run as ``request`` with ``fields`` (Request field names) changed:
-    ``device``, ``predictor``, ``optimizer``, ``mode``, ``tf32``, ``host``, ``model_name``, and ``precision``, a recipe
-    of perfpredict.hardware.precision or ``master-bf16``/``master-fp16`` (the ZeRO paper's 2+2+12 bytes per
-    parameter; None keeps the graph's dtype). ``interconnect``: an ``Interconnect`` to use in place of the
-    catalog's (another cluster)."""
+    ``parallel`` says (the keys of :class:`ParallelPlan`; None: ``request.parallel``), run as ``request`` with
+    ``fields`` (Request field names) changed: ``device``, ``predictor``, ``optimizer``, ``mode``, ``tf32``, ``host``,
+    ``model_name``, and ``precision``, a recipe of perfpredict.hardware.precision or ``master-bf16``/``master-fp16``
+    (the ZeRO paper's 2+2+12 bytes per parameter; None keeps the graph's dtype). ``interconnect``: an
+    ``Interconnect`` to use in place of the catalog's (another cluster)."""
     from perfpredict.hardware.devices import get_device
     from perfpredict.parallel.interconnect import interconnect_for
-    from perfpredict.parallel.simulate import links_of, run_stages, step_s
+    from perfpredict.parallel.simulate import links_of, run_stages
 
     request = (request or Request()).but(**fields)
-    plan = parse_plan(parallel if parallel is not None else request.parallel)
+    plan = resolve_batch(parse_plan(parallel if parallel is not None else request.parallel), graph.batch_size)
     training = graph.phase == "training"
     check_phase(plan, graph.phase)
     dev = get_device(request.device) if isinstance(request.device, str) else request.device
     ic = interconnect or interconnect_for(dev)
+    if plan.inter_node_gbps:
+        ic = ic.with_network(plan.inter_node_gbps, plan.gpus_per_node)
     precision, optimizer = request.precision, request.optimizer
     each = mem.per_param(graph, precision, optimizer) if training else None
     options = rank_request(request, training)
     links = links_of(ic, plan)
-    runs = run_stages(graph, plan, dev, options, links, each.gradients if each else 0.0, each.gathered if each else 0.0)
-    step = step_s(runs, plan.microbatches)
+    reduce_bytes, gather_bytes = comm_bytes(plan, each)
+    runs = run_stages(graph, plan, dev, options, links, reduce_bytes, gather_bytes)
     memories = [build.rank_memory(r, plan, each, dev) for r in runs]
     stages = tuple(build.stage_report(r, plan, m, dev) for r, m in zip(runs, memories))
-    slowest = max(runs, key=lambda r: r.microbatch_s)
-    # with neither tp nor pp the one stage's graph is the whole graph: its report is the single GPU's too
-    whole = runs[0].time.report if len(runs) == 1 and runs[0].stage.graph is graph else None
+    # with neither tp, pp nor cp the one stage's graph is the whole graph: its report is the single GPU's too
+    whole = runs[0].time.report if len(runs) == 1 and runs[0].stage.graph is graph and plan.cp == 1 else None
     single_s, single_fits = _single_gpu(graph, dev, options, plan, whole)
-    return _report(
-        graph,
-        plan,
-        dev,
-        ic,
-        runs,
-        slowest,
-        stages,
-        links,
-        step,
-        single_s,
-        single_fits,
-        request.model_name,
-        precision,
-        optimizer,
-    )
+    return _report(graph, plan, dev, ic, runs, stages, links, (single_s, single_fits), request)
+
+
+def comm_bytes(plan: ParallelPlan, each: mem.PerParam | None) -> tuple[float, float]:
+    """(bytes per parameter a gradient reduction moves, bytes per parameter a parameter gather moves): the stored
+    dtypes, or under FSDP a MixedPrecisionPolicy's ``param_dtype`` and ``reduce_dtype`` (which defaults to the
+    param dtype, as torch's does)."""
+    from perfpredict.core.ops import DTYPE_BYTES
+
+    if each is None:
+        return 0.0, 0.0
+    gather = DTYPE_BYTES[plan.fsdp_param_dtype] if plan.fsdp and plan.fsdp_param_dtype else each.gathered
+    reduce = each.gradients
+    if plan.fsdp and plan.fsdp_reduce_dtype:
+        reduce = DTYPE_BYTES[plan.fsdp_reduce_dtype]
+    elif plan.fsdp and plan.fsdp_param_dtype and not plan.fsdp_param_dtype.startswith("float8"):
+        reduce = DTYPE_BYTES[plan.fsdp_param_dtype]
+    return reduce, gather
 
 
 def _single_gpu(graph, device, options: Request, plan: ParallelPlan, single=None) -> tuple[float, bool]:
@@ -88,23 +91,45 @@ def _single_gpu(graph, device, options: Request, plan: ParallelPlan, single=None
     return micro_batches * (total_s - optimizer_s) + optimizer_s, single.fits_in_memory
 
 
-def _report(
-    graph, plan, dev, ic, runs, slowest, stages, links, step, single_s, single_fits, model_name, precision, optimizer=""
-) -> ParallelReport:
+def _report(graph, plan, dev, ic, runs, stages, links, single, request) -> ParallelReport:
+    from perfpredict.parallel import recompute, trainer_metrics
+    from perfpredict.parallel.simulate import bubble_s, step_s
+    from perfpredict.parallel.structure import backward_start, layer_labels
+
     m = plan.microbatches
-    compute = m * (slowest.time.forward_s + slowest.time.backward_s) + slowest.time.optimizer_s
-    exposed = max(step - compute - _bubble_s(runs, m), 0.0)
-    comm = m * (slowest.tp_forward_s + slowest.tp_backward_s + slowest.p2p_s) + slowest.dp.comm_s_per_step
+    training = graph.phase == "training"
+    step = step_s(runs, plan)
+    slowest = max(runs, key=lambda r: r.microbatch_s)
+    bubble = bubble_s(runs, plan)
+    redo = m * slowest.recompute_s
+    compute = m * (slowest.time.forward_s + slowest.time.backward_s) + redo + slowest.time.optimizer_s
+    exposed = max(step - compute - bubble, 0.0)
+    ring = slowest.ring.send_s_per_microbatch if slowest.ring else 0.0
+    comm = m * (slowest.tp_forward_s + slowest.tp_backward_s + slowest.p2p_s + ring) + slowest.dp.comm_s_per_step
     global_batch = graph.batch_size * m * plan.dp
+    single_s, single_fits = single
     peak = max(s.memory.total_bytes for s in stages)
     efficiency = single_s / (plan.world_size * step) if step else 0.0
     rank = slowest.time.report.timeline
     host_note = host_bound_note(rank, plan, efficiency)
-    warn = _warnings(plan, stages, dev, links, graph, optimizer)
+    warn = _warnings(plan, stages, dev, links, graph, request.optimizer)
     for text in warn:
         warnings.warn(text, stacklevel=3)
+    mode = recompute.mode_of(rank_request(request, training)) if training else recompute.NONE
+    start = backward_start(graph)
+    trainer = trainer_metrics.metrics(
+        graph,
+        plan,
+        step,
+        recompute.flops(graph, layer_labels(graph), start, mode),
+        dev,
+        trainer_metrics.compute_dtype(graph, request.precision, request),
+        request.tf32,
+        start,
+    )
+    host = m * _host_idle_s(rank) / plan.cp
     return ParallelReport(
-        model_name=model_name or graph.name or "model",
+        model_name=request.model_name or graph.name or "model",
         device=dev.name,
         phase=graph.phase,
         plan=plan.to_dict(),
@@ -114,13 +139,13 @@ def _report(
         global_batch_size=global_batch,
         seq_len=graph.seq_len,
         dtype=graph.dtype,
-        precision=precision,
+        precision=request.precision,
         step_ms=step * 1e3,
         compute_ms=compute * 1e3,
         communication_ms=comm * 1e3,
         exposed_communication_ms=exposed * 1e3,
         exposed_share=exposed / step if step else 0.0,
-        bubble_fraction=pipeline_bubble(plan),
+        bubble_fraction=idle_share(pipeline_bubble(plan, slowest)),
         throughput_per_s=global_batch / step if step else 0.0,
         single_gpu_step_ms=single_s * 1e3,
         scaling_efficiency=efficiency,
@@ -131,24 +156,34 @@ def _report(
         stages=stages,
         collectives=build.summaries(slowest, plan, links),
         interconnect=ic.describe(),
-        assumptions=build.assumptions(plan, links, ic.describe(), graph.phase == "training"),
+        assumptions=build.assumptions(plan, links, ic.describe(), training, mode),
         warnings=tuple(warn),
         bound=step_bound(rank, exposed, compute),
         rank_timeline=rank,
         notes=(host_note,) if host_note else (),
+        bubble_over_compute=pipeline_bubble(plan, slowest),
+        trainer=trainer,
+        step_split=trainer_metrics.split(step, exposed, bubble, redo, host),
     )
 
 
-def pipeline_bubble(plan: ParallelPlan) -> float:
-    from perfpredict.parallel.pipeline_parallel import bubble_fraction
+def _host_idle_s(timeline) -> float:
+    """Seconds per microbatch the rank's GPU waits on the host (its wall time beyond its device time)."""
+    if timeline is None:
+        return 0.0
+    return max(timeline.wall_ms - timeline.device_ms, 0.0) / 1e3
 
-    return bubble_fraction(plan.pp, plan.microbatches) if plan.pp > 1 else 0.0
 
+def pipeline_bubble(plan: ParallelPlan, slowest=None) -> float:
+    """The schedule's bubble over the ideal compute, with equal stages: (p-1)/m for GPipe and 1F1B, (p-1)/(v m)
+    interleaved, ZB-1P's share of it from the slowest stage's forward, backward and weight-gradient times."""
+    from perfpredict.parallel import schedules
+    from perfpredict.parallel.simulate import stage_times
 
-def _bubble_s(runs, microbatches: int) -> float:
-    """The slowest stage's idle time in the 1F1B schedule (the others' fill and drain)."""
-    times = [r.microbatch_s for r in runs]
-    return sum(times) - max(times)
+    if plan.pp == 1:
+        return 0.0
+    share = schedules.zero_bubble_share(stage_times([slowest])[0]) if slowest is not None else 1 / 3
+    return schedules.bubble_over_compute(plan.schedule, plan.pp, plan.microbatches, plan.virtual_stages, share)
 
 
 def _warnings(plan: ParallelPlan, stages, dev, links, graph, optimizer: str = "") -> list[str]:
@@ -162,7 +197,7 @@ def _warnings(plan: ParallelPlan, stages, dev, links, graph, optimizer: str = ""
     if plan.pp > 1 and plan.microbatches < plan.pp:
         out.append(
             f"microbatches={plan.microbatches} < pp={plan.pp}: the pipeline is idle "
-            f"{pipeline_bubble(plan):.0%} of the step; use at least {plan.pp} microbatches (4x is common)"
+            f"{idle_share(pipeline_bubble(plan)):.0%} of the step; use at least {plan.pp} microbatches (4x is common)"
         )
     from perfpredict.core.memory_advice import Levers, memory_warning
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from perfpredict.parallel import memory as mem
-from perfpredict.parallel import pipeline_parallel
-from perfpredict.parallel.collectives import bus_bandwidth_gb_per_s, collective_s
+from perfpredict.parallel import scale_assumptions as scale
+from perfpredict.parallel import schedules
+from perfpredict.parallel.collectives import algorithm_of, bus_bandwidth_gb_per_s, collective_s
 from perfpredict.parallel.data_parallel import DEFAULT_BUCKET_MB
 from perfpredict.parallel.plan import ParallelPlan
 from perfpredict.parallel.report import CollectiveSummary, RankMemory, StageReport
@@ -25,35 +26,38 @@ def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, de
     """Peak memory of one rank of ``run``'s stage (see perfpredict.parallel.memory)."""
     graph = run.stage.graph
     training = each is not None
-    pp, m = plan.pp, plan.microbatches
+    pp, m, cp = plan.pp, plan.microbatches, plan.cp
     own = run.time.report.memory
     if training and (pp > 1 or m > 1):  # gradients accumulate over the microbatches: resident in their backwards
         parts = mem.pipeline_stage_activations(  # the activation received is kept for the backward too
-            mem.saved_activation_bytes(graph, run.start) + run.recv_bytes,
-            pipeline_parallel.in_flight(run.stage.index, pp, m) if pp > 1 else 1,
-            own.activations_bytes,
-            own.workspace_bytes,
+            (mem.saved_activation_bytes(graph, run.start) + run.recv_bytes) // cp,
+            in_flight(run.stage.index, plan),
+            own.activations_bytes // cp,
+            own.workspace_bytes // cp,
             own.optimizer_temporaries_bytes,
         )
-    else:
+    else:  # a context-parallel rank holds 1/cp of the sequence's activations (the memory side may refine this)
         parts = mem.StageActivations(
-            own.activations_bytes, own.workspace_bytes, own.optimizer_temporaries_bytes, own.peak_at
+            own.activations_bytes // cp, own.workspace_bytes // cp, own.optimizer_temporaries_bytes, own.peak_at
         )
     activations, extra = parts.activations, (parts.workspace, parts.optimizer_temporaries, parts.peak_at)
     if not training:
         return RankMemory(graph.param_bytes, 0, 0, activations, 0, 0, 0, device.runtime_overhead_bytes, *extra)
-    stage = plan.shard_stage if plan.dp > 1 else 0
-    state = mem.sharded_state(graph.trainable_param_count, each, stage, plan.dp)
+    ranks = plan.shard_ranks  # dp (x cp), or HYBRID_SHARD's shard group
+    stage = plan.shard_stage if ranks > 1 else 0
+    state = mem.sharded_state(graph.trainable_param_count, each, stage, ranks)
     # frozen weights have no gradients or optimizer state, but ZeRO-3 and FSDP shard them like the others
-    frozen = round((graph.param_count - graph.trainable_param_count) * each.gathered / (plan.dp if stage >= 3 else 1))
+    frozen = round((graph.param_count - graph.trainable_param_count) * each.gathered / (ranks if stage >= 3 else 1))
     gathered, buckets, copies = 0, 0, round(graph.trainable_param_count * each.weight_copies)
     if stage >= 3:
         per_label = labelled_params(graph, run.labels, run.start)
         largest = max((v for k, v in per_label.items() if k >= 0), default=0)
         root = sum(v for k, v in per_label.items() if k < 0)
-        gathered = round((2 * largest + root) * each.gathered + largest * each.gradients)
+        gathered = round(
+            _gathered_params(plan, per_label, largest, root) * _gather_bytes(plan, each) + largest * each.gradients
+        )
         copies = 0  # FSDP2 casts when it gathers (a MixedPrecisionPolicy), no autocast cache of every layer
-    elif stage == 0 and plan.dp > 1:
+    elif stage == 0 and plan.dp * plan.cp > 1:
         buckets = state.gradients_bytes  # DDP copies gradients into its buckets
     return RankMemory(
         state.weights_bytes + frozen,
@@ -66,6 +70,29 @@ def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, de
         device.runtime_overhead_bytes,
         *extra,
     )
+
+
+def _gathered_params(plan: ParallelPlan, per_label: dict[int, int], largest: int, root: int) -> int:
+    """Parameters FSDP holds unsharded at the peak: the root's, and the layer computing with the ones prefetched
+    (``fsdp_prefetch``); SHARD_GRAD_OP keeps every layer gathered from its forward to its backward, so at the
+    start of the backward it holds them all."""
+    if plan.fsdp and plan.fsdp_strategy == "shard_grad_op":
+        return sum(per_label.values())
+    return (1 + plan.fsdp_prefetch) * largest + root
+
+
+def _gather_bytes(plan: ParallelPlan, each: mem.PerParam) -> float:
+    """Bytes of a gathered parameter: a MixedPrecisionPolicy's param dtype, else the stored one."""
+    from perfpredict.core.ops import DTYPE_BYTES
+
+    return DTYPE_BYTES[plan.fsdp_param_dtype] if plan.fsdp and plan.fsdp_param_dtype else each.gathered
+
+
+def in_flight(stage: int, plan: ParallelPlan) -> float:
+    """Microbatches of activations the stage holds at its peak under the plan's schedule (1 without a pipeline)."""
+    if plan.pp == 1:
+        return 1
+    return schedules.in_flight(plan.schedule, stage, plan.pp, plan.microbatches, plan.virtual_stages)
 
 
 def stage_report(run: StageRun, plan: ParallelPlan, memory: RankMemory, device: Any) -> StageReport:
@@ -82,7 +109,7 @@ def stage_report(run: StageRun, plan: ParallelPlan, memory: RankMemory, device: 
         dp_comm_ms=run.dp.comm_s_per_step * 1e3,
         dp_exposed_ms=(m * run.dp.per_microbatch_exposed_s + run.dp.last_microbatch_exposed_s + run.dp.after_step_s)
         * 1e3,
-        in_flight_microbatches=pipeline_parallel.in_flight(run.stage.index, plan.pp, m) if plan.pp > 1 else 1,
+        in_flight_microbatches=in_flight(run.stage.index, plan),
         memory=memory,
         fits_in_memory=memory.total_bytes <= device.memory_bytes,
     )
@@ -91,16 +118,27 @@ def stage_report(run: StageRun, plan: ParallelPlan, memory: RankMemory, device: 
 def summaries(run: StageRun, plan: ParallelPlan, links: Links) -> tuple[CollectiveSummary, ...]:
     """One rank's collectives per step, grouped by (group, kind, phase)."""
     m = plan.microbatches
+    hybrid = links.replicate is not None
+    dp_ranks = plan.shard_ranks if hybrid else plan.dp * plan.cp
+    replicas = plan.dp * plan.cp // plan.shard_ranks if hybrid else 1
     rows: dict[tuple[str, str, str], list] = {}
     calls = [
-        (c.group, c.kind, f"{c.phase} (hidden)" if c.hidden else c.phase, c.size_bytes, m, plan.tp) for c in run.tp
+        (c.group, c.kind, f"{c.phase} (hidden)" if c.hidden else c.phase, c.size_bytes // plan.cp, m, plan.tp)
+        for c in run.tp
     ]
     calls += [
-        ("dp", c.kind, c.phase, c.size_bytes, n, plan.dp) for (c, _), n in zip(run.dp.comms, run.dp.calls_per_step)
+        (c.group, c.kind, c.phase, c.size_bytes, n, replicas if c.group == "replicate" else dp_ranks)
+        for (c, _), n in zip(run.dp.comms, run.dp.calls_per_step)
     ]
     training = run.start < len(run.stage.graph.nodes)
+    each = schedules.sends_per_microbatch(plan.schedule, plan.virtual_stages)
     sends = [("forward", run.stage.send_bytes), ("backward", run.recv_bytes if training else 0)]
-    calls += [("pp", "send_recv", phase, b, m, 2) for phase, b in sends if b]
+    calls += [("pp", "send_recv", phase, b // plan.cp, m * each, 2) for phase, b in sends if b]
+    if run.ring is not None and run.ring.sends_per_microbatch:
+        steps = run.ring.sends_per_microbatch // 2  # (cp - 1) x layers each way
+        calls += [("cp", "send_recv", "forward", run.ring.block_bytes, m * steps, 2)]
+        if training:
+            calls += [("cp", "send_recv", "backward", 2 * run.ring.block_bytes, m * steps, 2)]
     for group, kind, phase, size, count, ranks in calls:
         rows.setdefault((group, kind, phase), []).append((size, count, ranks))
     out = []
@@ -121,25 +159,35 @@ def summaries(run: StageRun, plan: ParallelPlan, links: Links) -> tuple[Collecti
                 ranks,
                 bus_bandwidth_gb_per_s(kind, largest, ranks, link),
                 link.description,
+                algorithm_of(kind, largest, ranks, link) if ranks > 1 else "",
             )
         )
     return tuple(sorted(out, key=lambda s: (s.group, s.phase, s.kind)))
 
 
-def assumptions(plan: ParallelPlan, links: Links, interconnect: str, training: bool) -> dict[str, str]:
+def assumptions(
+    plan: ParallelPlan, links: Links, interconnect: str, training: bool, recompute_mode: str = "none"
+) -> dict[str, str]:
     out = {
         "validation": VALIDATION_NOTE,
-        "placement": "ranks laid out tp, then dp, then pp (Megatron-LM's default order); "
-        f"{plan.gpus_per_node} GPUs per node",
+        "placement": "ranks laid out tp, then cp, then dp, then pp (Megatron-LM's default order); "
+        f"{plan.gpus_per_node} GPUs per node"
+        + (f", {plan.domain} GPUs per NVLink domain" if plan.domain != plan.gpus_per_node else ""),
         "interconnect": interconnect,
         # only the groups the plan has: a link of one GPU carries nothing
         **{
             f"{name}_link": link.description
-            for name, size, link in (("tp", plan.tp, links.tp), ("dp", plan.dp, links.dp), ("pp", plan.pp, links.pp))
+            for name, size, link in (
+                ("tp", plan.tp, links.tp),
+                ("cp", plan.cp, links.cp),
+                ("dp", plan.dp * plan.cp, links.dp),
+                ("replicate", 2 if links.replicate else 1, links.replicate),
+                ("pp", plan.pp, links.pp),
+            )
             if size > 1
         },
         "tensor_parallel": "Megatron-style column/row-parallel linears; its collectives are on the critical path "
-        "(not overlapped)"
+        + ("except what async TP hides behind the matmuls" if plan.async_tp else "(not overlapped)")
         + (
             "; sequence parallelism: reduce-scatter + all-gather in place of "
             "each all-reduce, the backward re-gather assumed hidden"
@@ -151,12 +199,7 @@ def assumptions(plan: ParallelPlan, links: Links, interconnect: str, training: b
         "do not contend for links",
         "micro_batch": "the graph's batch is one rank's micro-batch; global batch = micro-batch x microbatches x dp",
     }
-    if plan.pp > 1:
-        out["pipeline"] = (
-            "1F1B: step = sum of stage times + (microbatches - 1) x the slowest; stages balanced by "
-            "roofline time; activation sends on the critical path"
-        )
-    if training and plan.dp > 1:
+    if training and plan.dp * plan.cp > 1:
         buckets = f"{plan.bucket_mb:g} MiB buckets" + (" (first 1 MiB)" if plan.bucket_mb == DEFAULT_BUCKET_MB else "")
         out["overlap"] = {
             0: f"DDP: gradient all-reduce in {buckets}, each as soon as its gradients are ready, overlapping the "
@@ -168,8 +211,11 @@ def assumptions(plan: ParallelPlan, links: Links, interconnect: str, training: b
             "before its backward, prefetching one layer ahead; gradients reduce-scattered after "
             "each layer's backward, every microbatch, overlapping the next",
         }[plan.shard_stage]
+        if plan.fsdp:
+            out["overlap"] = scale.fsdp_overlap(plan)
         if plan.shard_stage:
-            out["optimizer"] = f"each rank steps the optimizer on its 1/{plan.dp} shard of the parameters"
+            out["optimizer"] = f"each rank steps the optimizer on its 1/{plan.shard_ranks} shard of the parameters"
+    out.update(scale.assumptions(plan, links, training, recompute_mode))
     out["scaling_efficiency"] = (
         "throughput per GPU over one GPU running the same global batch by gradient "
         "accumulation (its forward and backward once per micro-batch, one optimizer step)"

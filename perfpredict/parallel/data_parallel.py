@@ -18,6 +18,13 @@
   Gathers and reduce-scatters run every microbatch: FSDP2 keeps ``requires_gradient_sync`` on by default and a
   rank holds only its gradient shard (``set_requires_gradient_sync(False)`` would keep whole gradients instead,
   which the memory model does not count).
+- **FSDP strategies and prefetch** (issue 46): ``SHARD_GRAD_OP`` (``reshard_after_forward=False``) keeps each
+  layer's gathered parameters from its forward to its backward, so the backward gathers nothing; ``HYBRID_SHARD``
+  shards over a group (a node) and all-reduces each reduce-scattered gradient shard across the groups (the
+  replicas) after its reduce-scatter. ``prefetch`` is how many layers ahead a gather is issued (FSDP2's default
+  and FSDP1's ``BACKWARD_PRE``: one; 0: each gather waits for the layer before it to finish). A
+  MixedPrecisionPolicy's ``param_dtype`` and ``reduce_dtype`` set the bytes per parameter of the gathers and the
+  reduce-scatters.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ class PlannedComm:
     ready_after: int = -1  # compute-task index whose end releases it
     needed_by: int | None = None
     what: str = ""
+    group: str = "dp"  # "dp", or "replicate": HYBRID_SHARD's all-reduce across shard groups
 
 
 def ddp_buckets(
@@ -114,13 +122,23 @@ def zero_gather(units: Sequence[Unit], param_bytes_per_param: float) -> PlannedC
 
 
 def fsdp_comms(
-    units: Sequence[Unit], param_bytes_per_param: float, grad_bytes_per_param: float, reduce: bool
+    units: Sequence[Unit],
+    param_bytes_per_param: float,
+    grad_bytes_per_param: float,
+    reduce: bool,
+    reshard: bool = True,
+    prefetch: int = 1,
+    replicate_shard: int = 0,
 ) -> list[PlannedComm]:
     """FSDP2's collectives for one microbatch on compute tasks [forward of each unit..., backward of each unit
-    in reverse...]. The root unit (PRE and POST together) is gathered once before the first forward task."""
+    in reverse...]. The root unit (PRE and POST together) is gathered once before the first forward task.
+    ``reshard`` False (SHARD_GRAD_OP): no backward gathers. ``prefetch``: layers gathered ahead. ``replicate_shard``
+    (HYBRID_SHARD: the shard group's size): each reduce-scattered gradient shard is then all-reduced across the
+    replicas (group "replicate")."""
     n = len(units)
     root = [k for k, u in enumerate(units) if u.label in (PRE, POST)]
     root_params = sum(units[k].params for k in root)
+    ahead = 1 + prefetch  # a gather is released by the end of the task ``ahead`` before the one that needs it
     comms = []
     if root_params:
         comms.append(PlannedComm(ALL_GATHER, round(root_params * param_bytes_per_param), "forward", -1, 0, "root"))
@@ -129,22 +147,24 @@ def fsdp_comms(
             continue
         size = round(unit.params * param_bytes_per_param)
         back = n + (n - 1 - k)  # the task index of this unit's backward
-        comms.append(PlannedComm(ALL_GATHER, size, "forward", k - 2, k, f"layer {unit.label}"))
-        comms.append(PlannedComm(ALL_GATHER, size, "backward", back - 2, back, f"layer {unit.label}"))
+        comms.append(PlannedComm(ALL_GATHER, size, "forward", k - ahead, k, f"layer {unit.label}"))
+        if reshard:
+            comms.append(PlannedComm(ALL_GATHER, size, "backward", back - ahead, back, f"layer {unit.label}"))
         if reduce:
-            comms.append(
-                PlannedComm(
-                    REDUCE_SCATTER,
-                    round(unit.params * grad_bytes_per_param),
-                    "backward",
-                    back,
-                    what=f"layer {unit.label} gradients",
-                )
-            )
+            comms += _reduction(unit.params, grad_bytes_per_param, back, f"layer {unit.label}", replicate_shard)
     if reduce and root_params:
-        comms.append(
+        comms += _reduction(root_params, grad_bytes_per_param, 2 * n - 1, "root", replicate_shard)
+    return comms
+
+
+def _reduction(params: int, grad_bytes_per_param: float, after: int, what: str, shard: int) -> list[PlannedComm]:
+    """A unit's gradient reduce-scatter, and under HYBRID_SHARD the all-reduce of its shard across replicas."""
+    size = round(params * grad_bytes_per_param)
+    out = [PlannedComm(REDUCE_SCATTER, size, "backward", after, what=f"{what} gradients")]
+    if shard:
+        out.append(
             PlannedComm(
-                REDUCE_SCATTER, round(root_params * grad_bytes_per_param), "backward", 2 * n - 1, what="root gradients"
+                ALL_REDUCE, -(-size // shard), "backward", after, what=f"{what} gradient shard", group="replicate"
             )
         )
-    return comms
+    return out

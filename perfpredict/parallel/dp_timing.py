@@ -21,6 +21,18 @@ from perfpredict.parallel.structure import POST, PRE, module_params
 
 
 @dataclass(frozen=True)
+class FsdpOptions:
+    """How FSDP runs (``data_parallel.fsdp_comms``): re-gather in the backward (FULL_SHARD, HYBRID_SHARD) or not
+    (SHARD_GRAD_OP), layers prefetched, and HYBRID_SHARD's replicas (their count and link; 1: none)."""
+
+    reshard: bool = True
+    prefetch: int = 1
+    shard: int = 0  # HYBRID_SHARD: the shard group's size (0: no replicas)
+    replicas: int = 1
+    replicate_link: GroupLink | None = None
+
+
+@dataclass(frozen=True)
 class DataParallelTime:
     per_microbatch_exposed_s: float
     last_microbatch_exposed_s: float  # on top of per_microbatch_exposed_s
@@ -61,18 +73,28 @@ def data_parallel_time(
     gathered_bytes: float,
     bucket_mb: float,
     microbatches: int,
+    fsdp: FsdpOptions | None = None,
 ) -> DataParallelTime:
-    """``stage``: what is sharded (0 DDP, 1-2 ZeRO, 3 FSDP); bytes are per parameter."""
+    """``stage``: what is sharded (0 DDP, 1-2 ZeRO, 3 FSDP); bytes are per parameter (``grad_bytes``: what a
+    reduction moves, ``gathered_bytes``: what a gather moves)."""
+    fsdp = fsdp or FsdpOptions()
 
     def timed(comms):
-        return [(c, collective_s(c.kind, c.size_bytes, dp, link)) for c in comms]
+        def seconds(c):
+            if c.group == "replicate":
+                return collective_s(c.kind, c.size_bytes, fsdp.replicas, fsdp.replicate_link)
+            return collective_s(c.kind, c.size_bytes, dp, link)
 
-    if dp == 1:
+        return [(c, seconds(c)) for c in comms]
+
+    if dp == 1 and fsdp.replicas == 1:
         return DataParallelTime(0.0, 0.0, 0.0, 0.0, (), ())
     if stage >= 3:
         # ZeRO-3 and FSDP2 (requires_gradient_sync left on) keep only their gradient shard, so every microbatch
-        # gathers each layer twice and reduce-scatters its gradients
-        comms = timed(dpm.fsdp_comms(units, gathered_bytes, grad_bytes, reduce=True))
+        # gathers each layer (twice, unless SHARD_GRAD_OP keeps it) and reduce-scatters its gradients
+        shard = fsdp.shard if fsdp.replicas > 1 else 0
+        planned = dpm.fsdp_comms(units, gathered_bytes, grad_bytes, True, fsdp.reshard, fsdp.prefetch, shard)
+        comms = timed(planned)
         tasks = [u.forward_s for u in units] + [u.backward_s for u in reversed(units)]
         exposed = simulate(tasks, [Comm(s, c.ready_after, c.needed_by) for c, s in comms]).exposed_s
         total = microbatches * sum(s for _, s in comms)

@@ -5,7 +5,12 @@ direction, the line rate) and the share of it NCCL reaches, with sources. A grou
 runs at the intra-node bus bandwidth. A group that spans nodes is limited by the NICs: each GPU's share of its
 node's NICs, pooled over the group's GPUs in that node (NCCL runs one ring per NIC), and never more than the
 intra-node rate. NB: NVLink SHARP (NVLS), which lifts an 8-GPU all-reduce on Hopper above the ring's bus bandwidth,
-is not modelled: the prediction is the ring's, which NCCL reaches for every collective.
+is not modelled: the prediction is the ring's (or, for an all-reduce across nodes, NCCL's tree where it is faster).
+
+Two plan keys reshape the fabric: ``nvlink_domain`` (GPUs that reach each other over NVLink: a node, or a GB200 NVL72
+rack of 72) sets which groups stay on NVLink, and ``inter_node_gbps`` the network's line rate per GPU
+(:meth:`Interconnect.with_network`, e.g. 400 Gb/s: one NDR NIC per GPU; llm-foundry's A100 clusters: 1,600 Gb/s
+per 8-GPU node, 200 per GPU).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +34,7 @@ class LinkKind:
     name: str
     achievable_fraction: float
     latency_us: dict[str, float]
+    tree_latency_us: dict[str, float] = field(default_factory=dict)  # NCCL's tree: base and per-hop costs
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,8 @@ class GroupLink:
     intra: LinkKind
     inter: LinkKind
     description: str
+    intra_gb_per_s: float = 0.0  # the NVLink/PCIe bus bandwidth of one GPU (0: as bus_bandwidth_gb_per_s)
+    nic_gb_per_s: float = 0.0  # one GPU's share of its node's NICs (achievable; 0 inside one node)
 
     def inter_steps(self, kind: str) -> int:
         """Ring steps that cross nodes: 2(nodes-1) for an all-reduce, nodes-1 for the others (as NCCL counts)."""
@@ -47,11 +55,17 @@ class GroupLink:
             return 0
         return 2 * (self.nodes - 1) if kind == "all_reduce" else self.nodes - 1
 
-    def base_us(self, proto: str) -> float:
-        return self.intra.latency_us[f"base_{proto}"]
+    def base_us(self, proto: str, tree: bool = False) -> float:
+        table = self.intra.tree_latency_us if tree else self.intra.latency_us
+        return table[f"base_{proto}"]
 
-    def step_us(self, proto: str, inter: bool) -> float:
-        return (self.inter if inter else self.intra).latency_us[f"step_{proto}"]
+    def step_us(self, proto: str, inter: bool, tree: bool = False) -> float:
+        kind = self.inter if inter else self.intra
+        return (kind.tree_latency_us if tree else kind.latency_us)[f"step_{proto}"]
+
+    @property
+    def intra_bus_gb_per_s(self) -> float:
+        return self.intra_gb_per_s or self.bus_bandwidth_gb_per_s
 
 
 @dataclass(frozen=True)
@@ -66,30 +80,52 @@ class Interconnect:
     inter_generation: str
     sources: str
 
-    def group(self, ranks: int, stride: int, gpus_per_node: int, first: int = 0) -> GroupLink:
+    def group(
+        self, ranks: int, stride: int, gpus_per_node: int, first: int = 0, domain: int | None = None
+    ) -> GroupLink:
         """The link of a group of ``ranks`` ranks ``stride`` apart (ranks first + k*stride), nodes of
-        ``gpus_per_node``. Across nodes, the node with the fewest of the group's GPUs (the fewest NICs) paces it."""
-        counts = Counter((first + k * stride) // gpus_per_node for k in range(ranks))
+        ``gpus_per_node`` (which share the node's NICs) and NVLink domains of ``domain`` GPUs (None: a node). Across
+        domains, the domain with the fewest of the group's GPUs (the fewest NICs) paces it."""
+        domain = domain or gpus_per_node
+        counts = Counter((first + k * stride) // domain for k in range(ranks))
         nodes = len(counts)
         per_node = min(counts.values())
         intra_gb_per_s = self.intra_per_direction_gb_per_s * self.intra.achievable_fraction
+        fabric = self.intra_generation + (f" ({domain}-GPU NVLink domain)" if domain != gpus_per_node else "")
         if nodes == 1:
             return GroupLink(
                 intra_gb_per_s,
                 1,
                 self.intra,
                 self.inter,
-                f"{self.intra_generation}, {intra_gb_per_s:.0f} GB/s bus bandwidth",
+                f"{fabric}, {intra_gb_per_s:.0f} GB/s bus bandwidth",
+                intra_gb_per_s,
             )
-        nic_gb_per_s = self.nic_gbit_per_s * self.nics_per_node / 8 / gpus_per_node * self.inter.achievable_fraction
+        nic_gb_per_s = self.nic_gb_per_s_per_gpu(gpus_per_node)
         bandwidth = min(per_node * nic_gb_per_s, intra_gb_per_s if per_node > 1 else float("inf"))
+        where = "NVLink domains" if domain != gpus_per_node else "nodes"
         return GroupLink(
             bandwidth,
             nodes,
             self.intra,
             self.inter,
-            f"{nodes} nodes over {self.inter_generation} ({per_node} GPU(s) per node), "
+            f"{nodes} {where} over {self.inter_generation} ({per_node} GPU(s) each), "
             f"{bandwidth:.0f} GB/s bus bandwidth",
+            intra_gb_per_s,
+            nic_gb_per_s,
+        )
+
+    def nic_gb_per_s_per_gpu(self, gpus_per_node: int) -> float:
+        """One GPU's achievable share of its node's NICs, GB/s one way."""
+        return self.nic_gbit_per_s * self.nics_per_node / 8 / gpus_per_node * self.inter.achievable_fraction
+
+    def with_network(self, per_gpu_gbit_per_s: float, gpus_per_node: int) -> Interconnect:
+        """The same GPUs on a network of ``per_gpu_gbit_per_s`` per GPU (one NIC of that rate per GPU)."""
+        return replace(
+            self,
+            nic_gbit_per_s=float(per_gpu_gbit_per_s),
+            nics_per_node=gpus_per_node,
+            inter_generation=f"{per_gpu_gbit_per_s:g} Gb/s per GPU ({self.inter.name}, given)",
         )
 
     def describe(self) -> str:
@@ -122,7 +158,8 @@ def interconnect_for(device: Any) -> Interconnect:
     entry = _resolved(data["devices"], entry)
     intra, inter = entry["intra"], entry["inter"]
     links = {
-        k: LinkKind(k, float(v["achievable_fraction"]), dict(v["nccl_latency_us"])) for k, v in data["links"].items()
+        k: LinkKind(k, float(v["achievable_fraction"]), dict(v["nccl_latency_us"]), dict(v["nccl_tree_latency_us"]))
+        for k, v in data["links"].items()
     }
     return Interconnect(
         device=name,

@@ -124,7 +124,7 @@ class StageActivations:
 
 
 def pipeline_stage_activations(
-    saved_bytes: int, in_flight: int, own_activations: int, own_workspace: int, own_temporaries: int
+    saved_bytes: int, in_flight: float, own_activations: int, own_workspace: int, own_temporaries: int
 ) -> StageActivations:
     """A 1F1B stage's activation terms: at its backward peak it holds the saved activations of ``in_flight``
     microbatches (``saved_bytes`` each), plus what one microbatch's own step holds beyond its saved ones
@@ -134,7 +134,7 @@ def pipeline_stage_activations(
     The gradients of every microbatch accumulate in one buffer that lives from the first backward to the optimizer
     step, so they are resident at the backward peak (the gradient term), unlike one step's gradients born in its
     backward (``memory_model.backward_born_peak``)."""
-    backward = in_flight * saved_bytes + max(0, own_activations - saved_bytes)
+    backward = round(in_flight * saved_bytes) + max(0, own_activations - saved_bytes)
     if own_temporaries > backward + own_workspace:
         return StageActivations(0, 0, own_temporaries, "optimizer step")
     return StageActivations(backward, own_workspace, 0, "backward")

@@ -1,14 +1,18 @@
 """A parallel plan: how one training or inference step is spread over GPUs.
 
-``world_size = dp * tp * pp``. Ranks are laid out as Megatron-LM lays them out by default: tensor-parallel ranks
-are neighbours (inside one node where they fit), then data-parallel replicas, then pipeline stages, so rank
-``r = tp_rank + tp * (dp_rank + dp * pp_rank)``. ``graph.batch_size`` is the micro-batch one rank runs in one
-forward and backward; the global batch is ``micro-batch * microbatches * dp``.
+``world_size = dp * tp * pp * cp``. Ranks are laid out as Megatron-LM lays them out by default: tensor-parallel
+ranks are neighbours (inside one node where they fit), then context-parallel ranks, then data-parallel replicas,
+then pipeline stages, so rank ``r = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank))``. ``graph.batch_size``
+is the micro-batch one rank runs in one forward and backward; the global batch is ``micro-batch * microbatches *
+dp`` (``global_batch`` derives ``microbatches`` from it).
 
 - ``fsdp=True`` shards parameters, gradients and optimizer state over the ``dp`` group as FSDP2's ``fully_shard``
   does by default (ZeRO stage 3); ``zero_stage`` 1 or 2 shards less, as DeepSpeed's stages do.
 - ``sp=True`` is Megatron's sequence parallelism: needs ``tp > 1``.
-- ``microbatches`` feed the pipeline (1F1B) and, without a pipeline, accumulate gradients.
+- ``microbatches`` feed the pipeline (``schedule``: GPipe, 1F1B, interleaved 1F1B, ZB-1P) and, without a pipeline,
+  accumulate gradients.
+
+The keys of issue 46's timing side sit together at the end of :class:`ParallelPlan` (see ``docs/parallel.md``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from perfpredict.core.errors import InvalidInputError
 from perfpredict.parallel.data_parallel import DEFAULT_BUCKET_MB
 
 GPUS_PER_NODE = 8  # a DGX/HGX node
+SCHEDULES = ("1f1b", "gpipe", "interleaved", "zb1p")
+FSDP_STRATEGIES = ("full_shard", "shard_grad_op", "hybrid_shard")
+COMM_DTYPES = ("float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2")
 
 
 @dataclass(frozen=True)
@@ -36,10 +43,43 @@ class ParallelPlan:
     zero_stage: int = 0  # 0: DDP replicas; 1, 2, 3: DeepSpeed ZeRO; fsdp=True means 3, FSDP2-style
     gpus_per_node: int = GPUS_PER_NODE
     bucket_mb: float = DEFAULT_BUCKET_MB  # DDP's bucket_cap_mb (MiB); at 25 the first bucket is capped at 1 MiB
+    # -- training at scale, timing (issue 46): schedules, FSDP2 communication, multi-node, cp, async TP --
+    schedule: str = "1f1b"  # the pipeline schedule: gpipe, 1f1b, interleaved (1F1B), zb1p (zero bubble)
+    virtual_stages: int = 1  # interleaved 1F1B: model chunks per pipeline rank (Megatron's virtual stages)
+    global_batch: int | None = None  # samples per optimizer step; sets microbatches = global / (micro x dp)
+    fsdp_strategy: str = "full_shard"  # with fsdp: full_shard, shard_grad_op (no re-gather), hybrid_shard
+    shard_group: int | None = None  # hybrid_shard: ranks per shard group (None: a node's share of dp)
+    fsdp_param_dtype: str | None = None  # MixedPrecisionPolicy.param_dtype: what FSDP gathers (None: stored)
+    fsdp_reduce_dtype: str | None = None  # MixedPrecisionPolicy.reduce_dtype (None: as the gathered weights)
+    fsdp_prefetch: int = 1  # layers FSDP gathers ahead, forward and backward (0: none)
+    nvlink_domain: int | None = None  # GPUs on one NVLink fabric (None: a node; 72: GB200 NVL72)
+    inter_node_gbps: float | None = None  # network line rate per GPU, Gb/s (None: the catalog's NICs)
+    cp: int = 1  # context parallelism: ring attention over cp ranks, the sequence split cp ways
+    async_tp: bool = False  # tensor-parallel collectives decomposed and overlapped with the matmuls
 
     @property
     def world_size(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def shard_ranks(self) -> int:
+        """Ranks the training state is sharded over: dp, or HYBRID_SHARD's shard group."""
+        if self.fsdp and self.fsdp_strategy == "hybrid_shard":
+            return self.shard_group_size * self.cp
+        return self.dp * self.cp  # context-parallel ranks hold the same weights: they share the sharding
+
+    @property
+    def shard_group_size(self) -> int:
+        """HYBRID_SHARD's shard group: given, or the dp ranks that share a node (the replicas cross nodes)."""
+        if self.shard_group:
+            return self.shard_group
+        per_node = max(self.gpus_per_node // (self.tp * self.cp), 1)
+        return math.gcd(self.dp, per_node)
+
+    @property
+    def domain(self) -> int:
+        """GPUs joined by NVLink: the NVLink domain, else one node."""
+        return self.nvlink_domain or self.gpus_per_node
 
     @property
     def shard_stage(self) -> int:
@@ -55,8 +95,12 @@ class ParallelPlan:
 
     def describe(self) -> str:
         """A short label such as ``dp=2 tp=4 pp=2 (16 GPUs, 2 nodes)``."""
-        parts = [f"{k}={getattr(self, k)}" for k in ("dp", "tp", "pp") if getattr(self, k) > 1] or ["1 GPU"]
-        parts += [flag for flag in ("fsdp", "sp") if getattr(self, flag)]
+        parts = [f"{k}={getattr(self, k)}" for k in ("dp", "tp", "pp", "cp") if getattr(self, k) > 1] or ["1 GPU"]
+        parts += [flag for flag in ("fsdp", "sp", "async_tp") if getattr(self, flag)]
+        if self.fsdp and self.fsdp_strategy != "full_shard":
+            parts[parts.index("fsdp")] = f"fsdp={self.fsdp_strategy}"
+        if self.pp > 1 and (self.schedule != "1f1b" or self.virtual_stages > 1):
+            parts.append(self.schedule + (f" v={self.virtual_stages}" if self.virtual_stages > 1 else ""))
         if self.zero_stage and not self.fsdp:
             parts.append(f"zero{self.zero_stage}")
         if self.microbatches > 1:
@@ -64,7 +108,9 @@ class ParallelPlan:
         return " ".join(parts) + f" ({self.world_size} GPUs, {self.nodes} node{'s' if self.nodes > 1 else ''})"
 
 
-_INT_KEYS = ("dp", "tp", "pp", "microbatches", "gpus_per_node")
+_INT_KEYS = ("dp", "tp", "pp", "microbatches", "gpus_per_node", "virtual_stages", "cp")
+_OPTIONAL_INT_KEYS = ("global_batch", "shard_group", "nvlink_domain")
+_CHOICES = {"schedule": SCHEDULES, "fsdp_strategy": FSDP_STRATEGIES}
 _ALIASES = {
     "data": "dp",
     "tensor": "tp",
@@ -72,6 +118,9 @@ _ALIASES = {
     "micro_batches": "microbatches",
     "zero": "zero_stage",
     "sequence_parallel": "sp",
+    "context_parallel": "cp",
+    "pipeline_schedule": "schedule",
+    "sharding_strategy": "fsdp_strategy",
 }
 
 
@@ -95,7 +144,8 @@ def parse_plan(options: ParallelPlan | Mapping[str, Any] | None) -> ParallelPlan
     for key in _INT_KEYS:
         if key in values:
             values[key] = _positive_int(values[key], key)
-    for key in ("fsdp", "sp"):
+    _check_scale_keys(values)
+    for key in ("fsdp", "sp", "async_tp"):
         if key in values and not isinstance(values[key], bool):
             raise InvalidInputError(f"parallel option {key}={values[key]!r} must be True or False")
     if "zero_stage" in values and (isinstance(values["zero_stage"], bool) or not isinstance(values["zero_stage"], int)):
@@ -108,9 +158,33 @@ def parse_plan(options: ParallelPlan | Mapping[str, Any] | None) -> ParallelPlan
     return plan
 
 
+def _check_scale_keys(values: dict[str, Any]) -> None:
+    """Issue 46's keys: names normalised (``FULL_SHARD`` -> ``full_shard``, ``1F1B`` -> ``1f1b``), checked."""
+    for key in _OPTIONAL_INT_KEYS:
+        if values.get(key) is not None:
+            values[key] = _positive_int(values[key], key)
+    for key, choices in _CHOICES.items():
+        if key in values:
+            name = str(values[key]).lower().replace("-", "_")
+            name = {"zb_1p": "zb1p", "zero_bubble": "zb1p", "interleaved_1f1b": "interleaved"}.get(name, name)
+            if name not in choices:
+                raise InvalidInputError(f"{key}={values[key]!r} is not one of {', '.join(choices)}")
+            values[key] = name
+    for key in ("fsdp_param_dtype", "fsdp_reduce_dtype"):
+        if values.get(key) is not None and values[key] not in COMM_DTYPES:
+            raise InvalidInputError(f"{key}={values[key]!r} is not one of {', '.join(COMM_DTYPES)} (or None)")
+    if "fsdp_prefetch" in values and (
+        isinstance(values["fsdp_prefetch"], bool) or values["fsdp_prefetch"] not in (0, 1, 2)
+    ):
+        raise InvalidInputError(f"fsdp_prefetch={values['fsdp_prefetch']!r} must be 0 (none), 1 (FSDP2's default) or 2")
+    gbps = values.get("inter_node_gbps")
+    if gbps is not None and (isinstance(gbps, bool) or not isinstance(gbps, int | float) or not 0 < gbps < math.inf):
+        raise InvalidInputError(f"inter_node_gbps={gbps!r} must be a positive line rate per GPU in Gb/s (e.g. 400)")
+
+
 def _positive_int(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        hint = " (1 means not split)" if key in ("dp", "tp", "pp") else ""
+        hint = " (1 means not split)" if key in ("dp", "tp", "pp", "cp") else ""
         raise InvalidInputError(f"parallel option {key}={value!r} must be a positive integer{hint}")
     return value
 
@@ -127,6 +201,73 @@ def _check_combination(plan: ParallelPlan) -> None:
             "sp=True (sequence parallelism) splits the sequence over the tensor-parallel "
             "group; it needs tp > 1, e.g. parallel={'tp': 2, 'sp': True}"
         )
+    _check_scale_combination(plan)
+
+
+def _check_scale_combination(plan: ParallelPlan) -> None:
+    if plan.async_tp and not plan.sp:
+        raise InvalidInputError(
+            "async_tp=True overlaps sequence parallelism's all-gathers and reduce-scatters with their matmuls; "
+            "it needs tp > 1 and sp=True (e.g. parallel={'tp': 8, 'sp': True, 'async_tp': True})"
+        )
+    if plan.schedule == "interleaved" and plan.virtual_stages < 2:
+        raise InvalidInputError(
+            "schedule='interleaved' runs several model chunks per rank; give virtual_stages >= 2 (--virtual-stages)"
+        )
+    if plan.virtual_stages > 1 and plan.schedule != "interleaved":
+        raise InvalidInputError(
+            f"virtual_stages={plan.virtual_stages} needs schedule='interleaved' (interleaved 1F1B); "
+            f"the {plan.schedule!r} schedule runs one stage per rank"
+        )
+    if not plan.global_batch:  # else checked once the microbatches are known (resolve_batch)
+        _check_interleaved(plan)
+    if not plan.fsdp and (plan.fsdp_strategy != "full_shard" or plan.shard_group or plan.fsdp_param_dtype):
+        raise InvalidInputError(
+            "fsdp_strategy, shard_group and fsdp_param_dtype describe FSDP; add fsdp=True (--fsdp) or drop them"
+        )
+    if plan.shard_group and plan.fsdp_strategy != "hybrid_shard":
+        raise InvalidInputError(f"shard_group={plan.shard_group} is HYBRID_SHARD's; set fsdp_strategy='hybrid_shard'")
+    if plan.fsdp and plan.fsdp_strategy == "hybrid_shard" and plan.dp % plan.shard_group_size:
+        choices = ", ".join(str(d) for d in range(1, plan.dp + 1) if plan.dp % d == 0)
+        raise InvalidInputError(
+            f"shard_group={plan.shard_group_size} does not divide dp={plan.dp}; choose the shard group from {choices}"
+        )
+    if plan.nvlink_domain and plan.nvlink_domain % plan.gpus_per_node and plan.gpus_per_node % plan.nvlink_domain:
+        raise InvalidInputError(
+            f"nvlink_domain={plan.nvlink_domain} and gpus_per_node={plan.gpus_per_node}: one must divide the other "
+            "(an NVL72 rack: nvlink_domain=72 with gpus_per_node=4 or 72)"
+        )
+
+
+def _check_interleaved(plan: ParallelPlan) -> None:
+    if plan.schedule == "interleaved" and plan.pp > 1 and plan.microbatches % plan.pp:
+        raise InvalidInputError(
+            f"the interleaved schedule needs microbatches a multiple of pp={plan.pp} (Megatron-LM's rule); "
+            f"microbatches={plan.microbatches}: use {plan.pp * max(1, -(-plan.microbatches // plan.pp))}"
+        )
+
+
+def resolve_batch(plan: ParallelPlan, micro_batch: int) -> ParallelPlan:
+    """``plan`` with ``microbatches`` derived from ``global_batch`` (samples per optimizer step) and the graph's
+    micro-batch: global = micro-batch x microbatches x dp, as the recipes state it."""
+    if plan.global_batch is None:
+        return plan
+    per_step = micro_batch * plan.dp
+    if plan.global_batch % per_step:
+        raise InvalidInputError(
+            f"global_batch={plan.global_batch} is not a multiple of micro-batch {micro_batch} x dp {plan.dp} = "
+            f"{per_step}; choose a global batch of {per_step * max(1, plan.global_batch // per_step)} or "
+            f"{per_step * (plan.global_batch // per_step + 1)}, or another micro-batch (--batch)"
+        )
+    microbatches = plan.global_batch // per_step
+    if plan.microbatches not in (1, microbatches):
+        raise InvalidInputError(
+            f"global_batch={plan.global_batch} means {microbatches} microbatches of {micro_batch} on dp={plan.dp}, "
+            f"but microbatches={plan.microbatches} was given; give one of the two"
+        )
+    resolved = dataclasses.replace(plan, microbatches=microbatches)
+    _check_interleaved(resolved)
+    return resolved
 
 
 def check_phase(plan: ParallelPlan, phase: str) -> None:

@@ -8,7 +8,8 @@ from perfpredict.parallel.report import ParallelReport
 
 
 def render_parallel_text(report: ParallelReport) -> str:
-    lines = [_header(report), "", *_step(report), "", *_stages(report), "", *_collectives(report), "", "Assumptions:"]
+    lines = [_header(report), "", *trainer_lines(report), *_step(report), "", *_stages(report), ""]
+    lines += [*_collectives(report), "", "Assumptions:"]
     lines += [f"  {key}: {text}" for key, text in report.assumptions.items()]
     lines += [f"warning: {w}" for w in report.warnings]
     lines += [f"note: {n}" for n in report.notes]
@@ -18,10 +19,18 @@ def render_parallel_text(report: ParallelReport) -> str:
 def _header(r: ParallelReport) -> str:
     plan = ParallelPlan(**r.plan).describe()
     seq = f", seq {r.seq_len}" if r.seq_len else ""
+    tokens = f" ({r.global_batch_size * r.seq_len:,} tokens)" if r.seq_len else ""
     return (
         f"{r.model_name} on {r.device}: {plan} - {r.phase}, micro-batch {r.micro_batch_size}, "
-        f"global batch {r.global_batch_size}{seq}"
+        f"global batch {r.global_batch_size}{tokens}{seq}"
     )
+
+
+def trainer_lines(r: ParallelReport) -> list[str]:
+    """Throughput per GPU, MFU and HFU, and the step split, as trainers state them (a training step only)."""
+    from perfpredict.render.text import trainer_lines as lines
+
+    return lines(r) + [""] if r.phase == "training" and r.trainer is not None else []
 
 
 def _step(r: ParallelReport) -> list[str]:
@@ -42,7 +51,8 @@ def _step(r: ParallelReport) -> list[str]:
         f"compute (slowest)    {r.compute_ms:10.2f} ms",
         f"communication        {r.communication_ms:10.2f} ms   exposed {r.exposed_communication_ms:.2f} ms "
         f"({r.exposed_share:.0%} of the step)",
-        f"pipeline bubble      {r.bubble_fraction:10.1%}",
+        f"pipeline bubble      {r.bubble_fraction:10.1%}   of the step ({r.bubble_over_compute:.1%} over the compute, "
+        f"{r.plan.get('schedule', '1f1b')})",
         f"one GPU, same batch  {r.single_gpu_step_ms:10.2f} ms   scaling efficiency {r.scaling_efficiency:.0%}",
         f"peak memory per GPU  {r.peak_memory_bytes / GIB:10.2f} GiB  of {r.device_memory_bytes / GIB:.2f} GiB: {fits}"
         + (f" ({r.peak_memory_bytes / r.device_memory_bytes:.0%} of it: tight, see the warning)" if _tight(r) else ""),
@@ -88,12 +98,14 @@ def memory_lines(r: ParallelReport) -> list[str]:
     """Memory per GPU of each stage, every term that any stage holds as a column; each row sums to its total."""
     names = [name for name, _ in r.stages[0].memory.rows()] if r.stages else []
     used = [i for i in range(len(names)) if any(s.memory.rows()[i][1] for s in r.stages)]
-    out = ["memory per GPU (GiB), term by term; each row sums to its total:"]
+    worst = r.worst_stage.stage if r.stages else 0
+    where = f" (the worst rank: stage {worst})" if len(r.stages) > 1 else ""
+    out = [f"memory per GPU (GiB), term by term; each row sums to its total{where}:"]
     for s in r.stages:
         rows = s.memory.rows()
         terms = " + ".join(f"{rows[i][0]} {rows[i][1] / GIB:.2f}" for i in used)
         n = s.in_flight_microbatches
-        flight = f", {n} microbatch{'es' if n > 1 else ''} in flight" if r.plan.get("pp", 1) > 1 else ""
+        flight = f", {n:g} microbatch{'es' if n > 1 else ''} in flight" if r.plan.get("pp", 1) > 1 else ""
         out.append(
             f"  stage {s.stage}{flight}: {terms} = {s.memory.total_bytes / GIB:.2f} GiB"
             + ("" if s.fits_in_memory else " (DOES NOT FIT)")
@@ -107,7 +119,8 @@ def _collectives(r: ParallelReport) -> list[str]:
         out.append(
             f"  {c.group:2s} {c.kind:14s} {c.phase:8s} {c.calls_per_step:5d} calls {c.bytes_per_step / MIB:10.1f} "
             f"MiB (largest {c.bytes_per_call / MIB:.1f})  {c.time_ms_per_step:9.2f} ms  busbw "
-            f"{c.bus_bandwidth_gb_per_s:6.1f} GB/s  ({c.link})"
+            f"{c.bus_bandwidth_gb_per_s:6.1f} GB/s{', ' + c.algorithm if c.algorithm not in ('', 'ring') else ''}  "
+            f"({c.link})"
         )
     return out
 

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfpredict.core.report import JsonReport, TimelineSummary
+from perfpredict.core.trainer import StepSplit, TrainerMetrics
 
-PARALLEL_SCHEMA_VERSION = 1
+PARALLEL_SCHEMA_VERSION = 2  # 2: trainer metrics (tokens/s per GPU, MFU, HFU), the step split, schedules
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class StageReport:
     p2p_comm_ms: float  # per microbatch, sending and receiving activations and their gradients
     dp_comm_ms: float  # per step, all data-parallel collectives
     dp_exposed_ms: float  # per step, what they add to the step
-    in_flight_microbatches: int
+    in_flight_microbatches: float  # an interleaved chunk counts 1/v
     memory: RankMemory
     fits_in_memory: bool
 
@@ -90,6 +91,7 @@ class CollectiveSummary:
     ranks: int
     bus_bandwidth_gb_per_s: float
     link: str
+    algorithm: str = ""  # NCCL's ring or tree, or the hierarchical split, for the largest call
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,17 @@ class ParallelReport(JsonReport):
     bound: str = ""
     rank_timeline: TimelineSummary | None = None
     notes: tuple[str, ...] = ()
+    # issue 46: the schedule's bubble over the ideal compute ((p-1)/m for 1F1B), the run as trainers state it,
+    # and the step split into compute, exposed communication, bubble, recompute and host
+    bubble_over_compute: float = 0.0
+    trainer: TrainerMetrics | None = None
+    step_split: StepSplit | None = None
     schema_version: int = PARALLEL_SCHEMA_VERSION
+
+    @property
+    def worst_stage(self) -> StageReport:
+        """The stage whose ranks hold the most memory."""
+        return max(self.stages, key=lambda s: s.memory.total_bytes)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ParallelReport:
@@ -140,4 +152,8 @@ class ParallelReport(JsonReport):
         cls.restore_messages(d)
         if d.get("rank_timeline"):
             d["rank_timeline"] = TimelineSummary(**d["rank_timeline"])
+        if d.get("trainer"):
+            d["trainer"] = TrainerMetrics(**d["trainer"])
+        if d.get("step_split"):
+            d["step_split"] = StepSplit(**d["step_split"])
         return cls(**d)

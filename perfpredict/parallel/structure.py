@@ -28,13 +28,10 @@ def module_name(path: str) -> str:
 
 
 def backward_start(graph: OpGraph) -> int:
-    """Index of the first backward op. A joint graph lists the forward, ending with the forward's outputs (the
-    loss or the logits), and then the backward; a matmul in the backward carries no ``backward`` marker, so the
-    last forward output is the better boundary than ``OpGraph.backward_start``."""
-    if graph.phase != "training":
-        return len(graph.nodes)
-    outputs = graph.keep_alive - graph.grad_outputs
-    return max(outputs) + 1 if outputs else graph.backward_start
+    """Index of the first backward op (``perfpredict.core.trainer.forward_end``: the last forward output + 1)."""
+    from perfpredict.core.trainer import forward_end
+
+    return forward_end(graph)
 
 
 def layer_labels(graph: OpGraph) -> list[int]:

@@ -46,6 +46,9 @@ class RankTime:
     layer_forward_s: dict[int, float]
     layer_backward_s: dict[int, float]
     report: PerfReport
+    node_s: Any = None  # seconds per op of the graph (numpy), the predictor's total split by the roofline
+    weight_grad_s: float = 0.0  # the part of backward_s that makes parameter gradients (ZB-1P's W)
+    layer_attention_s: dict[int, tuple[float, float]] | None = None  # per layer: attention (forward, backward)
 
 
 def rank_time(graph: OpGraph, device: Any, options: Request, labels: list[int], start: int) -> RankTime:
@@ -60,10 +63,26 @@ def rank_time(graph: OpGraph, device: Any, options: Request, labels: list[int], 
     share = node_s * (work_s / node_s.sum()) if node_s.sum() > 0 else np.zeros_like(node_s)
     fwd: dict[int, float] = {}
     bwd: dict[int, float] = {}
+    attention: dict[int, tuple[float, float]] = {}
     for i, seconds in enumerate(share):
         table = fwd if i < start else bwd
         table[labels[i]] = table.get(labels[i], 0.0) + float(seconds)
-    return RankTime(float(share[:start].sum()), float(share[start:].sum()), optimizer_s, fwd, bwd, report)
+        if graph.nodes[i].op == "attention":
+            f, b = attention.get(labels[i], (0.0, 0.0))
+            attention[labels[i]] = (f + float(seconds), b) if i < start else (f, b + float(seconds))
+    weight = float(sum(share[i] for i in weight_gradient_ops(graph, start)))
+    return RankTime(
+        float(share[:start].sum()), float(share[start:].sum()), optimizer_s, fwd, bwd, report, share, weight, attention
+    )
+
+
+def weight_gradient_ops(graph: OpGraph, start: int) -> list[int]:
+    """Backward ops that make parameter gradients (their output is one, itself or through views): the weight
+    gradients' matmuls and reductions, what ZB-1P defers as W."""
+    from perfpredict.parallel.tensor_parallel import feeds_gradient
+
+    feeds = feeds_gradient(graph)
+    return [i for i in range(start, len(graph.nodes)) if feeds[i] and not graph.nodes[i].is_view]
 
 
 def analytical_node_s(graph: OpGraph, device: Any, options: Request):

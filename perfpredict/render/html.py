@@ -30,6 +30,7 @@ from perfpredict.render.text import (
     sorted_ops,
     summary_rows,
     timeline_lines,
+    trainer_lines,
     unknown_op_counts,
 )
 
@@ -92,10 +93,13 @@ def _summary(report: PerfReport) -> str:
 
 
 def _timeline(report: PerfReport) -> str:
-    """The device, host and wall time, the bound, and (host-bound) what the other modes would take."""
+    """The device, host and wall time, the bound, and (host-bound) what the other modes would take; then a training
+    step as trainers state it (throughput per GPU, MFU, HFU, the step split)."""
+    trainer = "".join(f"<p>{escape(line)}</p>" for line in trainer_lines(report))
+    trainer = f'<section id="trainer">{trainer}</section>' if trainer else ""
     lines = timeline_lines(report)
     if not lines:
-        return ""
+        return trainer
     t = report.timeline
     rows = [(t.mode, f"{t.device_ms:.3g} ms", f"{t.host_ms:.3g} ms", f"{t.wall_ms:.3g} ms", t.bound or "-")]
     table = _table(("mode", "device", "host", "wall", "bound"), rows, numeric={"device", "host", "wall"})
@@ -106,6 +110,7 @@ def _timeline(report: PerfReport) -> str:
         + (f'<p id="bound-reason">{escape(reason)}</p>' if reason else "")
         + (f'<p class="rec" id="host-bound">{escape(advice)}</p>' if advice else "")
         + "</section>"
+        + trainer
     )
 
 

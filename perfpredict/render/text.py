@@ -319,6 +319,8 @@ def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
     parts: list[Any] = [title, info, label, _summary_table(report)]
     if report.timeline is not None:
         parts.append(Text(timeline_line(report)))
+    if trainer_lines(report):
+        parts.append(Text("\n".join(trainer_lines(report))))
     if report.assumptions:
         parts.append(
             Text("assumptions:\n" + "\n".join(f"  {k}: {v}" for k, v in report.assumptions.items()), style="cyan")
@@ -336,6 +338,30 @@ def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
 
 
 BOUND_LABELS = {"host": "host (dispatch and launches)", "compute": "compute", "memory": "memory bandwidth"}
+
+
+def trainer_lines(report: Any) -> list[str]:
+    """A training step as trainers state it: throughput per GPU, MFU and HFU against the dense peak, and the step
+    split into compute, exposed communication, bubble, recompute and host (a PerfReport or a ParallelReport; every
+    door shows these lines)."""
+    t, split = getattr(report, "trainer", None), getattr(report, "step_split", None)
+    if t is None:
+        return []
+    rate = (
+        f"{t.tokens_per_s_per_gpu:,.0f} tokens/s per GPU ({t.samples_per_s_per_gpu:,.2f} samples/s per GPU)"
+        if t.tokens_per_s_per_gpu is not None
+        else f"{t.samples_per_s_per_gpu:,.2f} samples/s per GPU"
+    )
+    lines = [f"throughput: {rate}"]
+    if t.peak_flops_per_s:
+        lines.append(
+            f"MFU {t.mfu:.1%}, HFU {t.hfu:.1%} of {t.peak_flops_per_s / 1e12:,.0f} TFLOP/s (the dense {t.compute_dtype} "
+            f"peak; model FLOPs {t.model_flops_rule})"
+        )
+    if split is not None:
+        parts = [f"{name} {fmt_time_ms(ms)}" for name, ms in split.rows() if ms > 0 or name == "compute"]
+        lines.append(f"step: {' + '.join(parts)} = {fmt_time_ms(sum(ms for _, ms in split.rows()))}")
+    return lines
 
 
 def timeline_lines(report: PerfReport) -> list[str]:

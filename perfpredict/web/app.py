@@ -15,6 +15,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from perfpredict.parallel.plan import FSDP_STRATEGIES, SCHEDULES
 from perfpredict.predictors.base import DEFAULT_MODE, RUN_MODES
 from perfpredict.request import DEFAULT_DEVICE
 from perfpredict.web.compare import MAX_ONNX_BYTES, PHASES, Answer, Question, compare, config_from_upload
@@ -90,6 +91,21 @@ def build_app():
             ui["tp"] = gr.Number(value=1, precision=0, minimum=1, label="tensor parallel (tp)", elem_id="tp")
             ui["pp"] = gr.Number(value=1, precision=0, minimum=1, label="pipeline stages (pp)", elem_id="pp")
             ui["fsdp"] = gr.Checkbox(value=False, label="FSDP (shard weights, gradients, optimizer)", elem_id="fsdp")
+        with gr.Accordion("training at scale (optional): schedule, FSDP, network, context and async TP", open=False):
+            with gr.Row():
+                ui["cp"] = gr.Number(value=1, precision=0, minimum=1, label="context parallel (cp)", elem_id="cp")
+                ui["global_batch"] = gr.Number(
+                    value=0, precision=0, minimum=0, label="global batch, samples (0: one micro-batch per rank)"
+                )
+                ui["schedule"] = gr.Dropdown(list(SCHEDULES), value="1f1b", label="pipeline schedule")
+                ui["virtual_stages"] = gr.Number(value=1, precision=0, minimum=1, label="virtual stages (interleaved)")
+            with gr.Row():
+                ui["fsdp_strategy"] = gr.Dropdown(list(FSDP_STRATEGIES), value="full_shard", label="FSDP strategy")
+                ui["gpus_per_node"] = gr.Number(value=8, precision=0, minimum=1, label="GPUs per node")
+                ui["nvlink_domain"] = gr.Number(value=0, precision=0, minimum=0, label="NVLink domain (0: a node)")
+                ui["inter_node_gbps"] = gr.Number(value=0, minimum=0, label="network Gb/s per GPU (0: catalog)")
+                ui["sp"] = gr.Checkbox(value=False, label="sequence parallel (with tp)")
+                ui["async_tp"] = gr.Checkbox(value=False, label="async TP (with sp)")
         with gr.Accordion("LLM generation (phase generation): as `perfpredict generate` asks", open=False):
             with gr.Row():
                 ui["engine"] = gr.Radio(
@@ -157,10 +173,21 @@ def answer(
     weights="default",
     generation_mode="default",
     attn_implementation="default",
+    cp=1,
+    global_batch=0,
+    schedule="1f1b",
+    virtual_stages=1,
+    fsdp_strategy="full_shard",
+    gpus_per_node=8,
+    nvlink_domain=0,
+    inter_node_gbps=0,
+    sp=False,
+    async_tp=False,
 ):
     """The page's handler: every error becomes one line in the page, never a traceback. ``mode`` is a step's
     (inference, training); ``generation_mode``, ``new_tokens`` and ``weights`` are generation's, as `perfpredict
-    generate`'s --mode, --new-tokens and --weights ("default": the option left out)."""
+    generate`'s --mode, --new-tokens and --weights ("default": the option left out); ``cp`` to ``async_tp`` are the
+    training-at-scale plan keys (:data:`SCALE_FIELDS`, each left out at its default)."""
     inputs = dict(locals())  # every input, by name (the page lists them once: build_app reads this signature)
     from perfpredict.core.errors import PerfPredictError
 
@@ -206,7 +233,9 @@ def _question(page: dict[str, Any]) -> Question:
         devices=(*(page["devices"] or ()), *(page["mig"] or ())),
         max_latency_ms=page["max_latency"] or None,
         min_throughput_per_s=page["min_throughput"] or None,
-        parallel=parallel_plan(page["dp"], page["tp"], page["pp"], page["fsdp"]),
+        parallel=parallel_plan(
+            page["dp"], page["tp"], page["pp"], page["fsdp"], **{k: page[k] for k in SCALE_FIELDS if k in page}
+        ),
         engine=page["engine"] or "auto",
         mode=_given(page["generation_mode"]) if generation else (page["mode"] or DEFAULT_MODE),
         host=_given(page["host"]),
@@ -216,11 +245,34 @@ def _question(page: dict[str, Any]) -> Question:
     )
 
 
-def parallel_plan(dp: Any, tp: Any, pp: Any, fsdp: bool) -> dict | None:
-    """The multi-GPU plan the page's fields ask for; None for one GPU."""
-    plan = {k: int(v) for k, v in (("dp", dp), ("tp", tp), ("pp", pp)) if v and int(v) > 1}
+#: the page's training-at-scale fields (issue 46), each a plan key; a field at its default is left out
+SCALE_FIELDS = {
+    "cp": 1,
+    "global_batch": 0,
+    "schedule": "1f1b",
+    "virtual_stages": 1,
+    "fsdp_strategy": "full_shard",
+    "gpus_per_node": 8,
+    "nvlink_domain": 0,
+    "inter_node_gbps": 0,
+    "sp": False,
+    "async_tp": False,
+}
+
+
+def parallel_plan(dp: Any, tp: Any, pp: Any, fsdp: bool, **scale: Any) -> dict | None:
+    """The multi-GPU plan the page's fields ask for; None for one GPU. ``scale``: the fields of
+    :data:`SCALE_FIELDS`, each left out at its default."""
+    plan: dict[str, Any] = {k: int(v) for k, v in (("dp", dp), ("tp", tp), ("pp", pp)) if v and int(v) > 1}
     if fsdp:
         plan["fsdp"] = True
+    for key, value in scale.items():
+        if value in (None, "") or value == SCALE_FIELDS[key]:
+            continue
+        if isinstance(SCALE_FIELDS[key], bool | str):
+            plan[key] = value
+        else:
+            plan[key] = float(value) if key == "inter_node_gbps" else int(value)
     return plan or None
 
 
@@ -240,12 +292,17 @@ def table_html(result: Answer) -> str:
 
 def timelines_html(result: Answer) -> str:
     """What limits each device's run: device, host and wall time, the bound, and, host-bound, the other modes."""
-    from perfpredict.render.text import timeline_lines
+    from perfpredict.render.text import timeline_lines, trainer_lines
+
+    def lines(r) -> list[str]:
+        if hasattr(r, "rank_timeline"):  # a multi-GPU step: the trainer's view (its rank timeline is in the table)
+            return trainer_lines(r)
+        return (timeline_lines(r) if getattr(r, "timeline", None) is not None else []) + trainer_lines(r)
 
     items = [
-        f"<li><b>{escape(r.device)}</b>: " + "<br>".join(escape(line) for line in timeline_lines(r)) + "</li>"
+        f"<li><b>{escape(r.device)}</b>: " + "<br>".join(escape(line) for line in lines(r)) + "</li>"
         for r in result.reports
-        if getattr(r, "timeline", None) is not None
+        if lines(r)
     ]
     return f'<h3>What limits the run</h3><ul id="timelines">{"".join(items)}</ul>' if items else ""
 

@@ -35,7 +35,7 @@ class Question:
     max_latency_ms: float | None = None
     min_throughput_per_s: float | None = None
     new_tokens: int = 128
-    parallel: dict | None = None  # {"dp", "tp", "pp", "fsdp"}: one step over several GPUs (perfpredict.parallel)
+    parallel: dict | None = None  # {"dp", "tp", "pp", "fsdp", "cp", ...}: one step over GPUs (perfpredict.parallel)
     engine: str = "auto"  # generation: "vllm" (a vLLM-class engine), "hf" (transformers' generate) or "auto"
     # how a step runs: eager, cuda_graph, compiled, compiled_cuda_graph; None: eager for a step, and for generation
     # the engine's own (as `perfpredict generate` without --mode: a mode given picks transformers' generate)
@@ -130,6 +130,9 @@ def _parallel(q: Question, devices: list) -> Answer:
         "scaling efficiency",
         "bound",
         "interconnect",
+        "tokens/s per GPU",
+        "MFU",
+        "HFU",
     )
     rows = tuple(
         (
@@ -144,6 +147,7 @@ def _parallel(q: Question, devices: list) -> Answer:
             fmt_share(r.scaling_efficiency),
             r.bound or "-",
             r.interconnect,
+            *_trainer_cells(r),
         )
         for r in reports
     )
@@ -153,6 +157,15 @@ def _parallel(q: Question, devices: list) -> Answer:
     )
     host_notes = tuple(f"{r.device}: {n}" for r in reports for n in r.notes)
     return Answer(columns, rows, tuple(reports), None, (note, *host_notes))
+
+
+def _trainer_cells(r: Any) -> tuple[str, str, str]:
+    """Tokens/s per GPU, MFU and HFU of a training step ("-" where they do not apply)."""
+    t = getattr(r, "trainer", None)
+    if t is None or r.phase != "training":
+        return ("-", "-", "-")
+    rate = f"{t.tokens_per_s_per_gpu:,.0f}" if t.tokens_per_s_per_gpu is not None else "-"
+    return (rate, f"{t.mfu:.1%}", f"{t.hfu:.1%}")
 
 
 def _step(q: Question, devices: list) -> Answer:

@@ -8,19 +8,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from parallel_models import TinyDecoder, capture  # noqa: E402
 
 from perfpredict.core.errors import InvalidInputError  # noqa: E402
 from perfpredict.parallel import ParallelReport, parallel_report, parse_plan, render_parallel_text  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def big_training_graph():
-    """A two-layer decoder with a 1B model's layers (hidden 2048, MLP 5632), bf16, 8 x 2048 tokens, on the meta
-    device: large enough that matmuls, not launches, set the time."""
-    with torch.device("meta"):
-        model = TinyDecoder(hidden=2048, heads=16, kv_heads=8, ffn=5632).to(torch.bfloat16)
-    return capture(model, "training", shape=(8, 2048, 2048), device="meta", dtype=torch.bfloat16)
 
 
 def test_one_gpu_is_the_single_gpu_prediction(decoder_graphs):
