@@ -46,11 +46,15 @@ def cache_folder(root: Path | None = None) -> Path:
 def models_without(gpus: Iterable[str], cache: Path | None = None) -> dict[str, object]:
     """For each GPU (a catalog name), the device-time model fitted on every labelled op row of the other GPUs:
     read from ``cache`` (default :func:`cache_folder`) where a model of today's inputs is there, else fitted and
-    stored there. Each fit is the shipped model's: minutes on two cores."""
+    stored there; a GPU the shipped model has no row of is unseen already, and gets the shipped model. Each fit is
+    the shipped model's: minutes on two cores."""
     from perfpredict.predictors.gpu_efficiency import GpuEfficiencyModel
 
     folder = cache or cache_folder()
-    models = {gpu: GpuEfficiencyModel.load(folder / gpu) for gpu in gpus}
+    covered = shipped_gpus()
+    models = {
+        gpu: GpuEfficiencyModel.load(folder / gpu) if gpu in covered else GpuEfficiencyModel.load() for gpu in gpus
+    }
     missing = [gpu for gpu, model in models.items() if model is None]
     if missing:
         a, cols = _training_rows()
@@ -63,6 +67,17 @@ def models_without(gpus: Iterable[str], cache: Path | None = None) -> dict[str, 
     return models
 
 
+def shipped_gpus() -> set[str]:
+    """The GPUs with op rows in the shipped model (its manifest): any other is unseen by the shipped model already,
+    which is then its own refit."""
+    import json
+
+    from perfpredict.predictors.gpu_efficiency import ARTIFACT
+
+    rows = json.loads((ARTIFACT / "manifest.json").read_text()).get("rows", {})
+    return {key.split(":", 1)[1] for key, n in rows.items() if n}
+
+
 def _training_rows():
     from perfpredict.learning import gpu_training_rows as tr
 
@@ -73,10 +88,7 @@ def _training_rows():
 
 def fit_without(a, cols, gpu: str):
     """The shipped model's fit on every labelled row that is not ``gpu``'s."""
-    rows = np.flatnonzero(cols.device != gpu)
-    if len(rows) == len(cols.device):
-        print(f"  {gpu} has no op rows: its model is the shipped fit's", flush=True)
-    return gpu_op_efficiency.fit_shipped(a, cols, rows)
+    return gpu_op_efficiency.fit_shipped(a, cols, np.flatnonzero(cols.device != gpu))
 
 
 def predictor_without(gpu: str, model) -> str:

@@ -103,6 +103,10 @@ def test_a_cached_refit_is_read_back_and_nothing_is_fitted(fits, tmp_path, monke
     monkeypatch.setattr(unseen_gpu, "_training_rows", no_fit)
     (read,) = unseen_gpu.models_without(["L4"], cache=tmp_path).values()
     assert read.levels == without.levels
+    # the A100-40GB SXM has no op row in the shipped model: it is unseen already, its model the shipped one
+    assert "A100-40GB" not in unseen_gpu.shipped_gpus() and "A100-40GB-PCIe" in unseen_gpu.shipped_gpus()
+    (sxm,) = unseen_gpu.models_without(["A100-40GB"], cache=tmp_path).values()
+    assert sxm.levels == ge.GpuEfficiencyModel.load().levels
 
 
 def test_gemm_keys_match_a_problem_however_it_is_spelled():
