@@ -85,23 +85,27 @@ def overlap(rows: list[dict], forward_graph) -> list[dict]:
     return out
 
 
-def section(found: list[dict], op_rows: dict[tuple[str, str], int], shipped: dict[str, int]) -> list[str]:
-    """The report's section: NeuSight's op rows by GPU and split (``op_rows``), the labelled ones the shipped
-    model trains on (``shipped``: its manifest's rows per GPU), and per GPU the rows whose layer GEMMs are timed."""
-    gpus = sorted({d for d, _ in op_rows})
+def section(
+    found: list[dict], published: dict[tuple[str, str], int], labelled: dict[tuple[str, str], int]
+) -> list[str]:
+    """The report's section: NeuSight's op rows by GPU and split, as published and as labelled (those the
+    device-time model trains on), and per GPU the end-to-end rows whose layer GEMMs are timed."""
+    gpus = sorted({d for d, _ in published})
     lines = [
         "### NeuSight's op rows in the training data, and the end-to-end rows' GEMMs among them",
         "",
-        "The shipped device-time model trains on every NeuSight op row that its timing floor keeps, the test "
-        "split included: NeuSight published its H100 and L4 rows only as test rows. Rows per GPU (NeuSight's "
-        "train / test split; labelled rows in the shipped model):",
+        "The device-time model trains on every NeuSight op row that its timing floor keeps (labelled), the test "
+        "split included: NeuSight published its H100 and L4 rows only as test rows. Rows per GPU and NeuSight "
+        "split:",
         "",
-        "| | " + " | ".join(gpus) + " |",
-        "|---|" + "---:|" * len(gpus),
+        "| | " + " | ".join(gpus) + " | all |",
+        "|---|" + "---:|" * (len(gpus) + 1),
     ]
-    for split in ("train", "test"):
-        lines.append(f"| {split} | " + " | ".join(f"{op_rows.get((g, split), 0):,}" for g in gpus) + " |")
-    lines.append("| in the shipped model | " + " | ".join(f"{shipped.get(g, 0):,}" for g in gpus) + " |")
+    for name, counts in (("published", published), ("labelled", labelled)):
+        for split in ("train", "test"):
+            total = sum(n for (_, s), n in counts.items() if s == split)
+            cells = " | ".join(f"{counts.get((g, split), 0):,}" for g in gpus)
+            lines.append(f"| {name}, {split} | {cells} | {total:,} |")
     lines += [
         "",
         "Each single-GPU end-to-end row's layer GEMMs (the distinct GEMMs of its forward pass that repeat), matched "
@@ -127,17 +131,17 @@ def section(found: list[dict], op_rows: dict[tuple[str, str], int], shipped: dic
     return lines
 
 
-def op_row_counts() -> dict[tuple[str, str], int]:
-    """NeuSight's op rows per (GPU, split), as published."""
+def op_row_counts() -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+    """NeuSight's op rows per (GPU, split): as published, and labelled (the rows ``gpu_training_rows`` keeps once
+    its per-GPU timing floor is taken off, which the device-time model trains on)."""
     import pandas as pd
 
-    frame = pd.read_parquet(OPS, columns=["device", "source_split"])
-    return {k: int(n) for k, n in frame.groupby(["device", "source_split"]).size().items()}
+    from perfpredict.learning.gpu_training_rows import load_frame
+
+    published = pd.read_parquet(OPS, columns=["device", "source_split"])
+    frame = load_frame(("neusight",), own=False)  # the floor is per GPU, from NeuSight's rows alone
+    return _per_gpu_and_split(published), _per_gpu_and_split(frame[frame["device_s"].notna()])
 
 
-def shipped_rows() -> dict[str, int]:
-    """The labelled NeuSight rows per GPU the shipped device-time model was fitted on (its manifest)."""
-    from perfpredict.predictors.gpu_efficiency import ARTIFACT
-
-    rows = json.loads((ARTIFACT / "manifest.json").read_text()).get("rows", {})
-    return {key.split(":", 1)[1]: n for key, n in rows.items() if key.startswith("neusight:")}
+def _per_gpu_and_split(frame) -> dict[tuple[str, str], int]:
+    return {key: int(n) for key, n in frame.groupby(["device", "source_split"]).size().items()}

@@ -18,7 +18,7 @@ RESULTS = "benchmarks/results"
 
 class Quote(NamedTuple):
     page: str  # the page, relative to the repository root
-    figure: str  # the figure as the page gives it (a literal substring of the page)
+    figure: str  # the figure as the page gives it (a literal substring of the page, its line breaks as spaces)
     result: str  # the result file, relative to the repository root
     source: str  # where the result gives it (a literal substring of the result)
 
