@@ -1,4 +1,5 @@
-"""``python -m benchmarks [NAME [ARGS...]]``: list the suite, run one benchmark, or ``all`` of the CPU ones.
+"""``python -m benchmarks [NAME [ARGS...]]``: list the suite, run one benchmark, or ``all`` of the CPU ones;
+``python -m benchmarks stale`` lists the results that no longer come from today's code (:mod:`benchmarks.stale`).
 
 Each benchmark is a script that also runs as ``python benchmarks/NAME.py``; it writes
 ``benchmarks/results/NAME*.md`` with the command and the environment that produced it. Without ARGS a benchmark
@@ -108,7 +109,12 @@ def main(argv: list[str]) -> int:
         for name, bench in SUITE.items():
             print(f"{name:<{width}}  {'all ' if bench.in_all else '    '} {bench.what}")
         print("\npython -m benchmarks NAME [ARGS...] | all   (results: benchmarks/results/NAME*.md)")
+        print("python -m benchmarks stale                   (the results whose inputs changed since they ran)")
         return 0
+    if argv[0] == "stale":
+        from benchmarks import stale
+
+        return stale.main(argv[1:])
     if argv[0] == "all":
         failed = [name for name, bench in SUITE.items() if bench.in_all and run(name, []) != 0]
         return 1 if failed else 0

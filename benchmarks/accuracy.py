@@ -47,6 +47,7 @@ from perfpredict.predictors.memory_model import physics_versions
 from perfpredict.profiling.dataset import batch_sweep_inversions, neighbour_oracle_mape, trusted_label
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks import inputs_digest, provenance
 from benchmarks.provenance import header
 
 BASELINES = {"analytical": AnalyticalBaseline, "flops_linear": FlopsLinearBaseline, "two_timeline": TwoTimelineLearner}
@@ -69,8 +70,11 @@ def oof_dir(device: str, latency_stat: str) -> Path:
     return RESULTS / "accuracy_oof" / (slug(device) if latency_stat == "median" else f"{slug(device)}_{latency_stat}")
 
 
-def evaluate(names, data, seed: int, store: Path, wanted=SPLITS, shard: tuple[int, int] | None = None) -> None:
-    """Cross-validate each predictor on each split and store its out-of-fold predictions in ``store``.
+def evaluate(
+    names, data, seed: int, store: Path, wanted=SPLITS, shard: tuple[int, int] | None = None, inputs=()
+) -> None:
+    """Cross-validate each predictor on each split and store its out-of-fold predictions in ``store``, each run
+    with the digest of ``inputs`` (the dataset folder; perfpredict and this script always) it ran with.
 
     ``shard`` = (k, n) runs only the folds whose index is k modulo n, so one split's folds can run in n processes
     (gae_gnn's leave-one-family-out is hours on one core); the report merges the n stored shards once all are in.
@@ -91,7 +95,8 @@ def evaluate(names, data, seed: int, store: Path, wanted=SPLITS, shard: tuple[in
             t0 = time.perf_counter()
             oof = cross_validate(cls, data, TARGETS, folds, seed)
             seconds = time.perf_counter() - t0
-            save_oof(store / f"{name}__{split}{shard_suffix(shard)}.npz", data, oof, seconds, seed)
+            digest = inputs_digest.digest(provenance.inputs_of(__file__, inputs), provenance.ROOT)
+            save_oof(store / f"{name}__{split}{shard_suffix(shard)}.npz", data, oof, seconds, seed, digest)
             mape = report(data, oof, ("latency_ms",)).get("latency_ms", {}).get("overall", {}).get("mape")
             print(
                 f"{name:15s} {split:22s}{shard_suffix(shard)} latency MAPE {fmt(mape):>8s}%  ({seconds:.0f} s)",
@@ -126,9 +131,10 @@ def features_id(data=None) -> str:
     return base + "".join(f"/{name.removesuffix('_model').replace('_', '-')}-{v}" for name, v in physics.items())
 
 
-def save_oof(path: Path, data, oof: dict[str, np.ndarray], seconds: float, seed: int) -> None:
+def save_oof(path: Path, data, oof: dict[str, np.ndarray], seconds: float, seed: int, digest: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {
+        "inputs_digest": digest,
         "data_hash": data.data_hash,
         "features": features_id(data),
         "rows": len(data.keys),
@@ -201,6 +207,7 @@ def _merge_shards(parts: list[tuple[Path, dict, dict]], skipped: list[str]) -> t
                     oof[t] = np.where(np.isfinite(part[t]), part[t], oof[t])
             meta = {
                 **shards[0][1],
+                "inputs_digest": runs_digest([s[1] for s in shards.values()]),
                 "seconds": round(sum(s[1]["seconds"] for s in shards.values()), 1),
                 "created": max(s[1]["created"] for s in shards.values()),
                 "shards": n,
@@ -251,6 +258,12 @@ def _table(lines: list[str], names, results, metas, target: str, which: str) -> 
     lines.append("")
 
 
+def runs_digest(metas) -> str:
+    """The inputs' digest the stored runs share, or ``mixed`` where they differ (or one predates digests)."""
+    found = {m.get("inputs_digest") for m in metas}
+    return found.pop() if len(found) == 1 and None not in found else provenance.MIXED
+
+
 def write(path: Path, args, data, store: Path, results, metas, skipped) -> None:
     names = sorted({n for n, _ in results}, key=lambda n: (DEFAULT.index(n) if n in DEFAULT else 99, n))
     runs = sorted({f"{m['created']}" for m in metas.values()})
@@ -258,7 +271,8 @@ def write(path: Path, args, data, store: Path, results, metas, skipped) -> None:
     lines = [
         f"# Accuracy on `{args.device}` ({data.devices[0]})",
         "",
-        f"- {header(__file__, packages=())}; built from {len(results)} stored runs "
+        f"- {header(__file__, packages=(), inputs=(args.folder,), digest=runs_digest(metas.values()))}; built from "
+        f"{len(results)} stored runs "
         f"({runs[0] if runs else '-'} to {runs[-1] if runs else '-'})",
         f"- commands: `python benchmarks/accuracy.py --device {args.device} --predictors <names> --splits "
         f"<splits>` stores each run under `{store.relative_to(RESULTS.parent.parent)}`; "
@@ -347,6 +361,7 @@ def main() -> int:
     data = load_training_set(
         [dataset_folder(args.device)], max_rows=args.max_rows, progress=True, latency_stat=args.latency_stat
     )
+    args.folder = dataset_folder(args.device)
     store = oof_dir(args.device, args.latency_stat)
     if args.max_rows:
         store = store.with_name(f"{store.name}_max{args.max_rows}")
@@ -358,6 +373,7 @@ def main() -> int:
             store,
             tuple(args.splits.split(",")),
             args.shard,
+            (args.folder,),
         )
     results, metas, skipped = load_oof(store, data)
     suffix = ("" if args.latency_stat == "median" else f"_{args.latency_stat}") + (

@@ -42,7 +42,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 STORE = RESULTS / "cpu_calibrated"
 sys.path.insert(0, str(Path(__file__).parent))  # the sibling report module, however this file is run
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks.provenance import command, write_result  # noqa: E402
+from benchmarks.provenance import command, digest_text, inputs_of, write_result  # noqa: E402
 
 #: one model of each kind the CPU model's structure was tuned on
 TUNING = (
@@ -296,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     spread = spread_probes(measured["probe_rounds"]) if measured.get("probe_rounds") else None
     predicted = predict_all(items, profile, spread)
+    run["inputs"] = digest_text(inputs_of(__file__, ("benchmarks/cpu_calibrated_report.py",)))
     text = render(run, measured, predicted, items, TUNING)
     write_result(text, args.out)
     return 0

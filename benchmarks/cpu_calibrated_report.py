@@ -29,7 +29,9 @@ def render(run: dict, measured: dict, predicted: dict, items: list[tuple[str, in
     lines = [
         "# Real models on this CPU, predicted after `perfpredict calibrate-host`",
         "",
-        f"Command: `{run['command']}` ({run['started']} UTC). Calibration: "
+        f"Command: `{run['command']}` ({run['started']} UTC"
+        + (f"; {run['inputs']}" if run.get("inputs") else "")
+        + "). Calibration: "
         + (f"{cal['seconds']} s, stored in `{cal['path']}`" if cal.get("seconds") else f"reused `{cal['path']}`")
         + f". Measured {measured.get('created', '?')} UTC with {measured.get('threads')} torch threads"
         + (" by CPU time (`--clock cpu`)" if measured.get("clock") == "cpu" else "")

@@ -16,6 +16,14 @@ catalog and are listed, not predicted.
 
 Errors are |predicted - measured| / measured per row; NeuSight's, roofline's and Habitat's come from their predictions
 in the same table, on the same rows.
+
+Two perfpredict columns. **perfpredict** is the shipped model, whose device time is learned from op rows of every
+GPU here: NeuSight's own op rows of these GPUs, its test split included, which holds most of these rows' layer
+GEMMs (the report counts them: :mod:`benchmarks.neusight_overlap`). **GPU unseen** scores each GPU with the same fit
+made without any op row of that GPU, from any source (:mod:`benchmarks.unseen_gpu`): the answer a user of a GPU
+that no row covers gets. ``--no-unseen`` leaves that column out (the refits take minutes each, once per code). One
+trace of a held-out GPU stays: NeuSight's per-call timing overhead of a GPU without elementwise rows (the H100) is
+the median of the other GPUs' (``gpu_training_rows.neusight_timing``), the held-out one among them.
 """
 
 from __future__ import annotations
@@ -30,11 +38,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks import neusight_overlap, unseen_gpu
 from benchmarks.provenance import header, write_result
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "external" / "neusight" / "e2e_published.csv"
 RESULT = Path(__file__).resolve().parent / "results" / "external_neusight.md"
 PEERS = ("neusight", "roofline", "habitat")
+UNSEEN = "unseen"  # the perfpredict column of a model fitted without the row's GPU
+#: read beyond perfpredict and this script: the table, the overlap count, and what the unseen-GPU refits read
+HELPERS = ("benchmarks/neusight_overlap.py", *unseen_gpu.FIT_SCRIPTS)
 PUBLISHED_OVERALL = 8.3  # NeuSight's own overall figure across its NVIDIA rows
 
 
@@ -84,8 +96,8 @@ def _digest() -> str:
     return hashlib.sha256(Path(neusight_models.__file__).read_bytes()).hexdigest()[:16]
 
 
-def predict_ms(row: dict, device: str, graphs: Graphs) -> float:
-    """perfpredict's prediction for one row of the table (milliseconds)."""
+def predict_ms(row: dict, device: str, graphs: Graphs, predictor: str = "auto") -> float:
+    """perfpredict's prediction for one row of the table (milliseconds), with ``predictor``."""
     from perfpredict.graph_report import report_for_graph
     from perfpredict.parallel.api import parallel_report
 
@@ -94,14 +106,14 @@ def predict_ms(row: dict, device: str, graphs: Graphs) -> float:
     if option in ("", "fusion"):
         graph = graphs.get(row["model_name"], batch, seq, phase)
         mode = "compiled" if option == "fusion" else "eager"
-        return report_for_graph(graph, device=device, optimizer="none", mode=mode).latency_ms.value
+        return report_for_graph(graph, device=device, optimizer="none", mode=mode, predictor=predictor).latency_ms.value
     degree = int(option[2])
     # pp<degree>_<micro-batches>: run_label_distributed.py passes --megatron_lm_num_micro_batches 1
     chunks = int(option.split("_")[1]) if "_" in option else 1
     plans = {"dp": ({"dp": degree}, batch // degree), "tp": ({"tp": degree}, batch)}
     plan, micro = plans.get(option[:2], ({"pp": degree, "microbatches": chunks}, batch // chunks))
     graph = graphs.get(row["model_name"], micro, seq, phase)
-    return parallel_report(graph, plan, device=device, optimizer="none").step_ms
+    return parallel_report(graph, plan, device=device, optimizer="none", predictor=predictor).step_ms
 
 
 def section(title: str, scored: list[dict], by: str = "device") -> list[str]:
@@ -109,15 +121,15 @@ def section(title: str, scored: list[dict], by: str = "device") -> list[str]:
     lines = [
         f"### {title}",
         "",
-        "| | rows | perfpredict | NeuSight | roofline | Habitat |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| | rows | perfpredict | GPU unseen | NeuSight | roofline | Habitat |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in scored:
         groups[r[by]].append(r)
     groups["all"] = scored
     for name, group in sorted(groups.items(), key=lambda kv: (kv[0] == "all", kv[0])):
-        cells = [_mape(group, "perfpredict")] + [_mape(group, p) for p in PEERS]
+        cells = [_mape(group, who) for who in ("perfpredict", UNSEEN, *PEERS)]
         lines.append(f"| {name} | {len(group)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -127,10 +139,11 @@ def _mape(group: list[dict], who: str) -> str:
     return f"{100 * np.mean(errors):.1f}%" if errors else "-"
 
 
-def score(row: dict, predicted_ms: float | None) -> dict:
+def score(row: dict, predicted_ms: float | None, unseen_ms: float | None = None) -> dict:
     measured = float(row["label_e2e_ms"])
-    out = {**row, "measured_ms": measured, "perfpredict_ms": predicted_ms}
-    out["perfpredict_err"] = None if predicted_ms is None else abs(predicted_ms - measured) / measured
+    out = {**row, "measured_ms": measured, "perfpredict_ms": predicted_ms, f"{UNSEEN}_ms": unseen_ms}
+    for who, ms in (("perfpredict", predicted_ms), (UNSEEN, unseen_ms)):
+        out[f"{who}_err"] = None if ms is None else abs(ms - measured) / measured
     for p in PEERS:
         value = row.get(f"{p}_e2e_ms")
         out[f"{p}_err"] = abs(float(value) - measured) / measured if value not in ("", None) else None
@@ -141,38 +154,47 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=RESULT)
     p.add_argument("--limit", type=int, default=None, help="score only the first N NVIDIA rows (a smoke run)")
+    p.add_argument("--no-unseen", action="store_true", help="leave out the unseen-GPU column (no refits)")
     args = p.parse_args(argv)
     started = time.time()
-    graphs, scored, skipped = Graphs(), [], []
-    for row in rows():
-        device = catalog(row["device"])
-        if device is None:
-            skipped.append(row)
-            continue
-        if args.limit is not None and len(scored) >= args.limit:
-            break
-        row = {**row, "device": device}
-        scored.append(score(row, predict_ms(row, device, graphs)))
+    graphs, scored = Graphs(), []
+    named = [{**r, "device": catalog(r["device"])} for r in rows()]
+    skipped = [r for r, n in zip(rows(), named) if n["device"] is None]
+    table = [r for r in named if r["device"] is not None][: args.limit]
+    without = {} if args.no_unseen else unseen_gpu.models_without(sorted({r["device"] for r in table}))
+    for row in table:
+        device, model = row["device"], without.get(row["device"])
+        unseen = None if model is None else predict_ms(row, device, graphs, unseen_gpu.predictor_without(device, model))
+        scored.append(score(row, predict_ms(row, device, graphs), unseen))
         r = scored[-1]
         print(
             f"{row['model_name']:>10} {row['mode']:5} b{row['batch']:>2} {device:15} {row['option']:6} "
             f"measured {r['measured_ms']:9.1f} ms  predicted {r['perfpredict_ms']:9.1f} ms  "
-            f"({100 * r['perfpredict_err']:.1f}%)",
+            f"({100 * r['perfpredict_err']:.1f}%)" + (f", GPU unseen {unseen:9.1f} ms" if unseen else ""),
             flush=True,
         )
-    text = report(scored, skipped, started, argv)
+    overlap = neusight_overlap.overlap(
+        [r for r in table if r["option"] == ""], lambda m, b, s: graphs.get(m, b, s, "inference")
+    )
+    text = report(scored, skipped, started, argv, overlap, unseen=not args.no_unseen)
     write_result(text, args.out)
     return 0
 
 
-def report(scored: list[dict], skipped: list[dict], started: float, argv) -> str:
+def report(scored: list[dict], skipped: list[dict], started: float, argv, overlap: list[dict], unseen: bool) -> str:
     single = [r for r in scored if r["option"] == ""]
+    inputs = (TABLE.parent, *HELPERS, *(unseen_gpu.fit_inputs()[1:] if unseen else ()))
     lines = [
         "# NeuSight's end-to-end table, reproduced",
         "",
-        f"{header(__file__, argv, seconds=time.time() - started, packages=())}. Scored, never fitted: "
-        "no perfpredict model has seen these labels. MAPE per GPU; NeuSight, roofline and Habitat from their "
-        f"predictions in the same table (NeuSight's published overall figure: {PUBLISHED_OVERALL}%).",
+        f"{header(__file__, argv, seconds=time.time() - started, packages=(), inputs=inputs)}. Scored, never "
+        "fitted: no perfpredict model has seen these end-to-end labels. But NeuSight's op rows of these GPUs, its "
+        "test split included, train the shipped device-time model (last section): **perfpredict** is that model; "
+        "**GPU unseen** scores each GPU with the same fit made without any op row of that GPU, from any source "
+        "(`benchmarks/unseen_gpu.py`), the answer for a GPU no row covers"
+        + ("" if unseen else " (left out of this run: `--no-unseen`)")
+        + ". MAPE per GPU; NeuSight, roofline and Habitat from their predictions in the same table (NeuSight's "
+        f"published overall figure: {PUBLISHED_OVERALL}%).",
         "",
     ]
     lines += section("Single GPU, inference (forward)", [r for r in single if r["mode"] == "inf"]) + [""]
@@ -191,19 +213,29 @@ def report(scored: list[dict], skipped: list[dict], started: float, argv) -> str
     lines += [
         "### Every row",
         "",
-        "| model | mode | seq | batch | GPU | option | measured ms | perfpredict ms | error | NeuSight error |",
-        "|---|---|---:|---:|---|---|---:|---:|---:|---:|",
+        "| model | mode | seq | batch | GPU | option | measured ms | perfpredict ms | error | GPU unseen ms | error "
+        "| NeuSight error |",
+        "|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in scored:
-        ns = f"{100 * r['neusight_err']:.1f}%" if r["neusight_err"] is not None else "-"
         lines.append(
             f"| {r['model_name']} | {r['mode']} | {r['seqlen']} | {r['batch']} | {r['device']} | {r['option'] or '-'} | "
-            f"{r['measured_ms']:.1f} | {r['perfpredict_ms']:.1f} | {100 * r['perfpredict_err']:.1f}% | {ns} |"
+            f"{r['measured_ms']:.1f} | {r['perfpredict_ms']:.1f} | {_pct(r['perfpredict_err'])} | "
+            f"{_ms(r[f'{UNSEEN}_ms'])} | {_pct(r[f'{UNSEEN}_err'])} | {_pct(r['neusight_err'])} |"
         )
     if skipped:
         gpus = sorted({r["device"] for r in skipped})
         lines += ["", f"Not predicted: {len(skipped)} rows on {', '.join(gpus)} (AMD GPUs are not in the catalog)."]
+    lines += ["", *neusight_overlap.section(overlap, *neusight_overlap.op_row_counts())]
     return "\n".join(lines) + "\n"
+
+
+def _pct(err: float | None) -> str:
+    return "-" if err is None else f"{100 * err:.1f}%"
+
+
+def _ms(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms:.1f}"
 
 
 if __name__ == "__main__":

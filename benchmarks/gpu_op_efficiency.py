@@ -232,12 +232,30 @@ def own_split(a: tr.Arrays, cols: Columns, args) -> str:
 SPLITS = {"logo": logo, "neusight": neusight_split, "vidur": vidur_models, "own": own_split}
 
 
+def subset(a: tr.Arrays, rows: np.ndarray) -> tr.Arrays:
+    """The labelled rows ``rows`` of ``a``."""
+    pick = [int(i) for i in rows]
+    return tr.Arrays(
+        a.X[rows],
+        a.log_eff[rows],
+        a.device_s[rows],
+        a.bound_s[rows],
+        *([values[i] for i in pick] for values in (a.shapes, a.units, a.classes, a.devices)),
+    )
+
+
+def fit_shipped(a: tr.Arrays, cols: Columns, rows: np.ndarray) -> ge.GpuEfficiencyModel:
+    """The shipped model's fit (PARAMS, every (GPU, kind) group weighted alike) on the labelled rows ``rows``:
+    ``save`` fits it on every row; ``benchmarks/unseen_gpu.py`` on every row but one GPU's."""
+    sub = subset(a, rows)
+    weight = balanced_weights(cols, rows)
+    model = GpuEfficiencyLearner().fit(sub.X, sub.log_eff, sub.classes, sub.devices, sub.bound_s, weight).model
+    model.dtypes = tr.dtypes_seen(sub)
+    return model
+
+
 def save(a: tr.Arrays, cols: Columns) -> str:
-    everyone = np.arange(len(a.log_eff))
-    classes, devices = np.asarray(a.classes), np.asarray(a.devices)
-    weight = balanced_weights(cols, everyone)
-    model = GpuEfficiencyLearner().fit(a.X, a.log_eff, classes, devices, a.bound_s, weight).model
-    model.dtypes = tr.dtypes_seen(a)
+    model = fit_shipped(a, cols, np.arange(len(a.log_eff)))
     rows = {
         f"{s}:{d}": int(((cols.source == s) & (cols.device == d)).sum())
         for s, d in sorted(set(zip(cols.source, cols.device)))
@@ -257,12 +275,19 @@ def save(a: tr.Arrays, cols: Columns) -> str:
     return f"### Shipped model\n\nFitted on all {len(a.log_eff)} labelled rows; levels (efficiency): {levels}."
 
 
+def training_inputs() -> tuple[str, ...]:
+    """The data the device-time model trains on (``gpu_training_rows.load_frame``): the public sets and every
+    folder of op rows it reads."""
+    own = sorted(tr.DATA_DIR.glob("*/ops")) + sorted(tr.DATA_DIR.glob("v3/*/ops"))
+    return ("data/external/neusight", "data/external/vidur", *(str(p) for p in own))
+
+
 def header(args, labelled, started: float) -> str:
     counts = labelled.groupby(["source", "device"]).size()
     rows = ", ".join(f"{d} {n}" for (s, d), n in counts.items())
     return (
         "# GPU per-op device time on public measurements\n\n"
-        f"{provenance.header(__file__, seconds=time.time() - started, packages=())}.\n\n"
+        f"{provenance.header(__file__, seconds=time.time() - started, packages=(), inputs=training_inputs())}.\n\n"
         f"Training rows per group capped at {args.cap}, {args.trees} trees.\n\n"
         f"Labelled rows (NeuSight's floor-dominated rows left out): {len(labelled)}: {rows}.\n\n"
     )

@@ -43,6 +43,8 @@ from benchmarks.llm_serving_report import fit_summary, markdown  # noqa: E402
 from benchmarks.provenance import header, write_result  # noqa: E402
 from perfpredict.core.units import GIB  # noqa: E402
 
+#: what the figures read beyond perfpredict and this script: the rows, and the report's layout
+INPUTS = ("data/external/llm_inference_bench", "benchmarks/llm_serving_report.py")
 CALIBRATION = ("meta-llama/Llama-2-7b-hf", "meta-llama/Meta-Llama-3-8B", "mistralai/Mistral-7B-v0.1")
 TEST = (
     "Qwen/Qwen2-7B",
@@ -215,7 +217,9 @@ def main() -> int:
     scored = predict(simulate(rows, constants), host)
     extra = list(csv.DictReader(args.hf_rows.open())) if args.hf_rows else []
     anchors = [] if args.skip_hf else score_hf(gpt_fast_rows(extra))
-    text = markdown(scored, anchors, constants, header(__file__, seconds=time.perf_counter() - t0, packages=()))
+    text = markdown(
+        scored, anchors, constants, header(__file__, seconds=time.perf_counter() - t0, packages=(), inputs=INPUTS)
+    )
     write_result(text, args.out)
     return 0
 

@@ -101,7 +101,7 @@ def report(args: argparse.Namespace) -> int:
     lines = [
         f"# Measurement v3 on {device}",
         "",
-        f"{header(__file__, packages=())}.",
+        f"{header(__file__, packages=(), inputs=(args.folder,))}.",
         "",
         f"Rows from `{args.folder}` ({len(models)} model rows, {len(ops)} op rows, status ok).",
         "",

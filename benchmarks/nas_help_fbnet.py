@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too:
 from benchmarks.provenance import header, write_result
 
 SHOTS = (10, 20)
+HELP_INPUTS = ("data/external/help",)  # read beyond perfpredict and this script (and --ours where it exists)
 TARGET_ZERO_SHOT, TARGET_TEN = 0.95, 0.98
 # HELP's README, "Architecture Ranking Correlation Results": Table 3 (NAS-Bench-201) and Table 2 (FBNet)
 HELP_PUBLISHED = [
@@ -215,7 +216,7 @@ def report(rows: list[dict], fitted: dict, args: argparse.Namespace, n: int, sec
     lines = [
         "# HELP's FBNet latency set: rank correlation, zero-shot and adapted",
         "",
-        f"- {header(__file__, seconds=seconds)}",
+        f"- {header(__file__, seconds=seconds, inputs=HELP_INPUTS + ((args.ours,) if args.ours.exists() else ()))}",
         f"- {n} candidates of HELP's FBNet set (CIFAR-100 variant, `data/external/help/`), each built in plain "
         "PyTorch and captured on meta inputs, never run; measured latency is HELP's (ms, per GPU and batch).",
         f"- adapted: `perfpredict.nas.adapt.fit` on 10 or 20 measured candidates, {args.reps} random draws (seed "

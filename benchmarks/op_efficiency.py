@@ -107,10 +107,15 @@ def main(argv: list[str] | None = None) -> int:
             results[f"CPU op model|{split}"] = _scores(_cpu_op_model_oof(samples, fold_of), seconds)
     results["fixed-fraction roofline (analytical)"] = _scores(_baseline(shapes, device), seconds)
     kinds = sorted({s.kind for s in shapes})
+    # the artifacts first: the header's digest is then of the package this run leaves behind
+    if args.save:
+        save(OpEfficiencyLearner().fit(X, y).model, Path(args.save), rows, device, results)
+    if args.save_cpu_model:
+        save_cpu_op_model(samples, rows, Path(args.save_cpu_model))
     lines = [
         f"# Per-op device time on {rows[0]['device'] if rows else '?'}",
         "",
-        f"{header(__file__, packages=())}.",
+        f"{header(__file__, packages=(), inputs=(args.folder,))}.",
         "",
         f"{len(y)} op rows ({len(busy)} taken on a "
         f"busy host left out), {len(fam_names)} source families, ceilings of catalog device `{device.name}`"
@@ -126,12 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             model_name, split = name.split("|")
         lines.append(f"| {model_name} | {split} | {s['mape']:.1f}% | {s['median']:.1f}% | {s['within10']:.0f}% |")
     lines += ["", "Op rows per kind: " + ", ".join(f"{k} {sum(s.kind == k for s in shapes)}" for k in kinds) + "."]
-    text = "\n".join(lines) + "\n"
-    write_result(text, args.out)
-    if args.save:
-        save(OpEfficiencyLearner().fit(X, y).model, Path(args.save), rows, device, results)
-    if args.save_cpu_model:
-        save_cpu_op_model(samples, rows, Path(args.save_cpu_model))
+    write_result("\n".join(lines) + "\n", args.out)
     return 0
 
 

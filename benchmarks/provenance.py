@@ -1,8 +1,9 @@
 """Where a benchmark result came from (the one line every results file's header starts with), and its writing.
 
 It says how to rerun the result (the command), when and where it was taken (date, CPU, cores and the load at the
-end: timings on a shared host stretch with its load), with what (python and package versions) and from which code
-(the repository's commit), in the same words in every file.
+end: timings on a shared host stretch with its load), with what (python and package versions) and from which code:
+the repository's commit, and the digest of every input the figures depend on (:mod:`benchmarks.inputs_digest`:
+``perfpredict``, the script, the data it declares), which ``python -m benchmarks stale`` checks against today's.
 """
 
 from __future__ import annotations
@@ -11,13 +12,20 @@ import datetime as dt
 import importlib
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks import inputs_digest
+
 ROOT = Path(__file__).resolve().parents[1]
+#: how a result names its inputs' digest: ``inputs digest <hex> (perfpredict, benchmarks/x.py, data/...)``;
+#: ``mixed`` where a report joins runs made from different code (``benchmarks/accuracy.py``)
+DIGEST_LINE = re.compile(rf"inputs digest (?P<digest>[0-9a-f]{{{inputs_digest.LENGTH}}}|mixed) \((?P<inputs>[^)]*)\)")
+MIXED = "mixed"
 
 
 def command(script: str | Path, argv: Sequence[str] | None = None) -> str:
@@ -55,19 +63,51 @@ def versions(packages: Sequence[str]) -> str:
     return ", ".join([f"python {platform.python_version()}", *found])
 
 
+def inputs_of(script: str | Path, inputs: Sequence[str | Path] = ()) -> tuple[str, ...]:
+    """What a benchmark's figures depend on: ``perfpredict``, the script itself and the ``inputs`` it declares (the
+    data it reads, helper modules). A declared input that does not exist is a mistake in the benchmark."""
+    names = inputs_digest.normalise([_in_repository(p) for p in (script, *inputs)])
+    missing = [n for n in names if not (ROOT / n).exists()]
+    if missing:
+        raise FileNotFoundError(f"benchmark inputs {missing!r} do not exist under {ROOT}; declare existing paths")
+    return names
+
+
+def _in_repository(path: str | Path) -> str:
+    """``path`` relative to ROOT: an absolute path, a path relative to ROOT (a benchmark's constant) or else to the
+    working directory (a command line's argument)."""
+    full = (ROOT / path) if not Path(path).is_absolute() and (ROOT / path).exists() else Path(path).resolve()
+    if not full.is_relative_to(ROOT):
+        raise ValueError(
+            f"benchmark input {str(path)!r} is outside the repository {ROOT}; only its files can be digested"
+        )
+    return full.relative_to(ROOT).as_posix()
+
+
+def digest_text(names: Sequence[str], digest: str | None = None) -> str:
+    """``inputs digest <hex> (perfpredict, ...)``: today's digest of ``names``, or the ``digest`` given (the runs a
+    report was built from)."""
+    value = inputs_digest.digest(names, ROOT) if digest is None else digest
+    return f"inputs digest {value} ({', '.join(names)})"
+
+
 def header(
     script: str | Path,
     argv: Sequence[str] | None = None,
     *,
     seconds: float | None = None,
     packages: Sequence[str] = ("torch",),
+    inputs: Sequence[str | Path] = (),
+    digest: str | None = None,
 ) -> str:
-    """`command`, date[, seconds it took]; machine; versions; commit: one line for a results file's header."""
+    """`command`, date[, seconds it took]; machine; versions; commit; inputs digest: one line for a results file's
+    header. ``inputs``: what the benchmark reads beyond ``perfpredict`` and its script (``data/...``); ``digest``:
+    the inputs' digest when the figures were computed earlier (stored runs), else today's."""
     took = f", {seconds:.0f} s" if seconds is not None else ""
     commit = git_commit(ROOT)
     return (
         f"`{command(script, argv)}`, {utc_now()}{took}; {machine()}; {versions(packages)}; "
-        f"commit {commit[:12] if commit else 'unknown'}"
+        f"commit {commit[:12] if commit else 'unknown'}; {digest_text(inputs_of(script, inputs), digest)}"
     )
 
 

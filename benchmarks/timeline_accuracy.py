@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"# Two-timeline latency on {rows[0]['device']}",
         "",
-        f"{header(__file__, argv, packages=())}.",
+        f"{header(__file__, argv, packages=(), inputs=(args.folder,))}.",
         "",
         f"{int(ok.sum())} of {len(rows)} rows scored "
         f"(protocol {'v3' if v3 else 'v2'}, label `{label_key}`), ceilings of `{device.name}`; "

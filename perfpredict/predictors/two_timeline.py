@@ -115,11 +115,18 @@ class TwoTimelinePredictor:
     name = NAME
     version = VERSION
 
-    def __init__(self, host_profile: host_model.HostProfile | None = None, learned: bool = True) -> None:
+    def __init__(
+        self,
+        host_profile: host_model.HostProfile | None = None,
+        learned: bool = True,
+        gpu_efficiency: GpuEfficiencyModel | None = None,
+    ) -> None:
+        """``gpu_efficiency``: the GPU device-time model to read instead of the shipped one (a model refitted
+        without some GPU's rows, to score that GPU as an unseen one: ``benchmarks/unseen_gpu.py``)."""
         self._host_profile = host_profile
         self._host_name: str | None = None  # the RunConfig.host this twin was made for (``for_host``)
         self.learned = learned
-        self._efficiency: dict[str, object] = {}
+        self._efficiency: dict[str, object] = {} if gpu_efficiency is None else {"gpu": gpu_efficiency}
         self._cpu_ops: dict[int, tuple[object, object]] = {}  # id(profile): (the profile, its CpuOpModel)
 
     @property

@@ -56,3 +56,17 @@ def test_shard_arguments_are_checked():
     for bad in ("4/4", "a/2", "1", "-1/2"):
         with pytest.raises(argparse.ArgumentTypeError, match="K/N"):
             accuracy.parse_shard(bad)
+
+
+def test_the_report_names_the_digest_its_runs_share_or_mixed():
+    """A report joins stored runs made at different times: it names their inputs' digest only where they agree."""
+    same = [{"inputs_digest": "0123456789abcdef"}, {"inputs_digest": "0123456789abcdef"}]
+    assert accuracy.runs_digest(same) == "0123456789abcdef"
+    assert accuracy.runs_digest([*same, {"inputs_digest": "fedcba9876543210"}]) == "mixed"
+    assert accuracy.runs_digest([*same, {}]) == "mixed"  # a run stored before digests
+    shards = []
+    for stem, rows, digest in (("@0of2", [0], "0123456789abcdef"), ("@1of2", [1], "fedcba9876543210")):
+        path, meta, oof = _part(stem, rows)
+        shards.append((path, {**meta, "inputs_digest": digest}, oof))
+    meta, _ = accuracy._merge_shards(shards, [])
+    assert meta["inputs_digest"] == "mixed"  # shards of different code merge into a mixed run

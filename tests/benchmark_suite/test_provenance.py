@@ -1,4 +1,4 @@
-"""The header line of every benchmark result: how to rerun it, when, where, with what, from which commit."""
+"""The header line of every benchmark result: how to rerun it, when, where, with what, from which commit and inputs."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_header_has_command_date_machine_versions_and_commit(monkeypatch):
     assert "cores visible" in line and "load average" in line and "; python 3." in line and ", json " in line
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=provenance.ROOT)
     expected = head.stdout.strip()[:12] if head.returncode == 0 else "unknown"
-    assert line.endswith(f"; commit {expected}")
+    assert f"; commit {expected}; inputs digest " in line
 
 
 def test_git_commit_is_none_outside_a_repository(tmp_path):

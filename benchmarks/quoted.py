@@ -1,0 +1,148 @@
+"""Which results the README and docs/accuracy.md quote: each figure, the page that gives it, the result file it
+comes from, and the text in that result it is read from.
+
+``python -m benchmarks stale`` fails while any of these results is stale (its inputs changed since it ran) or has
+no digest, and ``tests/benchmark_suite/test_quoted.py`` checks both ends of every row: the page still gives the
+figure, names the result file, and the result still holds the text. A rerun that moves a quoted figure fails that
+test until the page is updated. Add a row here with every figure a page starts quoting.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+README = "README.md"
+ACCURACY = "docs/accuracy.md"
+RESULTS = "benchmarks/results"
+
+
+class Quote(NamedTuple):
+    page: str  # the page, relative to the repository root
+    figure: str  # the figure as the page gives it (a literal substring of the page, its line breaks as spaces)
+    result: str  # the result file, relative to the repository root
+    source: str  # where the result gives it (a literal substring of the result)
+
+
+NEUSIGHT = f"{RESULTS}/external_neusight.md"
+LLM_SERVING = f"{RESULTS}/llm_serving.md"
+H100_ACCURACY = f"{RESULTS}/accuracy_nvidia-h100-80gb-hbm3.md"
+CPU_ACCURACY = f"{RESULTS}/accuracy_v3-cpu-amd-epyc-2c.md"
+CPU_CALIBRATED = f"{RESULTS}/cpu_calibrated.md"
+GPU_OPS = f"{RESULTS}/gpu_op_efficiency.md"
+GPU_OP_SPLITS = f"{RESULTS}/gpu_op_efficiency_splits.md"
+
+QUOTES: tuple[Quote, ...] = (
+    # README.md, "How accurate is it?"
+    Quote(README, "80 single-GPU runs | 6.4% / 10.2% | NeuSight 8.9%", NEUSIGHT, "| all | 80 | 6.4% | 10.2% | 8.9% |"),
+    Quote(
+        README, "11 runs on 4 GPUs (dp, tp, pp) | 2.1% / 1.8% | NeuSight 7.7%", NEUSIGHT, "| all | 11 | 2.1% | 1.8% |"
+    ),
+    Quote(README, "every layer GEMM of 43 of the 80 single-GPU runs", NEUSIGHT, "| all | 80 | 43 | 71 | 79 | 1 |"),
+    Quote(README, "9.1% (median 6.6%)", LLM_SERVING, "| **all** | | | 171 / 171 | **9.1%** | **6.6%** |"),
+    Quote(README, "H100 SXM eager latency 24.5% / 24.6%", H100_ACCURACY, "| two_timeline | random_5fold | 24.45 |"),
+    Quote(
+        README, "H100 SXM eager latency 24.5% / 24.6%", H100_ACCURACY, "| two_timeline | leave_one_family_out | 24.57 |"
+    ),
+    Quote(README, "CPU 23.2% / 23.1%", CPU_ACCURACY, "| two_timeline | random_5fold | 23.15 |"),
+    Quote(README, "CPU 23.2% / 23.1%", CPU_ACCURACY, "| two_timeline | leave_one_family_out | 23.08 |"),
+    Quote(README, "(xgboost 23.7% / 21.9%", CPU_ACCURACY, "| xgboost | random_5fold | 23.70 |"),
+    Quote(README, "(xgboost 23.7% / 21.9%", CPU_ACCURACY, "| xgboost | leave_one_family_out | 21.88 |"),
+    Quote(
+        README,
+        "after `calibrate-host`, 14.9%",
+        CPU_CALIBRATED,
+        "| two_timeline (default, calibrated) | 14.8% | 15.2% | 14.9% |",
+    ),
+    # docs/accuracy.md, NeuSight's end-to-end table
+    Quote(
+        ACCURACY,
+        "181,211 of the training split",
+        NEUSIGHT,
+        "| labelled, train | 27,257 | 4,787 | 0 | 0 | 33,081 | 42,927 | 40,406 | 32,753 | 181,211 |",
+    ),
+    Quote(
+        ACCURACY,
+        "27,151 of the test split",
+        NEUSIGHT,
+        "| labelled, test | 4,178 | 4,329 | 3,423 | 3,948 | 3,767 | 1,760 | 3,821 | 1,925 | 27,151 |",
+    ),
+    Quote(
+        ACCURACY,
+        "every layer GEMM (the distinct GEMMs a forward pass repeats) of 43 of the 80 single-GPU rows, at least half their layer-GEMM FLOPs in 71, and some of them in 79",
+        NEUSIGHT,
+        "| all | 80 | 43 | 71 | 79 | 1 |",
+    ),
+    Quote(
+        ACCURACY,
+        "| single GPU, inference (54) | **6.2%** | 11.2% | 9.7% |",
+        NEUSIGHT,
+        "| all | 54 | 6.2% | 11.2% | 9.7% |",
+    ),
+    Quote(
+        ACCURACY,
+        "| single GPU, training (26) | **6.8%** | 8.0% | 7.3% |",
+        NEUSIGHT,
+        "| all | 26 | 6.8% | 8.0% | 7.3% |",
+    ),
+    Quote(
+        ACCURACY, "| single GPU, all (80) | **6.4%** | 10.2% | 8.9% |", NEUSIGHT, "| all | 80 | 6.4% | 10.2% | 8.9% |"
+    ),
+    Quote(
+        ACCURACY,
+        "| torch.compile, inference (12) | **5.4%** | 10.6% | 14.9% |",
+        NEUSIGHT,
+        "| all | 12 | 5.4% | 10.6% | 14.9% |",
+    ),
+    Quote(
+        ACCURACY,
+        "| 4 GPUs: dp4, tp4, pp4 (11) | **2.1%** | 1.8% | 7.7% |",
+        NEUSIGHT,
+        "| all | 11 | 2.1% | 1.8% | 7.7% |",
+    ),
+    Quote(ACCURACY, "A100-40GB PCIe 4.9% / 6.0% (6.5%)", NEUSIGHT, "| A100-40GB-PCIe | 12 | 4.9% | 6.0% | 6.5% |"),
+    Quote(ACCURACY, "A100-80GB PCIe 9.6% / 7.8% (7.6%)", NEUSIGHT, "| A100-80GB-PCIe | 10 | 9.6% | 7.8% | 7.6% |"),
+    Quote(ACCURACY, "H100 SXM 2.8% / 4.5% (6.3%)", NEUSIGHT, "| H100-SXM | 22 | 2.8% | 4.5% | 6.3% |"),
+    Quote(ACCURACY, "L4 10.7% / 16.7% (12.4%)", NEUSIGHT, "| L4 | 10 | 10.7% | 16.7% | 12.4% |"),
+    Quote(ACCURACY, "P100 2.3% / 8.9% (7.1%)", NEUSIGHT, "| P100-PCIe-16GB | 5 | 2.3% | 8.9% | 7.1% |"),
+    Quote(ACCURACY, "P4 33.9% / 15.3% (27.1%)", NEUSIGHT, "| P4 | 3 | 33.9% | 15.3% | 27.1% |"),
+    Quote(ACCURACY, "T4 4.9% / 15.8% (18.5%)", NEUSIGHT, "| T4 | 5 | 4.9% | 15.8% | 18.5% |"),
+    Quote(ACCURACY, "V100 3.7% / 17.5% (6.6%)", NEUSIGHT, "| V100-PCIe-32GB | 13 | 3.7% | 17.5% | 6.6% |"),
+    # docs/accuracy.md, GPU device time per op
+    Quote(
+        ACCURACY, "330,131 labelled rows", GPU_OPS, "Labelled rows (NeuSight's floor-dominated rows left out): 330131"
+    ),
+    Quote(ACCURACY, "24.2% / 13.8% (2,189)", GPU_OPS, "24.2% / 13.8% (2189)"),
+    Quote(ACCURACY, "fp16 GEMMs 18.8%, median 9.9%", GPU_OPS, "18.8% / 9.9% (1006)"),
+    Quote(ACCURACY, "leave one GPU out, all GPUs | 28.1% / 16.8%", GPU_OP_SPLITS, "28.1% / 16.8%"),
+    # docs/accuracy.md, our own measurements
+    Quote(
+        ACCURACY, "24.5% / 24.6% (tau 0.86", H100_ACCURACY, "| two_timeline | random_5fold | 24.45 | 64.68 | 0.860 |"
+    ),
+    Quote(ACCURACY, "| 18.4% / 21.5% |", H100_ACCURACY, "| xgboost | leave_one_family_out | 21.47 |"),
+    Quote(
+        ACCURACY, "23.2% / 23.1% (tau 0.86)", CPU_ACCURACY, "| two_timeline | random_5fold | 23.15 | 2.008 | 0.864 |"
+    ),
+    Quote(ACCURACY, "59.5% off", H100_ACCURACY, "| analytical | random_5fold | 59.55 |"),
+    Quote(
+        ACCURACY,
+        "the default is 14.9% off",
+        CPU_CALIBRATED,
+        "| two_timeline (default, calibrated) | 14.8% | 15.2% | 14.9% |",
+    ),
+    Quote(
+        ACCURACY,
+        "against 50.5% before",
+        CPU_CALIBRATED,
+        "| before: learned op efficiency, estimated ceilings | 52.5% | 46.2% | 50.5% |",
+    ),
+)
+
+
+def quoted_results(quotes: tuple[Quote, ...] = QUOTES) -> dict[str, list[str]]:
+    """Each result file quoted, with the pages that quote it."""
+    out: dict[str, list[str]] = {}
+    for q in quotes:
+        pages = out.setdefault(q.result, [])
+        if q.page not in pages:
+            pages.append(q.page)
+    return dict(sorted(out.items()))
