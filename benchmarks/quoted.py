@@ -30,6 +30,7 @@ CPU_ACCURACY = f"{RESULTS}/accuracy_v3-cpu-amd-epyc-2c.md"
 CPU_CALIBRATED = f"{RESULTS}/cpu_calibrated.md"
 GPU_OPS = f"{RESULTS}/gpu_op_efficiency.md"
 GPU_OP_SPLITS = f"{RESULTS}/gpu_op_efficiency_splits.md"
+LLM_FOUNDRY = f"{RESULTS}/external_llm_foundry.md"
 
 QUOTES: tuple[Quote, ...] = (
     # README.md, "How accurate is it?"
@@ -38,6 +39,7 @@ QUOTES: tuple[Quote, ...] = (
         README, "11 runs on 4 GPUs (dp, tp, pp) | 2.1% / 1.8% | NeuSight 7.7%", NEUSIGHT, "| all | 11 | 2.1% | 1.8% |"
     ),
     Quote(README, "every layer GEMM of 43 of the 80 single-GPU runs", NEUSIGHT, "| all | 80 | 43 | 71 | 79 | 1 |"),
+    Quote(README, "| 21.4% (A100 9.8-12.4%, H100 40%) |", LLM_FOUNDRY, "| **all** | 216 | **21.4%** |"),
     Quote(README, "9.1% (median 6.6%)", LLM_SERVING, "| **all** | | | 171 / 171 | **9.1%** | **6.6%** |"),
     Quote(README, "H100 SXM eager latency 24.5% / 24.6%", H100_ACCURACY, "| two_timeline | random_5fold | 24.45 |"),
     Quote(
@@ -107,6 +109,8 @@ QUOTES: tuple[Quote, ...] = (
     Quote(ACCURACY, "P4 33.9% / 15.3% (27.1%)", NEUSIGHT, "| P4 | 3 | 33.9% | 15.3% | 27.1% |"),
     Quote(ACCURACY, "T4 4.9% / 15.8% (18.5%)", NEUSIGHT, "| T4 | 5 | 4.9% | 15.8% | 18.5% |"),
     Quote(ACCURACY, "V100 3.7% / 17.5% (6.6%)", NEUSIGHT, "| V100-PCIe-32GB | 13 | 3.7% | 17.5% | 6.6% |"),
+    # docs/accuracy.md, llm-foundry's training table
+    Quote(ACCURACY, "| all (216) | **21.4%** |", LLM_FOUNDRY, "| **all** | 216 | **21.4%** |"),
     # docs/accuracy.md, GPU device time per op
     Quote(
         ACCURACY, "330,131 labelled rows", GPU_OPS, "Labelled rows (NeuSight's floor-dominated rows left out): 330131"
