@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-CONTEXT_POINTS = 2  # anchors per doubling of the mean context (a ratio of 2^0.5 between neighbours)
+CONTEXT_POINTS = 4  # anchors per doubling of the mean context (a ratio of 2^0.25 between neighbours)
 
 
 class EngineStepTime:
