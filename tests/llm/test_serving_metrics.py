@@ -12,7 +12,7 @@ from perfpredict.llm.serving_sim import SimTrace
 
 
 def trace(arrival, first, finish, output) -> SimTrace:
-    a = lambda v: np.asarray(v, dtype=float)  # noqa: E731
+    a = lambda v: np.asarray(v, dtype=float)
     n = len(arrival)
     return SimTrace(a(arrival), a(first), a(finish), np.zeros(n, dtype=np.int64), np.asarray(output), np.zeros(n))
 
