@@ -12,25 +12,12 @@ from perfpredict.llm import serving, vllm_engine
 from perfpredict.llm.serving_options import Serving
 from perfpredict.llm.vllm_config import EngineConfig
 
-TINY = {
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 688,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "num_hidden_layers": 2,
-    "vocab_size": 1000,
-    "max_position_embeddings": 1024,
-    "torch_dtype": "float16",
-}
 SMALL = EngineConfig(max_num_seqs=16)
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny")
-    (folder / "config.json").write_text(json.dumps(TINY))
-    return str(folder)
+def tiny(tiny_llama):
+    return tiny_llama
 
 
 @pytest.fixture(scope="module")
