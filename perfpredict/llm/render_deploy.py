@@ -106,14 +106,15 @@ def frontier_svg(r: DeployReport, tpot_target_ms: float | None = None) -> str:
     return svg[svg.index("<svg") :]
 
 
-def render_deploy_html(r: DeployReport, tpot_target_ms: float | None = None) -> str:
+def render_deploy_html(r: DeployReport, tpot_target_ms: float | None = None, svg: str | None = None) -> str:
+    """The page ``deploy --html`` writes (``svg``: the frontier already drawn)."""
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows(r))
     title = f"perfpredict deploy: {r.model_name}"
     parts = [
         f"<h1>{escape(title)}</h1><p>{escape(r.load)}</p>",
         f'<p id="verdict"><b>{escape(verdict_line(r))}</b></p>',
-        frontier_svg(r, tpot_target_ms),
+        svg or frontier_svg(r, tpot_target_ms),
         f'<table id="deployments"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>',
         "<h2>Assumptions</h2><ul>"
         + "".join(f"<li><b>{escape(k)}</b>: {escape(v)}</li>" for k, v in r.assumptions.items())

@@ -1,22 +1,11 @@
-"""Fixtures of the LLM tests: a tiny Llama config whose engine tables build in a fraction of a second."""
+"""Fixtures of the LLM tests."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-
-TINY_LLAMA = {
-    "model_type": "llama",
-    "hidden_size": 256,
-    "intermediate_size": 688,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "num_hidden_layers": 2,
-    "vocab_size": 1000,
-    "max_position_embeddings": 1024,
-    "torch_dtype": "float16",
-}
+from tiny_llm import TINY_LLAMA
 
 
 @pytest.fixture(scope="session")
