@@ -61,7 +61,7 @@ def _counts(text: str) -> tuple[int, ...]:
 def run_deploy(args: argparse.Namespace) -> int:
     from perfpredict.cli.serve_sim import write
     from perfpredict.cli.serving_args import given
-    from perfpredict.llm.deploy import default_devices, search_deployments
+    from perfpredict.llm.deploy import cached_search, default_devices
     from perfpredict.llm.deploy_search import Grid
     from perfpredict.llm.render_deploy import print_deploy, render_deploy_html
     from perfpredict.llm.serving_options import PrefixCache, RequestStream, Serving, Slo, Speculative
@@ -73,7 +73,8 @@ def run_deploy(args: argparse.Namespace) -> int:
         raise InvalidInputError(f"--max-replicas {args.max_replicas!r} must be at least 1")
     grid = Grid(args.devices or default_devices(), args.tps, args.pps, args.max_num_seqs_grid, args.engines)
     serving = Serving.of(**flat)
-    report = search_deployments(args.hf or args.config, grid, serving, max_replicas=args.max_replicas)
+    report = cached_search(args.hf or args.config, grid, serving, max_replicas=args.max_replicas,
+                           use_cache=not args.no_cache)  # fmt: skip
     if args.json == "-":
         sys.stdout.write(report.to_json() + "\n")
     else:

@@ -38,6 +38,11 @@ def source(p: argparse.ArgumentParser) -> None:
 
 
 def outputs(p: argparse.ArgumentParser, html: str) -> None:
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="answer again instead of reading the on-disk answer cache (and refresh it)",
+    )
     p.add_argument("--json", metavar="PATH", help="write the report as JSON to PATH ('-': stdout, nothing else)")
     p.add_argument("--html", metavar="PATH", help=f"write {html} to PATH")
 
@@ -64,10 +69,10 @@ def write(args: argparse.Namespace, report: Any, html: Any) -> None:
 
 def run_serve_sim(args: argparse.Namespace) -> int:
     from perfpredict.llm.render_serving import print_serving, render_serving_html
-    from perfpredict.llm.serving import predict_serving
+    from perfpredict.llm.serving import cached_serving
     from perfpredict.render.text import terminal_console
 
-    report = predict_serving(args.hf or args.config, serving_from_args(args))
+    report = cached_serving(args.hf or args.config, serving_from_args(args), use_cache=not args.no_cache)
     if args.json == "-":
         sys.stdout.write(report.to_json() + "\n")
     else:

@@ -57,6 +57,17 @@ def search_deployments(model: Any, grid: Grid | None = None, serving: Serving | 
     return report
 
 
+def cached_search(model: Any, grid: Grid, serving: Serving, *, max_replicas: int = DEFAULT_MAX_REPLICAS,
+                  use_cache: bool = True) -> DeployReport:  # fmt: skip
+    """``search_deployments``, read from the on-disk answer cache where the same search was run before under the
+    same code, devices and host profile (``serving_cache``)."""
+    from perfpredict.llm import serving_cache
+
+    cache_key = serving_cache.key("deploy", model, serving, devices=grid.devices, grid=grid, max_replicas=max_replicas)
+    search = lambda: search_deployments(model, grid, serving, max_replicas=max_replicas)
+    return serving_cache.cached(cache_key, search, DeployReport.from_dict, use_cache)
+
+
 def default_devices() -> tuple[str, ...]:
     """The catalog's data-centre GPUs with a price: the grid when none is named."""
     from perfpredict.hardware.devices import list_devices

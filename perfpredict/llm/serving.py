@@ -131,6 +131,15 @@ def predict_serving(model: Any, serving: Serving | None = None, **options: Any) 
     return report(engine, trace, requests, prefix)
 
 
+def cached_serving(model: Any, serving: Serving, *, use_cache: bool = True) -> ServingReport:
+    """``predict_serving(model, serving)``, read from the on-disk answer cache where the same question was answered
+    under the same code, device and host profile (``serving_cache``)."""
+    from perfpredict.llm import serving_cache
+
+    cache_key = serving_cache.key("serving", model, serving)
+    return serving_cache.cached(cache_key, lambda: predict_serving(model, serving), ServingReport.from_dict, use_cache)
+
+
 def report(engine: ServingEngine, trace: SimTrace, requests, prefix=None) -> ServingReport:
     from perfpredict.hardware import cost
 

@@ -111,7 +111,8 @@ def serve_sim_answer(model, upload, device, tp, rate, num_requests, lengths, pro
                      draft_model=None):  # fmt: skip
     """The "Serve under load" tab: (message, the report's tables, downloads)."""
     from perfpredict.llm.render_serving import latency_rows, render_serving_html, summary_rows, title
-    from perfpredict.llm.serving import predict_serving
+    from perfpredict.llm.serving import cached_serving
+    from perfpredict.llm.serving_options import Serving
 
     def answer():
         fields = _load(rate, num_requests, lengths, prompt_tokens, new_tokens, ttft_ms, tpot_ms, percentile)
@@ -122,7 +123,7 @@ def serve_sim_answer(model, upload, device, tp, rate, num_requests, lengths, pro
             fields.update(method=speculative, tokens=int(spec_tokens or 5))
             fields.update({"acceptance_rate": float(acceptance_rate)} if acceptance_rate else {})
             fields.update({"draft_model": draft_model} if speculative == "draft" else {})
-        r = predict_serving(_source(model, upload), **fields)
+        r = cached_serving(_source(model, upload), Serving.of(**fields))
         html = (f"<h3>{escape(title(r))}</h3>" + _table(("latency", "p50", "p90", "p99", "mean"), latency_rows(r))
                 + _table(("metric", "value", "detail"), summary_rows(r)) + _notes(r))  # fmt: skip
         return html, _files(r, render_serving_html, "serve-sim")
@@ -133,9 +134,10 @@ def serve_sim_answer(model, upload, device, tp, rate, num_requests, lengths, pro
 def deploy_answer(model, upload, devices, tps, max_num_seqs, rate, num_requests, lengths, prompt_tokens, new_tokens,
                   ttft_ms, tpot_ms, percentile):  # fmt: skip
     """The "Choose a deployment" tab: (message, the verdict, the frontier and the ranked table, downloads)."""
-    from perfpredict.llm.deploy import search_deployments
+    from perfpredict.llm.deploy import cached_search
     from perfpredict.llm.deploy_search import Grid
     from perfpredict.llm.render_deploy import COLUMNS, frontier_svg, render_deploy_html, rows, verdict_line
+    from perfpredict.llm.serving_options import Serving
 
     def answer():
         from perfpredict.core.errors import InvalidInputError
@@ -150,7 +152,7 @@ def deploy_answer(model, upload, devices, tps, max_num_seqs, rate, num_requests,
             raise InvalidInputError(f"max batch {max_num_seqs!r}: give whole numbers of at least 1")
         grid = Grid(tuple(devices), tuple(int(t) for t in tps), (1,), batches)
         fields = _load(rate, num_requests, lengths, prompt_tokens, new_tokens, ttft_ms, tpot_ms, percentile)
-        r = search_deployments(_source(model, upload), grid, **fields)
+        r = cached_search(_source(model, upload), grid, Serving.of(**fields))
         target = fields.get("tpot_ms")
         svg = frontier_svg(r, target)
         html = (f'<p id="verdict"><b>{escape(verdict_line(r))}</b></p><h3>Cost per 1M tokens against TPOT</h3>'

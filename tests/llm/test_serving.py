@@ -95,3 +95,24 @@ def test_serve_sim_on_the_command_line_writes_the_reports_json(tiny, capsys, tmp
     assert main(["serve-sim", "--config", tiny, "--arrival", "uniform"]) == 2
     assert "--arrival uniform needs --request-rate" in capsys.readouterr().err
     assert np.isfinite(data["energy_per_token_j"])
+
+
+def test_a_repeated_serving_question_and_search_are_answered_from_the_cache(tiny, tmp_path, monkeypatch):
+    from perfpredict.llm import deploy
+    from perfpredict.llm.deploy_search import Grid
+
+    monkeypatch.delenv("PERFPREDICT_NO_GRAPH_CACHE", raising=False)
+    monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
+    calls = []
+    real = serving.predict_serving
+    monkeypatch.setattr(serving, "predict_serving", lambda *a, **k: calls.append(1) or real(*a, **k))
+    ask = Serving.of(engine_config=SMALL, rate_per_s=30, num_requests=20, tpot_ms=5)
+    first = serving.cached_serving(tiny, ask)
+    assert serving.cached_serving(tiny, ask) == first and len(calls) == 1  # read, not simulated again
+    assert serving.cached_serving(tiny, ask.but(seed=1)).load != first.load and len(calls) == 2
+    serving.cached_serving(tiny, ask, use_cache=False)  # --no-cache answers again
+    assert len(calls) == 3
+    grid = Grid(devices=("H100-SXM",), tps=(1,), max_num_seqs=(16,))
+    searched = deploy.cached_search(tiny, grid, ask, max_replicas=2)
+    monkeypatch.setattr(deploy, "search_deployments", lambda *a, **k: pytest.fail("searched again"))
+    assert deploy.cached_search(tiny, grid, ask, max_replicas=2) == searched

@@ -27,11 +27,12 @@ def test_the_serve_under_load_tab_answers_as_serve_sim_does(tiny_llama_upload):
 
 def test_the_deployment_tab_ranks_the_grid_and_draws_the_frontier(tiny_llama_upload):
     message, html, files = serving_view.deploy_answer(
-        None, tiny_llama_upload, ["H100-SXM", "L4"], ["1", "3"], "16", 40, 30, "fixed", 128, 16, 0, 5, 90
+        None, tiny_llama_upload, ["H100-SXM"], ["1", "3"], "16", 40, 30, "fixed", 128, 16, 0, 5, 90
     )
     assert message == "" and 'id="verdict"' in html and "<svg" in html and "cheapest meeting" in html
     report = json.loads(Path(files[0]).read_text())
-    assert [o["status"] for o in report["outcomes"]].count("refused") == 2  # tp 3 does not split 4 heads
+    assert [o["status"] for o in report["outcomes"]] == ["meets", "refused"]  # tp 3 does not split 4 heads
+    assert "<svg" in Path(files[1]).read_text()  # the downloaded page has the frontier too
 
 
 def test_bad_input_is_one_line_in_the_page():
