@@ -189,3 +189,24 @@ def test_speculative_decoding_gains_its_expected_tokens_per_step_at_the_verifica
     t = run(requests([0.0], 100, 16), step=SpeculativeStepTime(LinearStep(), 3), per=1.875, lookahead=3)
     assert t.stats.steps == 1 + 8
     assert t.finish_s[0] == pytest.approx(0.010 + 8 * PREFILL_PER_TOKEN_S * 4)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_streams_keep_the_pools_books_and_finish_every_request(seed):
+    from perfpredict.llm.prefix_cache import plan
+    from perfpredict.llm.serving_options import PrefixCache
+
+    rng = np.random.default_rng(seed)
+    n = 25
+    reqs = Requests(np.sort(rng.exponential(0.02, n).cumsum()), rng.integers(5, 300, n), rng.integers(1, 60, n), "r")
+    chunked, spec = bool(seed % 2), seed % 3 == 0
+    prefix = plan(PrefixCache(shared_tokens=40, hit_rate=0.5), reqs.prompt, 16, seed) if seed % 4 == 1 else None
+    e = engine(blocks=int(rng.integers(30, 80)), budget=512 if chunked else 4096, chunked=chunked,
+               max_seqs=int(rng.integers(2, 9)), per=1.8 if spec else 1.0, lookahead=2 if spec else 0)  # fmt: skip
+    sim = Simulator(e, reqs, prefix)
+    t = sim.run()
+    held_by_cache = prefix.shared_blocks if prefix is not None and sim.owner is not None else 0
+    assert sim.free == e.kv.blocks - held_by_cache and not sim.running and not sim.waiting  # every block returned
+    assert (sim.gen >= reqs.output).all()  # every request got all its tokens
+    assert (t.arrival_s <= t.first_token_s).all() and (t.first_token_s <= t.finish_s).all()
+    assert t.stats.peak_blocks <= e.kv.blocks and t.stats.peak_running <= e.max_num_seqs
