@@ -185,7 +185,7 @@ def report(engine: ServingEngine, trace: SimTrace, requests, prefix=None) -> Ser
         cached_prompt_share=stats.cached_tokens / max(int(requests.prompt.sum()), 1),
         tokens_per_step=engine.sim.tokens_per_step,
         assumptions=_assumptions(engine, requests, prefix, busy_w),
-        warnings=_warnings(engine, trace, span),
+        warnings=_warnings(trace),
     )
 
 
@@ -237,14 +237,17 @@ def _assumptions(engine: ServingEngine, requests, prefix, busy_w: float) -> dict
     return out
 
 
-def _warnings(engine: ServingEngine, trace: SimTrace, span: float) -> tuple[str, ...]:
+def _warnings(trace: SimTrace) -> tuple[str, ...]:
     out = []
-    last, middle = _backlog(trace, 1.0), _backlog(trace, 0.5)
-    if trace.arrival_s.max() > 0 and last > max(0.05 * len(trace.output), 2 * middle, 1):
+    end = float(trace.arrival_s.max())
+    arrived = int(np.count_nonzero(trace.arrival_s > end / 2))
+    finished = int(np.count_nonzero((trace.finish_s > end / 2) & (trace.finish_s <= end)))
+    # a server that keeps up finishes, over the second half of the arrivals, about as many requests as arrive then
+    if arrived >= 20 and finished < 0.9 * arrived:
         out.append(
-            f"the engine does not keep up: {last} requests wait for their first token when the last one arrives "
-            f"({middle} halfway), so the queue grows through the run and the latencies grow with --num-requests; "
-            "more replicas, GPUs or a lower rate keep up"
+            f"the engine does not keep up: over the second half of the arrivals it finished {finished} requests while "
+            f"{arrived} arrived, so the queue and the latencies grow with --num-requests; more replicas, GPUs or a "
+            "lower rate keep up"
         )
     if trace.stats.preemptions:
         hit = int(np.count_nonzero(trace.preempted))
@@ -253,9 +256,3 @@ def _warnings(engine: ServingEngine, trace: SimTrace, span: float) -> tuple[str,
             "the newest sequences, recomputed later"
         )
     return tuple(out)
-
-
-def _backlog(trace: SimTrace, share: float) -> int:
-    """Requests arrived but without their first token when ``share`` of the arrival window has passed."""
-    t = float(trace.arrival_s.max()) * share
-    return int(np.count_nonzero(trace.arrival_s <= t) - np.count_nonzero(trace.first_token_s <= t))

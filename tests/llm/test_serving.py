@@ -116,3 +116,18 @@ def test_a_repeated_serving_question_and_search_are_answered_from_the_cache(tiny
     searched = deploy.cached_search(tiny, grid, ask, max_replicas=2)
     monkeypatch.setattr(deploy, "search_deployments", lambda *a, **k: pytest.fail("searched again"))
     assert deploy.cached_search(tiny, grid, ask, max_replicas=2) == searched
+
+
+def test_a_server_that_does_not_keep_up_says_so(engine):
+    from perfpredict.llm.serving_options import RequestStream
+
+    def warned(rate: float) -> bool:
+        stream = RequestStream(rate_per_s=rate, num_requests=120, prompt_tokens=64, new_tokens=32)
+        trace, requests, _ = serving.simulate(engine, stream)
+        return any("does not keep up" in w for w in serving.report(engine, trace, requests).warnings)
+
+    # one request alone takes a prefill and 31 decode steps; 16 at most run together: far below that rate it keeps
+    # up, far above it the queue grows
+    alone, _, _ = serving.simulate(engine, RequestStream(num_requests=1, prompt_tokens=64, new_tokens=32))
+    service_s = float(alone.finish_s[0])
+    assert not warned(0.5 / service_s) and warned(100 / service_s)
