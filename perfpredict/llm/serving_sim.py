@@ -193,8 +193,8 @@ class Simulator:
             take = int(min(self.goal[i] - self.pre[i], left))
             chunks.append((i, take))
             left -= take
-        if not chunks:
-            self._decode_run()
+        if not chunks:  # nothing to prefill, or the decodes took the whole budget
+            self._decode_run(decodes)
             return
         context = float(sum(self.prompt[i] + self.gen[i] for i in decodes))
         shapes = [(q, int(self.pre[i] + q)) for i, q in chunks]
@@ -211,9 +211,12 @@ class Simulator:
         self._retire(self.running)
 
     # -- decode runs ------------------------------------------------------------------------------------------
-    def _decode_run(self) -> None:
-        """Decode steps with the running set unchanged, up to the next event (one step at least)."""
-        ids = np.array(self.running, dtype=np.int64)
+    def _decode_run(self, decoding: list[int] | None = None) -> None:
+        """Decode steps of the ``decoding`` sequences (default: every running one) with the running set unchanged,
+        up to the next event (one step at least)."""
+        ids = np.array(self.running if decoding is None else decoding, dtype=np.int64)
+        if not len(ids):
+            return
         per = self.e.tokens_per_step
         lengths = self.prompt[ids] + self.gen[ids]
         steps = min(RUN_CAP, max(1, math.ceil(float((self.output[ids] - self.gen[ids]).min()) / per - 1e-9)))
@@ -225,10 +228,10 @@ class Simulator:
         need = np.maximum(need, 0)
         if need.sum() > self.free:  # the pool cannot cover the run: one step at a time, preempting as vLLM does
             steps = 1
-            self._grow(list(self.running), self.e.lookahead)
-            if not self.running:
+            self._grow(ids.tolist(), self.e.lookahead)
+            ids = ids[np.isin(ids, self.running)]  # less the preempted
+            if not len(ids):
                 return
-            ids = np.array(self.running, dtype=np.int64)
             lengths = self.prompt[ids] + self.gen[ids]
             context, longest = float(lengths.sum()), int(lengths.max())
         else:
