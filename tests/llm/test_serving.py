@@ -131,3 +131,11 @@ def test_a_server_that_does_not_keep_up_says_so(engine):
     alone, _, _ = serving.simulate(engine, RequestStream(num_requests=1, prompt_tokens=64, new_tokens=32))
     service_s = float(alone.finish_s[0])
     assert not warned(0.5 / service_s) and warned(100 / service_s)
+
+
+def test_the_api_names_the_serving_functions():
+    import perfpredict
+    from perfpredict.llm import deploy
+
+    assert perfpredict.predict_serving is serving.predict_serving
+    assert perfpredict.search_deployments is deploy.search_deployments
