@@ -24,6 +24,7 @@ def add_fields(group: Any, cls: type, skip: frozenset[str] = frozenset()) -> Non
         kind = str(f.type)
         default = f.default if f.default is not dataclasses.MISSING else None
         shown = f" (default {default})" if default not in (None, "") else ""
+        name = flag(f)
         options: dict[str, Any] = {"dest": f.name, "default": None, "help": f.metadata.get("help", "") + shown}
         if f.metadata.get("choices"):
             options["choices"] = f.metadata["choices"]
@@ -31,7 +32,8 @@ def add_fields(group: Any, cls: type, skip: frozenset[str] = frozenset()) -> Non
             options["action"] = argparse.BooleanOptionalAction
         else:
             options["type"] = float if "float" in kind else int if kind.startswith("int") else str
-        group.add_argument(flag(f), **options)
+            options["metavar"] = name.lstrip("-").replace("-", "_").upper()
+        group.add_argument(name, **options)
 
 
 def given(args: argparse.Namespace, *classes: type) -> dict[str, Any]:

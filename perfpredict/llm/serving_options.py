@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.llm.weight_formats import FORMATS
 from perfpredict.request import DEFAULT_DEVICE
 
 ARRIVALS = ("poisson", "uniform", "burst")
@@ -198,7 +199,8 @@ class Serving:
     tp: int = field(default=1, metadata=meta("tensor-parallel GPUs per replica"))
     dtype: str | None = field(default=None, metadata=meta(
         "compute dtype (default: the config's)", ("bfloat16", "float16", "float32")))  # fmt: skip
-    weights: str | None = field(default=None, metadata=meta("weight format of the layers (default: the dtype)"))
+    weights: str | None = field(default=None, metadata=meta(
+        "weight format of the layers (default: the dtype)", tuple(FORMATS)))  # fmt: skip
     kv_dtype: str | None = field(default=None, metadata=meta(
         "KV cache dtype (default: the compute dtype)", ("bfloat16", "float16", "float32", "float8_e4m3fn")))  # fmt: skip
     host: str | None = field(default=None, metadata=meta("the host CPU profile that drives the GPU"))
@@ -229,6 +231,8 @@ class Serving:
             else:
                 valid = sorted(own | {f.name for c in parts.values() for f in dataclasses.fields(c)})
                 raise InvalidInputError(f"unknown serving option {key!r}; valid: {', '.join(valid)}")
+        if "lengths_file" in nested["stream"]:
+            nested["stream"].setdefault("lengths", "file")  # a lengths file says what the lengths are
         for name, values in nested.items():
             if values:
                 base = given.get(name)
