@@ -18,6 +18,8 @@ _LAZY = {
     "perfpredict.api": ("predict", "predict_many", "featurize", "ManyPredictions"),
     "perfpredict.nas.batch": ("predict_models",),
     "perfpredict.llm.generation": ("predict_generation",),
+    "perfpredict.llm.serving": ("predict_serving",),
+    "perfpredict.llm.deploy": ("search_deployments",),
     "perfpredict.parallel.api": ("parallel_report",),
     "perfpredict.parallel.report": ("ParallelReport",),
     "perfpredict.graph_report": ("report_for_graph",),

@@ -10,12 +10,25 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from perfpredict.cli import adapt, collect, demo, devices, generate, host, predict, roofline, serve, train
+from perfpredict.cli import (
+    adapt,
+    collect,
+    demo,
+    deploy,
+    devices,
+    generate,
+    host,
+    predict,
+    roofline,
+    serve,
+    serve_sim,
+    train,
+)
 from perfpredict.cli.args import EXIT_BUG, EXIT_OK, EXIT_USAGE, PROG, Parser, UsageError, fail, one_line
 from perfpredict.core.errors import PerfPredictError
 
 # in `perfpredict --help` order; each module's register() adds its commands
-COMMANDS = (predict, devices, demo, generate, serve, roofline, host, collect, train, adapt)
+COMMANDS = (predict, devices, demo, generate, serve_sim, deploy, serve, roofline, host, collect, train, adapt)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -147,6 +147,9 @@ def build_app():
             [ui[name] for name in inspect.signature(answer).parameters],
             [message, table, roofline, kinds, files],
         )
+        from perfpredict.web import serving_view
+
+        serving_view.build(gr, known_models(), names)  # the "Serve under load" and "Choose a deployment" tabs
     return app
 
 

@@ -1,0 +1,141 @@
+"""``predict_serving`` and ``perfpredict serve-sim`` through the real engine, on a tiny Llama (fast tables)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from perfpredict.core.errors import InvalidInputError
+from perfpredict.llm import serving, vllm_engine
+from perfpredict.llm.serving_options import Serving
+from perfpredict.llm.vllm_config import EngineConfig
+
+SMALL = EngineConfig(max_num_seqs=16)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_llama):
+    return tiny_llama
+
+
+@pytest.fixture(scope="module")
+def engine(tiny):
+    return serving.build(tiny, Serving.of(engine_config=SMALL, num_requests=12, prompt_tokens=64, new_tokens=32))
+
+
+def test_a_burst_through_the_engine_is_generates_batch_to_the_surfaces_error(engine):
+    # 12 requests at t = 0 through the stream simulation, and the batch scheduler's run of the same 12 on the same
+    # exact step costs: the only difference is the decode surface's interpolation in the context
+    trace, _, _ = serving.simulate(engine)
+    batch = vllm_engine.run(engine.setup, 12, 64, 32)
+    assert trace.first_token_s == pytest.approx(batch.ttft_s, rel=1e-9)  # one prefill step: exact
+    assert trace.finish_s == pytest.approx([s.finish_s for s in batch.seqs], rel=0.005)
+
+
+def test_the_decode_surface_is_within_half_a_percent_of_exact_step_costs(engine):
+    surface, exact = engine.sim.step, engine.sim.step.exact
+    for seqs, mean in [(1, 70.0), (3, 333.3), (9, 97.0), (16, 700.0), (13, 1000.0)]:
+        assert surface.decode_s(seqs, seqs * mean, int(mean)) == pytest.approx(
+            exact.decode_s(seqs, seqs * mean, int(mean)), rel=0.005
+        )
+
+
+def test_the_report_adds_up_and_round_trips_through_json(tiny):
+    from perfpredict.llm.serving_report import ServingReport
+
+    r = serving.predict_serving(tiny, engine_config=SMALL, rate_per_s=40, num_requests=60, lengths="sharegpt",
+                                ttft_ms=50, tpot_ms=5)  # fmt: skip
+    assert r.requests_per_s == pytest.approx(60 / r.makespan_s)
+    assert r.output_tokens_per_s == pytest.approx(r.mean_output_tokens * 60 / r.makespan_s)
+    assert 0 <= r.goodput_per_s <= r.requests_per_s and r.slo_met in (True, False)
+    assert r.ttft.p50_ms <= r.ttft.p90_ms <= r.ttft.p99_ms and r.tpot.p50_ms <= r.tpot.p99_ms
+    assert 0 < r.mean_running_batch <= r.peak_running_batch <= 16
+    assert r.energy_per_token_j > 0 and 0 < r.gpu_busy_share <= r.busy_share <= 1
+    assert {"load", "slo", "step times", "energy", "kv cache"} <= set(r.assumptions)
+    assert ServingReport.from_dict(json.loads(r.to_json())) == r
+
+
+def test_prefix_caching_cuts_ttft_and_speculation_cuts_tpot_at_low_load(tiny):
+    base = Serving.of(engine_config=SMALL, rate_per_s=5, num_requests=20, prompt_tokens=512, new_tokens=32)
+    plain = serving.predict_serving(tiny, base)
+    cached = serving.predict_serving(tiny, base, shared_tokens=480)
+    assert cached.cached_prompt_share == pytest.approx(19 * 480 / (20 * 512))  # all but the first request
+    assert cached.ttft.p50_ms < plain.ttft.p50_ms
+    spec = serving.predict_serving(tiny, base, method="ngram", tokens=3, acceptance_rate=0.8)
+    assert spec.tokens_per_step == pytest.approx(1 + 0.8 + 0.64 + 0.512)
+    assert spec.tpot.p50_ms < plain.tpot.p50_ms
+    assert "speculative decoding" in spec.assumptions and "prefix caching" in cached.assumptions
+
+
+def test_a_draft_model_takes_its_weights_and_its_cache_from_the_pool(tiny, engine):
+    drafted = serving.build(tiny, engine.serving.but(method="draft", draft_model=tiny))
+    kv, draft = engine.sim.kv, drafted.draft.kv
+    # the pool less the draft's weights, in blocks holding both models' K and V
+    assert drafted.sim.kv.blocks == (kv.kv_pool_bytes - draft.weights_bytes) // (kv.block_bytes + draft.block_bytes)
+    assert drafted.sim.tokens_per_step == pytest.approx((1 - 0.7**6) / 0.3)  # the default k = 5, a = 0.7
+
+
+def test_vllm_refuses_prefix_caching_on_a_sliding_window_model():
+    with pytest.raises(InvalidInputError, match="sliding-window model"):
+        serving.build("mistral-7b", Serving.of(shared_tokens=64))
+
+
+def test_serve_sim_on_the_command_line_writes_the_reports_json(tiny, capsys, tmp_path):
+    from perfpredict.cli import main
+
+    argv = ["serve-sim", "--config", tiny, "--request-rate", "20", "--num-requests", "30", "--max-num-seqs", "16",
+            "--tpot-ms", "50", "--prefix-tokens", "32", "--json", "-", "--html", str(tmp_path / "s.html")]  # fmt: skip
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["num_requests"] == 30 and data["offered_rate_per_s"] == 20 and data["goodput_per_s"] is not None
+    assert "TPOT p90 <= 50 ms" in data["slo"] and "prefix caching" in data["assumptions"]
+    assert "time per output token" in (tmp_path / "s.html").read_text()
+    assert main(["serve-sim", "--config", tiny, "--arrival", "uniform"]) == 2
+    assert "--arrival uniform needs --request-rate" in capsys.readouterr().err
+    assert np.isfinite(data["energy_per_token_j"])
+
+
+def test_a_repeated_serving_question_and_search_are_answered_from_the_cache(tiny, tmp_path, monkeypatch):
+    from perfpredict.llm import deploy
+    from perfpredict.llm.deploy_search import Grid
+
+    monkeypatch.delenv("PERFPREDICT_NO_GRAPH_CACHE", raising=False)
+    monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
+    calls = []
+    real = serving.predict_serving
+    monkeypatch.setattr(serving, "predict_serving", lambda *a, **k: calls.append(1) or real(*a, **k))
+    ask = Serving.of(engine_config=SMALL, rate_per_s=30, num_requests=20, tpot_ms=5)
+    first = serving.cached_serving(tiny, ask)
+    assert serving.cached_serving(tiny, ask) == first and len(calls) == 1  # read, not simulated again
+    assert serving.cached_serving(tiny, ask.but(seed=1)).load != first.load and len(calls) == 2
+    serving.cached_serving(tiny, ask, use_cache=False)  # --no-cache answers again
+    assert len(calls) == 3
+    grid = Grid(devices=("H100-SXM",), tps=(1,), max_num_seqs=(16,))
+    searched = deploy.cached_search(tiny, grid, ask, max_replicas=2)
+    monkeypatch.setattr(deploy, "search_deployments", lambda *a, **k: pytest.fail("searched again"))
+    assert deploy.cached_search(tiny, grid, ask, max_replicas=2) == searched
+
+
+def test_a_server_that_does_not_keep_up_says_so(engine):
+    from perfpredict.llm.serving_options import RequestStream
+
+    def warned(rate: float) -> bool:
+        stream = RequestStream(rate_per_s=rate, num_requests=120, prompt_tokens=64, new_tokens=32)
+        trace, requests, _ = serving.simulate(engine, stream)
+        return any("does not keep up" in w for w in serving.report(engine, trace, requests).warnings)
+
+    # one request alone takes a prefill and 31 decode steps; 16 at most run together: far below that rate it keeps
+    # up, far above it the queue grows
+    alone, _, _ = serving.simulate(engine, RequestStream(num_requests=1, prompt_tokens=64, new_tokens=32))
+    service_s = float(alone.finish_s[0])
+    assert not warned(0.5 / service_s) and warned(100 / service_s)
+
+
+def test_the_api_names_the_serving_functions():
+    import perfpredict
+    from perfpredict.llm import deploy
+
+    assert perfpredict.predict_serving is serving.predict_serving
+    assert perfpredict.search_deployments is deploy.search_deployments
