@@ -81,8 +81,9 @@ def test_a_whole_model_predictor_says_its_latency_is_not_the_op_rows():
 
 def test_text_html_and_json_state_the_total_and_the_latency():
     import perfpredict
+    from perfpredict.render.formats import fmt_time_ms
     from perfpredict.render.html import render_html
-    from perfpredict.render.text import explain_renderables, fmt_time_ms
+    from perfpredict.render.text import explain_renderables
 
     report = _predict(device="L4")
     latency = fmt_time_ms(report.latency_ms.value)
@@ -183,7 +184,8 @@ def test_explain_lists_the_slowest_25_ops_and_totals_the_rest(capsys):
     from perfpredict.cli import main
     from perfpredict.cli.entry import build_parser
     from perfpredict.cli.predict import predict_from_args
-    from perfpredict.render.text import fmt_share, fmt_time_ms, sorted_ops
+    from perfpredict.render.formats import fmt_share, fmt_time_ms
+    from perfpredict.render.text import sorted_ops
 
     argv = ["explain", "--hf", "gpt2", "--device", "L4"]
     report, _ = predict_from_args(build_parser().parse_args(argv), keep_ops=1000)

@@ -58,8 +58,9 @@ def test_eight_bit_adamw_has_no_temporary_and_its_activations_are_the_backwards(
 
 
 def test_every_output_lists_the_terms_that_sum_to_the_peak():
+    from perfpredict.render.formats import fmt_bytes
     from perfpredict.render.html import render_html
-    from perfpredict.render.text import fmt_bytes, render_text
+    from perfpredict.render.text import render_text
 
     report = _train("adamw")
     for page in (render_text(report, top_ops=0, width=400), render_html(report)):

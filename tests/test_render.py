@@ -21,17 +21,9 @@ from perfpredict.core.report import (
     Prediction,
 )
 from perfpredict.core.units import GIB, MIB
+from perfpredict.render.formats import fmt_bytes, fmt_carbon_g, fmt_energy_j, fmt_time_ms, fmt_usd
 from perfpredict.render.html import render_html, write_report
-from perfpredict.render.text import (
-    fmt_bytes,
-    fmt_carbon_g,
-    fmt_energy_j,
-    fmt_time_ms,
-    fmt_usd,
-    mig_rows,
-    print_report,
-    render_text,
-)
+from perfpredict.render.text import mig_rows, print_report, render_text
 
 
 def _pred(value: float, unit: str, spread: float = 0.2) -> Prediction:

@@ -10,7 +10,8 @@ import pytest
 
 from perfpredict.graph_report import report_for_graph
 from perfpredict.predictors import host_model
-from perfpredict.render.text import fmt_time_ms, timeline_lines
+from perfpredict.render.formats import fmt_time_ms
+from perfpredict.render.limits_text import timeline_lines
 
 
 @pytest.fixture(scope="module")

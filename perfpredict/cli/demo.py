@@ -43,7 +43,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _demo_summary(reports: Sequence[Any]):
     from rich.table import Table
 
-    from perfpredict.render.text import fmt_bytes, fmt_energy_j, fmt_rate, fmt_time_ms
+    from perfpredict.render.formats import fmt_bytes, fmt_energy_j, fmt_rate, fmt_time_ms
 
     # "auto" is the two-timeline model on every device, so the rows compare like with like
     table = Table(

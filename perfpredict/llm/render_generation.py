@@ -10,7 +10,7 @@ from html import escape
 from typing import Any
 
 from perfpredict.llm.generation_report import GenerationReport
-from perfpredict.render.text import fmt_bytes, fmt_energy_j, fmt_rate, fmt_time_ms, fmt_usd
+from perfpredict.render.formats import fmt_bytes, fmt_energy_j, fmt_rate, fmt_time_ms, fmt_usd
 
 
 def summary_rows(r: GenerationReport) -> list[tuple[str, str, str]]:

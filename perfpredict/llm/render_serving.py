@@ -6,7 +6,7 @@ from html import escape
 from typing import Any
 
 from perfpredict.llm.serving_report import ServingReport
-from perfpredict.render.text import fmt_time_ms
+from perfpredict.render.formats import fmt_time_ms
 
 
 def title(r: ServingReport) -> str:

@@ -30,7 +30,7 @@ def host_bound_note(timeline: TimelineSummary | None, plan: ParallelPlan, scalin
     """One line for a step whose ranks are host-bound ("" otherwise)."""
     if timeline is None or not timeline.launch_bound:
         return ""
-    from perfpredict.render.text import fmt_time_ms
+    from perfpredict.render.formats import fmt_time_ms
 
     what = []
     if plan.tp > 1:

@@ -28,7 +28,7 @@ def _header(r: ParallelReport) -> str:
 
 def trainer_lines(r: ParallelReport) -> list[str]:
     """Throughput per GPU, MFU and HFU, and the step split, as trainers state them (a training step only)."""
-    from perfpredict.render.text import trainer_lines as lines
+    from perfpredict.render.limits_text import trainer_lines as lines
 
     return lines(r) + [""] if r.phase == "training" and r.trainer is not None else []
 
@@ -62,7 +62,7 @@ def _step(r: ParallelReport) -> list[str]:
 def _why(r: ParallelReport) -> list[str]:
     """Why the step has its bound: exposed communication against compute, the rank's host against its device, or
     where the rank's device time goes (``render.text.bound_reason``)."""
-    from perfpredict.render.text import bound_reason
+    from perfpredict.render.limits_text import bound_reason
 
     t = r.rank_timeline
     if r.bound == "communication":

@@ -11,15 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.render.limits_text import bound_reason, host_bound_advice, timeline_lines, trainer_lines
 from perfpredict.render.text import (
     GROUP_COLUMNS,
     block_lines,
-    bound_reason,
     coverage_line,
     estimate_label,
     group_row,
     header_lines,
-    host_bound_advice,
     kind_rows,
     kinds_title,
     mig_columns,
@@ -29,8 +28,6 @@ from perfpredict.render.text import (
     ops_title,
     sorted_ops,
     summary_rows,
-    timeline_lines,
-    trainer_lines,
     unknown_op_counts,
 )
 

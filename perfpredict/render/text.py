@@ -7,102 +7,26 @@ are shared with :mod:`perfpredict.render.html` so both outputs read the same.
 from __future__ import annotations
 
 import io
-import math
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from perfpredict.core.units import GIB, KIB, MIB, TIB
+from perfpredict.render.formats import (
+    NA,
+    fmt_bytes,
+    fmt_carbon_g,
+    fmt_count,
+    fmt_energy_j,
+    fmt_interval,
+    fmt_power_w,
+    fmt_rate,
+    fmt_share,
+    fmt_sig,
+    fmt_time_ms,
+    fmt_usd,
+)
+from perfpredict.render.limits_text import timeline_line, trainer_lines
 
 if TYPE_CHECKING:
     from perfpredict.core.report import OpContribution, PerfReport, Prediction
-
-NA = "n/a"
-
-
-def _bad(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and (math.isnan(value) or math.isinf(value)))
-
-
-def _scaled(value: float, steps: Sequence[tuple[float, str]], digits: int = 3) -> str:
-    """Pick the largest unit (factor, name) that keeps the number >= 1, and show ``digits`` significant figures."""
-    if _bad(value):
-        return NA
-    if value == 0:
-        return f"0 {steps[-1][1]}"
-    for factor, name in steps:  # noqa: B007 - the unit after the loop is the one that matched
-        if abs(value) >= factor:
-            break
-    scaled = value / factor
-    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(scaled)))))
-    return f"{scaled:,.{decimals}f} {name}"
-
-
-def fmt_time_ms(ms: float | None) -> str:
-    """1.5e-3 ms -> '1.50 us'; 1234 ms -> '1.23 s'."""
-    return (
-        NA
-        if _bad(ms)
-        else _scaled(ms * 1e-3, [(3600, "h"), (60, "min"), (1, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")])
-    )
-
-
-def fmt_bytes(n: float | None) -> str:
-    """Binary units, as device memory is quoted: 1.5 * GIB -> '1.50 GiB'."""
-    return NA if _bad(n) else _scaled(float(n), [(TIB, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB"), (1, "B")])
-
-
-def fmt_energy_j(j: float | None) -> str:
-    return NA if _bad(j) else _scaled(j, [(3.6e6, "kWh"), (1e3, "kJ"), (1, "J"), (1e-3, "mJ"), (1e-6, "uJ")])
-
-
-def fmt_power_w(w: float | None) -> str:
-    return NA if _bad(w) else _scaled(w, [(1e3, "kW"), (1, "W"), (1e-3, "mW")])
-
-
-def fmt_carbon_g(g: float | None) -> str:
-    """Grams of CO2-equivalent: 1250 -> '1.25 kg'."""
-    return NA if _bad(g) else _scaled(g, [(1e6, "t"), (1e3, "kg"), (1, "g"), (1e-3, "mg")])
-
-
-def fmt_usd(usd: float | None) -> str:
-    if _bad(usd):
-        return NA
-    if usd == 0 or abs(usd) >= 0.01:
-        return f"${usd:,.2f}"
-    # two significant digits, never an exponent: $0.000091, not $9.1e-05
-    return f"${usd:.{1 - math.floor(math.log10(abs(usd)))}f}"
-
-
-def fmt_rate(per_s: float | None, unit: str = "samples/s") -> str:
-    """A rate with thousands separators; ``unit=""`` gives the bare number (for intervals)."""
-    if _bad(per_s):
-        return NA
-    per_s = float(per_s)
-    text = f"{per_s:,.0f}" if abs(per_s) >= 100 else f"{per_s:,.3g}"
-    return f"{text} {unit}".strip()
-
-
-def fmt_count(n: float | None, unit: str = "") -> str:
-    """Decimal SI prefixes for counts (FLOPs, parameters): 1.2e9 -> '1.20 G'."""
-    if _bad(n):
-        return NA
-    text = _scaled(float(n), [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")])
-    return f"{text}{unit}".strip()
-
-
-def fmt_sig(x: float | None) -> str:
-    """Three significant figures without exponent noise for ordinary magnitudes: 302.4 -> '302', 0.25 -> '0.25'."""
-    if _bad(x):
-        return NA
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
-
-
-def fmt_share(share: float | None) -> str:
-    return NA if _bad(share) else f"{share * 100:.1f}%"
-
-
-def fmt_interval(pred: Prediction, fmt) -> str:
-    return f"[{fmt(pred.low)}, {fmt(pred.high)}]"
 
 
 def estimate_label(report: PerfReport) -> str:
@@ -335,81 +259,6 @@ def renderables(report: PerfReport, top_ops: int | None = 10) -> list[Any]:
     parts += [Text(f"warning: {w}", style="yellow") for w in report.warnings]
     parts += [Text(f"note: {n}", style="dim") for n in report.notes]
     return parts
-
-
-BOUND_LABELS = {"host": "host (dispatch and launches)", "compute": "compute", "memory": "memory bandwidth"}
-
-
-def trainer_lines(report: Any) -> list[str]:
-    """A training step as trainers state it: throughput per GPU, MFU and HFU against the dense peak, and the step
-    split into compute, exposed communication, bubble, recompute and host (a PerfReport or a ParallelReport; every
-    door shows these lines)."""
-    t, split = getattr(report, "trainer", None), getattr(report, "step_split", None)
-    if t is None:
-        return []
-    rate = (
-        f"{t.tokens_per_s_per_gpu:,.0f} tokens/s per GPU ({t.samples_per_s_per_gpu:,.2f} samples/s per GPU)"
-        if t.tokens_per_s_per_gpu is not None
-        else f"{t.samples_per_s_per_gpu:,.2f} samples/s per GPU"
-    )
-    lines = [f"throughput: {rate}"]
-    if t.peak_flops_per_s:
-        lines.append(
-            f"MFU {t.mfu:.1%}, HFU {t.hfu:.1%} of {t.peak_flops_per_s / 1e12:,.0f} TFLOP/s (the dense {t.compute_dtype} "
-            f"peak; model FLOPs {t.model_flops_rule})"
-        )
-    if split is not None:
-        parts = [f"{name} {fmt_time_ms(ms)}" for name, ms in split.rows() if ms > 0 or name == "compute"]
-        lines.append(f"step: {' + '.join(parts)} = {fmt_time_ms(sum(ms for _, ms in split.rows()))}")
-    return lines
-
-
-def timeline_lines(report: PerfReport) -> list[str]:
-    """Device, host and wall time of the step and what bounds it; when the host sets the pace, what CUDA graphs
-    and torch.compile would take it to (every door shows these lines: terminal, HTML, web page)."""
-    t = report.timeline
-    if t is None:
-        return []
-    bound = f"; bound: {BOUND_LABELS.get(t.bound, t.bound)}" if t.bound else ""
-    lines = [
-        f"timelines ({t.mode}): device {fmt_time_ms(t.device_ms)}, host {fmt_time_ms(t.host_ms)}, "
-        f"wall {fmt_time_ms(t.wall_ms)}{bound}; host profile: {t.host_profile}"
-    ]
-    why = bound_reason(t, report.device, report.phase)
-    return lines + [line for line in (why, host_bound_advice(t)) if line]
-
-
-def bound_reason(t, device: str, phase: str) -> str:
-    """Why a device-bound step is compute- or memory-bound: where its device time goes, and the intensity above
-    which an op is compute-bound on ``device`` (a GPU with fewer FLOP/s per byte/s of bandwidth calls more ops so)."""
-    if t.bound not in ("compute", "memory") or not t.ridge_flop_per_byte:
-        return ""
-    return (
-        f"{t.bound}-bound: {t.compute_share:.0%} of the device time is in compute-bound ops, the rest in memory-bound "
-        f"ones{' (the optimizer step among them)' if phase == 'training' else ''} and the shortest kernels; on the "
-        f"{device} the step's heaviest op is compute-bound above {t.ridge_flop_per_byte:,.0f} FLOP/byte (the "
-        "FLOP/s it can attain over the memory bandwidth), so a device with fewer FLOP/s per byte/s calls more ops "
-        "compute-bound"
-    )
-
-
-def host_bound_advice(t) -> str:
-    """One line for a host-bound step: its host and device time, the device's idle share and the wall time of every
-    other mode."""
-    if not (t.launch_bound and t.other_modes_ms):
-        return ""
-    others = ", ".join(f"{mode} {fmt_time_ms(ms)}" for mode, ms in t.other_modes_ms.items())
-    best = min(t.other_modes_ms, key=t.other_modes_ms.get)
-    return (
-        f"host-bound: dispatch and launches take {fmt_time_ms(t.host_ms)}, the GPU's work {fmt_time_ms(t.device_ms)}, "
-        f"and the GPU idles {t.device_idle_share:.0%} of the {t.mode} step ({fmt_time_ms(t.wall_ms)}); "
-        f"the other modes would take: {others} (best: {best}, --mode {best})"
-    )
-
-
-def timeline_line(report: PerfReport) -> str:
-    """:func:`timeline_lines` as one text block."""
-    return "\n".join(timeline_lines(report))
 
 
 def _plain(text: str):

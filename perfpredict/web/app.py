@@ -295,7 +295,7 @@ def table_html(result: Answer) -> str:
 
 def timelines_html(result: Answer) -> str:
     """What limits each device's run: device, host and wall time, the bound, and, host-bound, the other modes."""
-    from perfpredict.render.text import timeline_lines, trainer_lines
+    from perfpredict.render.limits_text import timeline_lines, trainer_lines
 
     def lines(r) -> list[str]:
         if hasattr(r, "rank_timeline"):  # a multi-GPU step: the trainer's view (its rank timeline is in the table)

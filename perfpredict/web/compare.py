@@ -115,7 +115,7 @@ def compare(q: Question) -> Answer:
 def _parallel(q: Question, devices: list) -> Answer:
     """One step over ``q.parallel``'s GPUs, per device: step time, communication, bubble, memory per GPU."""
     from perfpredict.pipeline import predict
-    from perfpredict.render.text import fmt_bytes, fmt_rate, fmt_share, fmt_time_ms
+    from perfpredict.render.formats import fmt_bytes, fmt_rate, fmt_share, fmt_time_ms
 
     reports = [predict(q.request(device)) for device in devices]
     columns = (
@@ -170,7 +170,7 @@ def _trainer_cells(r: Any) -> tuple[str, str, str]:
 
 def _step(q: Question, devices: list) -> Answer:
     from perfpredict.pipeline import predict_with_graph
-    from perfpredict.render.text import fmt_bytes, fmt_carbon_g, fmt_energy_j, fmt_rate, fmt_time_ms, fmt_usd
+    from perfpredict.render.formats import fmt_bytes, fmt_carbon_g, fmt_energy_j, fmt_rate, fmt_time_ms, fmt_usd
 
     reports, first_graph = [], None
     for device in devices:
@@ -230,7 +230,7 @@ def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
     """``perfpredict generate``'s answer on each device, through the same on-disk answer cache (a config uploaded
     as fields is answered afresh)."""
     from perfpredict.llm.answer_cache import cached_generation
-    from perfpredict.render.text import fmt_bytes, fmt_rate, fmt_time_ms, fmt_usd
+    from perfpredict.render.formats import fmt_bytes, fmt_rate, fmt_time_ms, fmt_usd
 
     if isinstance(q.model, dict):
         from perfpredict.compiler_hooks.hf_frontend import config_from_dict

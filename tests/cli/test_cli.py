@@ -168,7 +168,7 @@ def test_devices_fits_80_columns_and_wide_shows_every_column_uncut(capsys):
 
 
 def test_small_costs_print_without_an_exponent():
-    from perfpredict.render.text import fmt_usd
+    from perfpredict.render.formats import fmt_usd
 
     assert fmt_usd(9.1e-05) == "$0.000091" and fmt_usd(0.0091) == "$0.0091" and fmt_usd(12.345) == "$12.35"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from perfpredict.cli import main
-from perfpredict.render.text import fmt_time_ms
+from perfpredict.render.formats import fmt_time_ms
 
 pytest.importorskip("gradio", reason="the web page needs gradio (perfpredict[ui])")
 
