@@ -125,7 +125,20 @@ def build_report(
         device_source=device.source,
         timeline=out.timeline,
         assumptions=assumptions(graph, device, config, out, assumed),
+        recompute=_recompute(graph, out),
     )
+
+
+def _recompute(graph: OpGraph, out: PredictorOutput):
+    """The checkpointing recompute's FLOPs and time, where the graph recomputes anything."""
+    from perfpredict.compiler_hooks.recompute import recompute_summary
+    from perfpredict.core.report import RecomputeShare
+
+    policy, regions, flops = recompute_summary(graph)
+    if not regions:
+        return None
+    latency = out.latency_ms.value
+    return RecomputeShare(policy, regions, flops, out.recompute_ms, out.recompute_ms / latency if latency else 0.0)
 
 
 def _memory_of_peak(out: PredictorOutput):

@@ -30,6 +30,15 @@ def refuse_fixed_by_the_graph(values: Mapping[str, Any]) -> None:
         )
 
 
+def training_graph(graph: OpGraph, request: Request, device: Any) -> OpGraph:
+    """``graph`` as the request's training run executes it: activation checkpointing's recompute in the backward
+    (compiler_hooks/recompute.py). A graph already rewritten is returned as it is, so a rank's graph that the
+    parallel path rewrote before splitting it is not rewritten twice."""
+    from perfpredict.compiler_hooks import recompute
+
+    return recompute.apply(graph, request.activation_checkpointing)
+
+
 def report_for_graph(
     graph: OpGraph,
     request: Request | None = None,
@@ -62,6 +71,7 @@ def report_for_graph(
         )
     device = request.device
     dev = device if isinstance(device, Device) else get_device(device)
+    graph = training_graph(graph, request, dev)
     config = request.run_config(request.phase or graph.phase, request.resolved_weights_built_in(weights_default))
     report = build_report(
         graph,

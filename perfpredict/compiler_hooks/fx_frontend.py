@@ -269,6 +269,11 @@ def _attrs(kind: str, name: str, node: Any) -> dict[str, Any]:
             attrs["groups"] = groups
     if "backward" in name:
         attrs["backward"] = True
+    region = node.meta.get("ac_graph_id")
+    if region is not None and node.meta.get("recompute") is not None:  # a torch.utils.checkpoint region's op
+        attrs["checkpoint"] = int(region)
+        if getattr(node.meta["recompute"], "name", "") in ("MUST_SAVE", "PREFER_SAVE"):
+            attrs["checkpoint_save"] = True
     return attrs
 
 

@@ -222,6 +222,19 @@ class BlockShare:
 
 
 @dataclass(frozen=True)
+class RecomputeShare:
+    """What activation checkpointing recomputes in one step: its policy ("full", "selective-op", "every-2", or
+    "model": the model's own checkpoint regions), the regions recomputed, their FLOPs (part of the graph's, so the
+    hardware FLOPs) and their time (the predictor's per-op time, ``share`` of the latency)."""
+
+    policy: str
+    regions: int
+    flops: int
+    time_ms: float
+    share: float
+
+
+@dataclass(frozen=True)
 class GraphSummary:
     nodes: int
     edges: int
@@ -297,6 +310,8 @@ class PerfReport(JsonReport):
     outside_ops_label: str = ""
     # what the answer assumes that the user did not say (dtype, weights' load, precision, optimizer, TF32, ...)
     assumptions: dict[str, str] = field(default_factory=dict)
+    # activation checkpointing's recompute (None: nothing recomputed); its time is part of latency_ms
+    recompute: RecomputeShare | None = None
     schema_version: int = field(default=REPORT_SCHEMA_VERSION)
 
     @property
@@ -339,6 +354,8 @@ class PerfReport(JsonReport):
             d["measured"] = MeasuredVsPredicted(**d["measured"])
         if d.get("timeline"):
             d["timeline"] = TimelineSummary(**d["timeline"])
+        if d.get("recompute"):
+            d["recompute"] = RecomputeShare(**d["recompute"])
         cls.restore_messages(d)
         d["by_kind"] = tuple(TimeShare(**t) for t in d.get("by_kind", ()))
         d["blocks"] = tuple(

@@ -6,7 +6,11 @@ are neighbours (inside one node where they fit), then data-parallel replicas, th
 forward and backward; the global batch is ``micro-batch * microbatches * dp``.
 
 - ``fsdp=True`` shards parameters, gradients and optimizer state over the ``dp`` group as FSDP2's ``fully_shard``
-  does by default (ZeRO stage 3); ``zero_stage`` 1 or 2 shards less, as DeepSpeed's stages do.
+  does by default (ZeRO stage 3); ``zero_stage`` 1 or 2 shards less, as DeepSpeed's stages do. ``fsdp_strategy``
+  is FSDP's ``ShardingStrategy``: ``full_shard`` (the default), ``shard_grad_op`` (parameters kept gathered from
+  the forward to the backward: FSDP2's ``reshard_after_forward=False``) or ``hybrid_shard`` (sharded within groups
+  of ``shard_group`` ranks, replicated across them); ``float8_all_gather`` gathers float8 weights (torchao's
+  ``enable_fsdp_float8_all_gather``, with ``float8="tensorwise"``).
 - ``sp=True`` is Megatron's sequence parallelism: needs ``tp > 1``.
 - ``microbatches`` feed the pipeline (1F1B) and, without a pipeline, accumulate gradients.
 """
@@ -23,6 +27,8 @@ from perfpredict.core.errors import InvalidInputError
 from perfpredict.parallel.data_parallel import DEFAULT_BUCKET_MB
 
 GPUS_PER_NODE = 8  # a DGX/HGX node
+FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD = "full_shard", "shard_grad_op", "hybrid_shard"
+FSDP_STRATEGIES = (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD)
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,11 @@ class ParallelPlan:
     zero_stage: int = 0  # 0: DDP replicas; 1, 2, 3: DeepSpeed ZeRO; fsdp=True means 3, FSDP2-style
     gpus_per_node: int = GPUS_PER_NODE
     bucket_mb: float = DEFAULT_BUCKET_MB  # DDP's bucket_cap_mb (MiB); at 25 the first bucket is capped at 1 MiB
+    # --- sharding as FSDP names it (memory side: parallel/memory.py) ---
+    fsdp_strategy: str = FULL_SHARD  # FSDP's ShardingStrategy: full_shard, shard_grad_op or hybrid_shard
+    shard_group: int | None = None  # hybrid_shard: ranks that shard (None: the dp ranks of one node)
+    float8_all_gather: bool = False  # FSDP gathers float8 weights (torchao, float8="tensorwise")
+    # --- end of the sharding keys ---
 
     @property
     def world_size(self) -> int:
@@ -45,6 +56,15 @@ class ParallelPlan:
     def shard_stage(self) -> int:
         """What is sharded over the dp group: 0 nothing, 1 optimizer state, 2 + gradients, 3 + parameters."""
         return 3 if self.fsdp else self.zero_stage
+
+    @property
+    def shard_ranks(self) -> int:
+        """The ranks each sharded tensor is split over: the dp group, or HYBRID_SHARD's shard group."""
+        if not self.shard_stage or self.dp == 1:
+            return 1
+        if self.fsdp and self.fsdp_strategy == HYBRID_SHARD:
+            return self.shard_group or max(1, min(self.dp, self.gpus_per_node // self.tp))
+        return self.dp
 
     @property
     def nodes(self) -> int:
@@ -57,6 +77,11 @@ class ParallelPlan:
         """A short label such as ``dp=2 tp=4 pp=2 (16 GPUs, 2 nodes)``."""
         parts = [f"{k}={getattr(self, k)}" for k in ("dp", "tp", "pp") if getattr(self, k) > 1] or ["1 GPU"]
         parts += [flag for flag in ("fsdp", "sp") if getattr(self, flag)]
+        if self.fsdp and self.fsdp_strategy != FULL_SHARD:
+            group = f" (shard group {self.shard_ranks})" if self.fsdp_strategy == HYBRID_SHARD else ""
+            parts.append(f"{self.fsdp_strategy}{group}")
+        if self.float8_all_gather:
+            parts.append("float8 all-gather")
         if self.zero_stage and not self.fsdp:
             parts.append(f"zero{self.zero_stage}")
         if self.microbatches > 1:
@@ -64,7 +89,7 @@ class ParallelPlan:
         return " ".join(parts) + f" ({self.world_size} GPUs, {self.nodes} node{'s' if self.nodes > 1 else ''})"
 
 
-_INT_KEYS = ("dp", "tp", "pp", "microbatches", "gpus_per_node")
+_INT_KEYS = ("dp", "tp", "pp", "microbatches", "gpus_per_node", "shard_group")
 _ALIASES = {
     "data": "dp",
     "tensor": "tp",
@@ -93,9 +118,9 @@ def parse_plan(options: ParallelPlan | Mapping[str, Any] | None) -> ParallelPlan
             f"unknown parallel option(s) {', '.join(map(repr, unknown))}; valid options are {', '.join(fields)}"
         )
     for key in _INT_KEYS:
-        if key in values:
+        if key in values and not (key == "shard_group" and values[key] is None):
             values[key] = _positive_int(values[key], key)
-    for key in ("fsdp", "sp"):
+    for key in ("fsdp", "sp", "float8_all_gather"):
         if key in values and not isinstance(values[key], bool):
             raise InvalidInputError(f"parallel option {key}={values[key]!r} must be True or False")
     if "zero_stage" in values and (isinstance(values["zero_stage"], bool) or not isinstance(values["zero_stage"], int)):
@@ -122,10 +147,32 @@ def _check_combination(plan: ParallelPlan) -> None:
         raise InvalidInputError(
             f"fsdp=True shards everything (ZeRO stage 3); drop zero_stage={plan.zero_stage} or drop fsdp"
         )
+    _check_sharding(plan)
     if plan.sp and plan.tp == 1:
         raise InvalidInputError(
             "sp=True (sequence parallelism) splits the sequence over the tensor-parallel "
             "group; it needs tp > 1, e.g. parallel={'tp': 2, 'sp': True}"
+        )
+
+
+def _check_sharding(plan: ParallelPlan) -> None:
+    """The FSDP strategy keys: each needs FSDP, and a shard group must split the dp ranks evenly."""
+    if plan.fsdp_strategy not in FSDP_STRATEGIES:
+        raise InvalidInputError(
+            f"fsdp_strategy={plan.fsdp_strategy!r} is not one of {', '.join(FSDP_STRATEGIES)} (FSDP's ShardingStrategy)"
+        )
+    needs_fsdp = [f"fsdp_strategy={plan.fsdp_strategy!r}"] if plan.fsdp_strategy != FULL_SHARD else []
+    needs_fsdp += ["float8_all_gather=True"] if plan.float8_all_gather else []
+    if needs_fsdp and not plan.fsdp:
+        raise InvalidInputError(f"{' and '.join(needs_fsdp)} is an FSDP option: add fsdp=True (--fsdp)")
+    if plan.shard_group is not None and plan.fsdp_strategy != HYBRID_SHARD:
+        raise InvalidInputError(
+            f"shard_group={plan.shard_group} sizes HYBRID_SHARD's groups: add fsdp_strategy='hybrid_shard' or drop it"
+        )
+    if plan.fsdp_strategy == HYBRID_SHARD and plan.dp % plan.shard_ranks:
+        raise InvalidInputError(
+            f"hybrid_shard over dp={plan.dp} needs a shard group that divides it, not {plan.shard_ranks}; choose "
+            f"shard_group from {', '.join(str(g) for g in range(1, plan.dp + 1) if plan.dp % g == 0)}"
         )
 
 

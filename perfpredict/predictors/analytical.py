@@ -206,7 +206,14 @@ class AnalyticalPredictor:
             per_op=rows[: config.top_ops],
             by_kind=breakdown.by_kind(rows),
             blocks=breakdown.repeated_blocks(rows),
+            recompute_ms=recompute_s(graph, ev.node_s[:, 0]) * 1e3,
         )
+
+
+def recompute_s(graph: OpGraph, node_s: np.ndarray) -> float:
+    """Seconds of the ops activation checkpointing recomputes (``attrs["recompute"]``), from per-node seconds."""
+    marked = [i for i, n in enumerate(graph.nodes) if n.attrs.get("recompute")]
+    return float(node_s[marked].sum()) if marked else 0.0
 
 
 def _peak_parts(ev: Evaluation, config: RunConfig) -> tuple[float, float, str]:

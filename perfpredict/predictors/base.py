@@ -124,6 +124,8 @@ class PredictorOutput:
     blocks: tuple[BlockShare, ...] = ()
     # what the latency holds beyond the summed per-op time ("" where the per-op rows are the latency's own terms)
     outside_ops_label: str = ""
+    # the time of the ops activation checkpointing recomputes in the backward (compiler_hooks/recompute.py)
+    recompute_ms: float = 0.0
 
 
 class Predictor(Protocol):

@@ -32,7 +32,13 @@ import numpy as np
 from perfpredict.core import breakdown, op_kinds, ops
 from perfpredict.core.report import HOST_BOUND_IDLE_SHARE, OpContribution, Prediction, TimelineSummary
 from perfpredict.predictors import gpu_device_time, host_model, op_efficiency, timeline
-from perfpredict.predictors.analytical import HIGH_FACTOR, AnalyticalPredictor, attainable_bandwidth, op_contribution
+from perfpredict.predictors.analytical import (
+    HIGH_FACTOR,
+    AnalyticalPredictor,
+    attainable_bandwidth,
+    op_contribution,
+    recompute_s,
+)
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.gpu_efficiency import GpuEfficiencyModel
@@ -412,6 +418,7 @@ class TwoTimelinePredictor:
             blocks=breakdown.repeated_blocks(rows, latency_ms=wall_s * 1e3),
             timeline=self.summary(arrays, device, config, batches, tl, ev, node_s),
             outside_ops_label=outside_label(device, config.mode),
+            recompute_ms=recompute_s(graph, op_s) * 1e3,
         )
 
     @_on_configs_host
