@@ -78,6 +78,7 @@ class MemoryBreakdown:
     peak_at: str = ""
     # a whole-model predictor's peak less the terms above (signed): the terms are the structural model's
     unattributed_bytes: int = 0
+    float8_copies_bytes: int = 0  # Transformer Engine's cached float8 weights and their transposes
 
     @property
     def activations_bytes(self) -> int:
@@ -103,6 +104,7 @@ class MemoryBreakdown:
             (self.activations_label, self.activations_bytes),
             ("workspace", self.workspace_bytes),
             ("autocast copies", self.weight_copies_bytes),
+            ("float8 weight copies", self.float8_copies_bytes),
             ("weights load (cast)", self.load_transient_bytes),
             ("runtime (CUDA context, allocator)", self.runtime_overhead_bytes),
             (
@@ -123,6 +125,7 @@ class MemoryBreakdown:
             + self.runtime_overhead_bytes
             + self.load_transient_bytes
             + self.weight_copies_bytes
+            + self.float8_copies_bytes
             + self.unattributed_bytes
         )
 

@@ -48,7 +48,7 @@ def parallel_report(
     dev = get_device(request.device) if isinstance(request.device, str) else request.device
     ic = interconnect or interconnect_for(dev)
     precision, optimizer = request.precision, request.optimizer
-    each = mem.per_param(graph, precision, optimizer) if training else None
+    each = mem.per_param(graph, precision, optimizer, plan, request) if training else None
     options = rank_request(request, training)
     links = links_of(ic, plan)
     runs = run_stages(graph, plan, dev, options, links, each.gradients if each else 0.0, each.gathered if each else 0.0)

@@ -9,7 +9,8 @@ from perfpredict.parallel import memory as mem
 from perfpredict.parallel import pipeline_parallel
 from perfpredict.parallel.collectives import bus_bandwidth_gb_per_s, collective_s
 from perfpredict.parallel.data_parallel import DEFAULT_BUCKET_MB
-from perfpredict.parallel.plan import ParallelPlan
+from perfpredict.parallel.plan import SHARD_GRAD_OP, ParallelPlan
+from perfpredict.parallel.rank_peak import StepPeaks, step_peaks
 from perfpredict.parallel.report import CollectiveSummary, RankMemory, StageReport
 from perfpredict.parallel.simulate import Links, StageRun
 from perfpredict.parallel.structure import labelled_params
@@ -24,48 +25,68 @@ VALIDATION_NOTE = (
 def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, device: Any) -> RankMemory:
     """Peak memory of one rank of ``run``'s stage (see perfpredict.parallel.memory)."""
     graph = run.stage.graph
-    training = each is not None
-    pp, m = plan.pp, plan.microbatches
-    own = run.time.report.memory
-    if training and (pp > 1 or m > 1):  # gradients accumulate over the microbatches: resident in their backwards
-        parts = mem.pipeline_stage_activations(  # the activation received is kept for the backward too
-            mem.saved_activation_bytes(graph, run.start) + run.recv_bytes,
-            pipeline_parallel.in_flight(run.stage.index, pp, m) if pp > 1 else 1,
+    if each is None:  # inference: the rank report's own activations
+        own = run.time.report.memory
+        return RankMemory(
+            graph.param_bytes,
+            0,
+            0,
             own.activations_bytes,
+            0,
+            0,
+            0,
+            device.runtime_overhead_bytes,
             own.workspace_bytes,
             own.optimizer_temporaries_bytes,
+            own.peak_at,
         )
-    else:
-        parts = mem.StageActivations(
-            own.activations_bytes, own.workspace_bytes, own.optimizer_temporaries_bytes, own.peak_at
-        )
-    activations, extra = parts.activations, (parts.workspace, parts.optimizer_temporaries, parts.peak_at)
-    if not training:
-        return RankMemory(graph.param_bytes, 0, 0, activations, 0, 0, 0, device.runtime_overhead_bytes, *extra)
     stage = plan.shard_stage if plan.dp > 1 else 0
-    state = mem.sharded_state(graph.trainable_param_count, each, stage, plan.dp)
-    # frozen weights have no gradients or optimizer state, but ZeRO-3 and FSDP shard them like the others
-    frozen = round((graph.param_count - graph.trainable_param_count) * each.gathered / (plan.dp if stage >= 3 else 1))
-    gathered, buckets, copies = 0, 0, round(graph.trainable_param_count * each.weight_copies)
+    trainable = graph.trainable_param_count
+    state = mem.sharded_state(trainable, each, stage, plan.shard_ranks, graph.param_count - trainable)
+    carried = stage < 2  # DDP and ZeRO-1 keep whole gradients; ZeRO-2, ZeRO-3 and FSDP reduce-scatter them as made
+    peaks = step_peaks(graph, device, trainable * each.gradients, carried)
+    gathered = 0
     if stage >= 3:
         per_label = labelled_params(graph, run.labels, run.start)
-        largest = max((v for k, v in per_label.items() if k >= 0), default=0)
-        root = sum(v for k, v in per_label.items() if k < 0)
-        gathered = round((2 * largest + root) * each.gathered + largest * each.gradients)
-        copies = 0  # FSDP2 casts when it gathers (a MixedPrecisionPolicy), no autocast cache of every layer
-    elif stage == 0 and plan.dp > 1:
-        buckets = state.gradients_bytes  # DDP copies gradients into its buckets
+        gathered = mem.gathered_bytes(per_label, each, plan.fsdp and plan.fsdp_strategy == SHARD_GRAD_OP)
+    parts = _activation_terms(run, plan, peaks, gathered, state.temporaries_bytes)
+    if parts.peak_at == "optimizer step":
+        gathered = 0  # resharded after the backward
+    buckets = state.gradients_bytes if stage == 0 and plan.dp > 1 else 0  # DDP copies gradients into its buckets
     return RankMemory(
-        state.weights_bytes + frozen,
+        state.weights_bytes + state.frozen_bytes,
         state.gradients_bytes,
         state.optimizer_state_bytes,
-        activations,
+        parts.activations,
         gathered,
         buckets,
-        copies,
+        round(trainable * each.weight_copies),
         device.runtime_overhead_bytes,
-        *extra,
+        parts.workspace,
+        parts.optimizer_temporaries,
+        parts.peak_at,
     )
+
+
+def _activation_terms(
+    run: StageRun, plan: ParallelPlan, peaks: StepPeaks, gathered: int, temporaries: int
+) -> mem.StageActivations:
+    """The rank's activation terms at its peak: the backward's (its saved activations, over the microbatches a 1F1B
+    stage holds, and FSDP's gathered layers beside them) or the optimizer step's (its temporaries and the outputs
+    kept to the end), whichever is larger."""
+    pp, m = plan.pp, plan.microbatches
+    own = peaks.backward - peaks.workspace
+    if pp > 1 or m > 1:  # gradients accumulate over the microbatches: resident in their backwards
+        return mem.pipeline_stage_activations(  # the activation received is kept for the backward too
+            mem.saved_activation_bytes(run.stage.graph, run.start) + run.recv_bytes,
+            pipeline_parallel.in_flight(run.stage.index, pp, m) if pp > 1 else 1,
+            own,
+            peaks.workspace,
+            temporaries,
+        )
+    if peaks.at_end + temporaries > peaks.backward + gathered:
+        return mem.StageActivations(peaks.at_end, 0, temporaries, "optimizer step")
+    return mem.StageActivations(own, peaks.workspace, 0, "backward")
 
 
 def stage_report(run: StageRun, plan: ParallelPlan, memory: RankMemory, device: Any) -> StageReport:

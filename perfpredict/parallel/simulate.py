@@ -80,8 +80,10 @@ def _slowest(ic: Interconnect, ranks: int, stride: int, gpus_per_node: int, firs
 def run_stages(
     graph, plan: ParallelPlan, device: Any, options: Request, links: Links, grad_bytes: float, gathered_bytes: float
 ) -> list[StageRun]:
+    from perfpredict.graph_report import training_graph
+
     shard = tensor_parallel.shard(graph, plan.tp, plan.sp)
-    rank_graph = shard.graph
+    rank_graph = training_graph(shard.graph, options, device)  # checkpointing's recompute, on the rank's shard
     labels = layer_labels(rank_graph)
     start = backward_start(rank_graph)
     weights = analytical_node_s(rank_graph, device, options)[0] if plan.pp > 1 else [0.0] * len(labels)

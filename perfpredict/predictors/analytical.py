@@ -15,6 +15,7 @@ import numpy as np
 
 from perfpredict.core import breakdown, op_kinds, ops
 from perfpredict.core.report import OpContribution, Prediction
+from perfpredict.predictors import optimizer_step
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.intervals import bracket
@@ -141,7 +142,13 @@ class AnalyticalPredictor:
         if born:
             trainable = float(training_bytes(graph, config).gradients)
             parts = backward_born_peak(
-                graph, walk, frees, workspace, set(picked), trainable, trainable * config.optimizer_scratch
+                graph,
+                walk,
+                frees,
+                workspace,
+                set(picked),
+                trainable,
+                optimizer_step.scratch_bytes(graph, config, trainable),
             )
             peak, scratch, temporaries, at_step = (
                 parts.total,
@@ -227,10 +234,14 @@ def _peak_parts(ev: Evaluation, config: RunConfig) -> tuple[float, float, str]:
 
 def _optimizer_step_s(graph: OpGraph, device: Device, config: RunConfig) -> float:
     """An optimizer step is memory-bound: read parameter, gradient and states, write parameter and states."""
-    if config.phase != "training" or config.optimizer == "none":
+    if config.phase != "training" or config.optimizer == "none" or config.offload_optimizer:
         return 0.0
-    # NB: a foreach/fused implementation launches a handful of kernels, not one per parameter.
-    return _optimizer_bytes(graph, config) / _attainable(device, "memory", "memory") + 4 * device.launch_overhead_s
+    # NB: a foreach or fused step's launches overlap its long memory-bound kernels (about 4 exposed); a for-loop
+    # step's dozen short kernels per parameter do not (optimizer_step.device_launches)
+    launches = optimizer_step.device_launches(graph, config)
+    return (
+        _optimizer_bytes(graph, config) / _attainable(device, "memory", "memory") + launches * device.launch_overhead_s
+    )
 
 
 def _optimizer_bytes(graph: OpGraph, config: RunConfig) -> int:

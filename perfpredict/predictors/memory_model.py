@@ -253,10 +253,26 @@ def cpu_math_attention_bytes(graph: OpGraph, out_bytes: np.ndarray) -> np.ndarra
 
 
 def training_bytes(graph: OpGraph, config: RunConfig):
-    """Weights, gradients, optimizer state and AMP's weight copies for this config (perfpredict.hardware.precision)."""
+    """Weights, gradients, optimizer state and AMP's weight copies for this config (perfpredict.hardware.precision),
+    with its offload, QLoRA base and float8 weight cache (:func:`held_options`)."""
     from perfpredict.hardware.precision import training_bytes as held
 
-    return held(graph, config.phase, config.optimizer, config.precision)
+    return held(graph, config.phase, config.optimizer, config.precision, held_options(graph, config))
+
+
+def held_options(graph: OpGraph, config: RunConfig):
+    """What ``config`` holds beyond its precision recipe: ZeRO-Offload, QLoRA's NF4 base (the frozen weights of the
+    blocks' linears), Transformer Engine's cached float8 weights (the blocks' linears, delayed scaling)."""
+    from perfpredict.compiler_hooks.linears import frozen_linear_params, linear_params
+    from perfpredict.hardware.precision import HeldOptions
+
+    if config.phase != "training":
+        return HeldOptions()
+    return HeldOptions(
+        offload_optimizer=config.offload_optimizer,
+        nf4_params=frozen_linear_params(graph) if config.qlora else 0,
+        float8_cached_params=linear_params(graph) if config.float8 == "delayed" else 0,
+    )
 
 
 def fixed_tensor_bytes(graph: OpGraph, config: RunConfig) -> int:
@@ -310,4 +326,5 @@ def memory_terms(
         runtime_overhead_bytes=device.runtime_overhead_bytes,
         load_transient_bytes=max(0, load_peak_bytes(graph, config) - step),
         weight_copies_bytes=held.weight_copies,
+        float8_copies_bytes=held.float8_copies,
     )
