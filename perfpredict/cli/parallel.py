@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from perfpredict.cli.args import EXIT_OK, PROG, non_negative_int, positive_int, write_text
+from perfpredict.parallel.plan import FSDP_STRATEGIES
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
@@ -24,6 +25,19 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--zero-stage", type=non_negative_int, default=None, help="DeepSpeed ZeRO stage 0-3 instead")
     g.add_argument("--sp", action="store_true", help="sequence parallelism with --tp (reduce-scatter/all-gather)")
     g.add_argument(
+        "--fsdp-strategy",
+        choices=FSDP_STRATEGIES,
+        default=None,
+        help="FSDP's ShardingStrategy with --fsdp: full_shard (default), shard_grad_op, hybrid_shard",
+    )
+    g.add_argument(
+        "--shard-group",
+        type=positive_int("--shard-group"),
+        default=None,
+        help="hybrid_shard: ranks that shard (default: the dp ranks of one node)",
+    )
+    g.add_argument("--float8-all-gather", action="store_true", help="FSDP gathers float8 weights (--float8 tensorwise)")
+    g.add_argument(
         "--gpus-per-node",
         type=positive_int("--gpus-per-node"),
         default=None,
@@ -33,9 +47,9 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
 
 def plan_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
     """The plan the flags ask for, or None when none was given (one GPU)."""
-    keys = ("dp", "tp", "pp", "microbatches", "zero_stage", "gpus_per_node")
+    keys = ("dp", "tp", "pp", "microbatches", "zero_stage", "gpus_per_node", "fsdp_strategy", "shard_group")
     plan = {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
-    plan.update({k: True for k in ("fsdp", "sp") if getattr(args, k, False)})
+    plan.update({k: True for k in ("fsdp", "sp", "float8_all_gather") if getattr(args, k, False)})
     return plan or None
 
 
