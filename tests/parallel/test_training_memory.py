@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from perfpredict.compiler_hooks import recompute  # noqa: E402
-from perfpredict.parallel import memory as mem  # noqa: E402
-from perfpredict.parallel.plan import parse_plan  # noqa: E402
-from perfpredict.parallel.structure import backward_start  # noqa: E402
+from perfpredict.compiler_hooks import recompute
+from perfpredict.parallel import memory as mem
+from perfpredict.parallel.plan import parse_plan
+from perfpredict.parallel.structure import backward_start
 
 B, S = 1, 32  # one sequence of 32 tokens
 GIB = 2**30
