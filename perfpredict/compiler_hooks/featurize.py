@@ -36,7 +36,16 @@ def featurize(
     args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
     kwargs = dict(example_kwargs or {})
     check_phase_and_dtype(phase, dtype)
-    key = (id(model), _signature(args), _signature(tuple(sorted(kwargs.items()))), phase, dtype, capture, name)
+    key = (
+        id(model),
+        _signature(args),
+        _signature(tuple(sorted(kwargs.items()))),
+        phase,
+        dtype,
+        capture,
+        name,
+        _checkpointing(model),  # gradient_checkpointing_enable() after a first capture changes the training graph
+    )
     hit = _CACHE.get(key)
     if hit is not None and hit[0]() is model:
         _CACHE.move_to_end(key)
@@ -65,6 +74,12 @@ def _signature(values: Any) -> tuple:
         else:
             out.append(repr(v)[:64])
     return tuple(out)
+
+
+def _checkpointing(model: Any) -> tuple[str, ...]:
+    """The modules whose HF gradient checkpointing is on (their ``gradient_checkpointing`` flag)."""
+    modules = model.named_modules() if hasattr(model, "named_modules") else ()
+    return tuple(name for name, m in modules if getattr(m, "gradient_checkpointing", False) is True)
 
 
 def _weakrefable(obj: Any) -> bool:
