@@ -32,11 +32,15 @@ def refuse_fixed_by_the_graph(values: Mapping[str, Any]) -> None:
 
 def training_graph(graph: OpGraph, request: Request, device: Any) -> OpGraph:
     """``graph`` as the request's training run executes it: activation checkpointing's recompute in the backward
-    (compiler_hooks/recompute.py). A graph already rewritten is returned as it is, so a rank's graph that the
-    parallel path rewrote before splitting it is not rewritten twice."""
-    from perfpredict.compiler_hooks import recompute
+    (compiler_hooks/recompute.py), QLoRA's dequantize ops (nf4_base.py), float8 linears with their casts
+    (float8_linears.py). A graph already rewritten is returned as it is, so a rank's graph that the parallel path
+    rewrote before splitting it is not rewritten twice."""
+    from perfpredict.compiler_hooks import float8_linears, nf4_base, recompute
 
-    return recompute.apply(graph, request.activation_checkpointing)
+    graph = recompute.apply(graph, request.activation_checkpointing)
+    if request.qlora:
+        graph = nf4_base.apply(graph)
+    return float8_linears.apply(graph, request.float8, device)
 
 
 def report_for_graph(

@@ -94,8 +94,6 @@ class Request:
         check_training_options(
             float8=self.float8,
             optimizer_impl=self.optimizer_impl,
-            qlora=self.qlora,
-            lora_rank=self.lora_rank,
             lora_targets=self.lora_targets,
             power_limit_w=self.power_limit_w,
         )

@@ -45,6 +45,8 @@ _FIXED_BY_GRAPH = {
     "dtype": "cast the model and its inputs (model.to(torch.bfloat16)) before torch.compile",
     "batch": "call the compiled model on inputs of that batch",
     "seq": "call the compiled model on inputs of that length",
+    "lora_rank": "wrap the model with peft's get_peft_model(model, LoraConfig(r=...)) before torch.compile",
+    "lora_targets": "wrap the model with peft's get_peft_model(model, LoraConfig(target_modules=...)) first",
 }
 _WARNED: set[str] = set()
 

@@ -16,10 +16,18 @@ from perfpredict.core.graph import OpGraph
 
 
 def cached(
-    id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str, phase: str, use_cache: bool = True
+    id_or_path: Any,
+    *,
+    batch_size: int,
+    seq_len: int | None,
+    dtype: str,
+    phase: str,
+    use_cache: bool = True,
+    lora: tuple[int, str | None] | None = None,
 ) -> tuple[OpGraph, str]:
     """``capture``, answered from the on-disk graph cache when the same question was captured before. A config
-    given as a dict (an uploaded config.json) is keyed by its fields."""
+    given as a dict (an uploaded config.json) is keyed by its fields. ``lora``: (rank, targets) of LoRA adapters
+    (``compiler_hooks.lora``)."""
     from perfpredict.caching import graph_store
     from perfpredict.compiler_hooks.hf_frontend import raw_config
 
@@ -28,11 +36,12 @@ def cached(
         if isinstance(id_or_path, dict)
         else raw_config(id_or_path)
     )
-    key = graph_store.key(config=fields, name=name, batch=batch_size, seq=seq_len, phase=phase, dtype=dtype)
+    extra = {"lora": list(lora)} if lora else {}
+    key = graph_store.key(config=fields, name=name, batch=batch_size, seq=seq_len, phase=phase, dtype=dtype, **extra)
     graph = graph_store.load(key) if use_cache else None
     if graph is None:
         source = _config_of(fields, name) if isinstance(id_or_path, dict) else id_or_path
-        graph, name = capture(source, batch_size=batch_size, seq_len=seq_len, dtype=dtype, phase=phase)
+        graph, name = capture(source, batch_size=batch_size, seq_len=seq_len, dtype=dtype, phase=phase, lora=lora)
         graph_store.save(key, graph)
     return graph, graph.name or name
 
@@ -43,11 +52,21 @@ def _config_of(fields: dict, name: str) -> Any:
     return config_from_dict(fields, name=name)
 
 
-def capture(id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str, phase: str) -> tuple[OpGraph, str]:
-    """(the OpGraph, the model's name) for a shipped id, alias or config.json, built on the meta device."""
+def capture(
+    id_or_path: Any,
+    *,
+    batch_size: int,
+    seq_len: int | None,
+    dtype: str,
+    phase: str,
+    lora: tuple[int, str | None] | None = None,
+) -> tuple[OpGraph, str]:
+    """(the OpGraph, the model's name) for a shipped id, alias or config.json, built on the meta device (with
+    ``lora``'s (rank, targets) adapters, where given)."""
     from perfpredict.compiler_hooks import hf_frontend as hf
     from perfpredict.compiler_hooks import moe_routing
     from perfpredict.compiler_hooks.featurize import featurize
+    from perfpredict.compiler_hooks.lora import describe, with_lora
 
     config = hf.load_config(id_or_path)
     name = config.name_or_path or config.model_type
@@ -58,7 +77,14 @@ def capture(id_or_path: Any, *, batch_size: int, seq_len: int | None, dtype: str
             graph = featurize(model, inputs, phase=phase, name=name)
         return graph.with_run(notes=(*graph.notes, moe_routing.ROUTING_NOTE)) if balanced else graph
 
-    return traced_stack(config, lambda cfg: hf.build_model(cfg, dtype=dtype), trace), name
+    def build(cfg: Any) -> Any:
+        model = hf.build_model(cfg, dtype=dtype)
+        return with_lora(model, *lora) if lora else model
+
+    graph = traced_stack(config, build, trace)
+    if lora:
+        graph = graph.with_run(notes=(*graph.notes, describe(*lora, graph.trainable_param_count, graph.param_count)))
+    return graph, name
 
 
 def traced_stack(

@@ -161,8 +161,6 @@ def check_training_options(
     *,
     float8: str,
     optimizer_impl: str | None,
-    qlora: bool,
-    lora_rank: int | None,
     lora_targets: str | None,
     power_limit_w: float | None,
 ) -> None:
@@ -176,14 +174,10 @@ def check_training_options(
             f"optimizer_impl={optimizer_impl!r} is not one of {', '.join(map(repr, OPTIMIZER_IMPLS))} "
             "(None: the framework's default)"
         )
-    if qlora and lora_rank is None:
-        raise InvalidInputError("qlora=True quantizes the frozen base of a LoRA run: add lora_rank (--lora-rank 16)")
-    if lora_targets is not None and (
-        lora_rank is None or not isinstance(lora_targets, str) or not lora_targets.strip()
-    ):
+    if lora_targets is not None and (not isinstance(lora_targets, str) or not lora_targets.strip()):
         raise InvalidInputError(
-            f"lora_targets={lora_targets!r} names the modules that get LoRA adapters: give lora_rank too, and the "
-            "targets as 'q_proj,v_proj' or 'all-linear'"
+            f"lora_targets={lora_targets!r} names the modules that get LoRA adapters: give them as 'q_proj,v_proj' "
+            "or 'all-linear'"
         )
     if power_limit_w is not None and (
         isinstance(power_limit_w, bool) or not isinstance(power_limit_w, int | float) or not power_limit_w > 0

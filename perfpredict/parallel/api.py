@@ -45,6 +45,7 @@ def parallel_report(
     plan = parse_plan(parallel if parallel is not None else request.parallel)
     training = graph.phase == "training"
     check_phase(plan, graph.phase)
+    mem.check_options(plan, request)
     dev = get_device(request.device) if isinstance(request.device, str) else request.device
     ic = interconnect or interconnect_for(dev)
     precision, optimizer = request.precision, request.optimizer

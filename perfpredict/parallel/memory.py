@@ -110,6 +110,19 @@ def per_param(
     return _with(each, temporaries=_temporaries(optimizer, updated, stage, fsdp, run))
 
 
+def check_options(plan: ParallelPlan, run: Any) -> None:
+    """The training-memory options a plan cannot take, refused in one line with the fix."""
+    if plan.float8_all_gather and getattr(run, "float8", "none") != "tensorwise":
+        raise InvalidInputError(
+            "float8_all_gather gathers torchao's tensorwise float8 weights: add float8='tensorwise' (--float8 tensorwise)"
+        )
+    if _offload(run) and plan.dp > 1 and (plan.fsdp or not plan.zero_stage):
+        raise InvalidInputError(
+            "offload_optimizer is ZeRO-Offload (DeepSpeed): give it zero_stage 1, 2 or 3 (--zero-stage 2) instead of "
+            + ("FSDP, whose CPU offload moves the parameters too" if plan.fsdp else "DDP")
+        )
+
+
 def _offload(run: Any) -> bool:
     return bool(getattr(run, "offload_optimizer", False))
 

@@ -77,7 +77,8 @@ def _node_rates(graph: OpGraph, device: Device, config: RunConfig, ideal: bool) 
     """FLOP/s each node can attain: its dtype's tensor-core or vector rate (datasheet peak when ``ideal``)."""
     rates = np.empty(len(graph.nodes))
     for i, node in enumerate(graph.nodes):
-        dtype = node.outputs[0].dtype if node.outputs else graph.dtype
+        # a float8 GEMM (compiler_hooks/float8_linears.py) computes in float8 and writes its own dtype
+        dtype = node.attrs.get("compute_dtype") or (node.outputs[0].dtype if node.outputs else graph.dtype)
         peak, key = op_kinds.attainable_rate(node.op, dtype, device, tf32=config.tf32, conv_tf32=config.conv_tf32)
         rates[i] = peak if ideal else _attainable(device, key, "tensor" if key.endswith("_tensor") else "vector")
     return rates

@@ -290,8 +290,8 @@ def load_peak_bytes(graph: OpGraph, config: RunConfig) -> int:
     111 bfloat16 inference rows from 32.9% to 10.8%, and of all 442 rows from 15.7% to 10.2%.
     """
     built, run = config.weights_built_in, graph.dtype
-    if built is None or built == run or built not in DTYPE_BYTES or run not in FLOAT_DTYPES:
-        return 0
+    if built is None or built == run or built not in DTYPE_BYTES or run not in FLOAT_DTYPES or config.qlora:
+        return 0  # (QLoRA: bitsandbytes quantizes each weight as it loads it, never holding the model in full)
     largest = max((node.params for node in graph.nodes), default=0) * DTYPE_BYTES[run]
     return int(graph.param_bytes * DTYPE_BYTES[built] / DTYPE_BYTES[run]) + largest
 

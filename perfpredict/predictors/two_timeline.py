@@ -207,6 +207,7 @@ class TwoTimelinePredictor:
             efficiency = gpu_device_time.efficiency_fn(model, device, config)
             bound = gpu_device_time.bound_s(arrays, device, config, batches)
             work = bound / self._efficiency_at(efficiency, arrays, np.asarray(batches, dtype=float))
+            work = work * gpu_device_time.float8_shares(graph, device)[:, None]
         else:
             shapes = [op_efficiency.node_shape(n) for n in graph.nodes]
             rates = np.array(
