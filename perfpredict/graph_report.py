@@ -73,8 +73,10 @@ def report_for_graph(
             f"the graph of {request.model_name or graph.name or 'the model'!r} holds no operation to predict (source "
             f"{graph.source!r}); check that the model computes something with these inputs and input shapes"
         )
+    from perfpredict.hardware.power import power_limited
+
     device = request.device
-    dev = device if isinstance(device, Device) else get_device(device)
+    dev = power_limited(device if isinstance(device, Device) else get_device(device), request.power_limit_w)
     graph = training_graph(graph, request, dev)
     config = request.run_config(request.phase or graph.phase, request.resolved_weights_built_in(weights_default))
     report = build_report(

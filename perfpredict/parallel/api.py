@@ -46,7 +46,11 @@ def parallel_report(
     training = graph.phase == "training"
     check_phase(plan, graph.phase)
     mem.check_options(plan, request)
-    dev = get_device(request.device) if isinstance(request.device, str) else request.device
+    from perfpredict.hardware.power import power_limited
+
+    dev = power_limited(
+        get_device(request.device) if isinstance(request.device, str) else request.device, request.power_limit_w
+    )
     ic = interconnect or interconnect_for(dev)
     precision, optimizer = request.precision, request.optimizer
     each = mem.per_param(graph, precision, optimizer, plan, request) if training else None

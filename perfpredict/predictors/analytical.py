@@ -128,6 +128,9 @@ class AnalyticalPredictor:
         )
         ideal_s = np.where(views, 0.0, ideal + launch).sum(axis=0)
         optimizer_s = np.full(len(batches), _optimizer_step_s(graph, device, config))
+        if config.phase == "training" and config.offload_optimizer and device.kind == "gpu":
+            backward = node_s[graph.backward_start :].sum(axis=0)
+            optimizer_s = optimizer_step.offload_s(graph, device, config, backward)
         if optimizer_s[0] > 0:  # the ideal step moves the optimizer's bytes at the full datasheet bandwidth
             ideal_s = ideal_s + _optimizer_bytes(graph, config) / device.memory_bandwidth_bytes_per_s
         latency = node_s.sum(axis=0) + optimizer_s

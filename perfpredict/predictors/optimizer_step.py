@@ -11,7 +11,10 @@ torch.optim runs one of three implementations (``foreach=``/``fused=``):
   aten/src/ATen/native/cuda/MultiTensorApply.cuh);
 - ``fused`` (``fused=True``, and DeepSpeed's FusedAdam): one kernel per launch group, no temporary.
 
-ZeRO-Offload runs the step on the host: no scratch and no kernel on the GPU.
+ZeRO-Offload (DeepSpeed ``offload_optimizer: cpu``) runs the step on the host: no scratch and no kernel on the GPU.
+The half-precision gradients go to the host during the backward (overlapping it), DeepSpeed's CPU-Adam updates the
+float32 master weights and states there, and the updated half-precision weights come back over the host link before
+the next forward (:func:`offload_s`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import math
 from typing import TYPE_CHECKING
 
 from perfpredict.compiler_hooks.recompute import forward_end
+from perfpredict.core.ops import DTYPE_BYTES
 from perfpredict.predictors.base import OPTIMIZER_SCRATCH
 
 if TYPE_CHECKING:
@@ -90,3 +94,27 @@ def kernels(graph: OpGraph, config: RunConfig) -> int:
     if impl == "for-loop":
         return KERNELS_PER_UPDATE * max(tensors, 1)
     return launches * (1 if impl == "fused" else KERNELS_PER_UPDATE)
+
+
+#: DeepSpeed's CPU-Adam streams per parameter: reads the float32 weight, gradient and both states (16 bytes), writes
+#: the weight and both states and the half-precision copy it sends back (14 bytes)
+HOST_ADAM_BYTES_PER_PARAM = 30
+#: [assumption] what a vectorised CPU-Adam streams through host memory on one GPU's share of a server's CPU: 50 GB/s
+#: (a two-socket DDR5 server's theoretical bandwidth is 600+ GB/s for 8 GPUs; 60-70% is what streaming reaches)
+HOST_STEP_BYTES_PER_S = 50e9
+
+
+def offload_s(graph: OpGraph, device, config: RunConfig, backward_s):
+    """ZeRO-Offload's step as the GPU waits for it: the part of the gradients' copy out that the backward
+    (``backward_s``) does not hide, the host's Adam step, and the weights' copy back (``hardware.power``'s host link)."""
+    import numpy as np
+
+    from perfpredict.hardware.power import host_link_bytes_per_s
+    from perfpredict.hardware.precision import PRECISIONS
+
+    half = DTYPE_BYTES[PRECISIONS[config.precision].compute_dtype if config.precision else graph.dtype]
+    link = host_link_bytes_per_s(device)
+    trainable = graph.trainable_param_count
+    copy = trainable * half / link
+    host = trainable * HOST_ADAM_BYTES_PER_PARAM / HOST_STEP_BYTES_PER_S
+    return np.maximum(copy - np.asarray(backward_s, dtype=float), 0.0) + host + copy

@@ -330,6 +330,8 @@ class TwoTimelinePredictor:
         """The optimizer step as one row: its memory-bound device time, and its host dispatch and launches."""
         if not ev.optimizer_s.any():
             return np.zeros((1, configs)), np.zeros((1, configs))
+        if config.offload_optimizer and gpu:  # the host's step and the copies: the GPU waits for them
+            return np.asarray(ev.optimizer_s, dtype=float)[None, :], np.zeros((1, configs))
         dispatches = optimizer_step.host_dispatches(graph, config)
         launches = dispatches * (self.launch_s(device) if gpu else 0.0)
         host = dispatches * self.profile_for(device).op_us(ops.OPTIMIZER) * 1e-6 + launches
