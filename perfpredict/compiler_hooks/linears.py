@@ -24,7 +24,8 @@ def block_weights(graph: OpGraph) -> list[int]:
     root, start = view_roots(graph, through=_RECIPE_OPS), forward_end(graph)
     found = {i for i in range(start) if graph.nodes[i].op == ops.MATMUL and graph.nodes[i].params}
     for a, b in graph.edges:
-        if b < start and graph.nodes[b].op == ops.MATMUL and graph.nodes[root[a]].params:
+        weight = graph.nodes[root[a]]  # a view of a parameter (an op that reads one and computes is not a weight)
+        if b < start and graph.nodes[b].op == ops.MATMUL and weight.params and weight.is_view:
             found.add(root[a])
     return sorted(i for i in found if block_of(graph.nodes[i].module_path))
 
