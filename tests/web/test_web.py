@@ -218,3 +218,29 @@ def test_the_generation_view_answers_what_perfpredict_generate_answers(tmp_path,
     message, *_ = answer("gpt2", None, "generation", 1, 16, "default", "default", ["H100-SXM"], [], None, None,
                          *steps, "hf", "eager", "nope", 2)  # fmt: skip
     assert "unknown host &#x27;nope&#x27;" in message
+
+
+def test_the_pages_training_memory_inputs_become_the_requests_fields():
+    from perfpredict.web.app import training_options
+    from perfpredict.web.compare import Question
+
+    page = {
+        "activation_checkpointing": "selective-op",
+        "float8": "tensorwise",
+        "lora_rank": 16,
+        "qlora": True,
+        "optimizer_impl": "default",
+        "offload_optimizer": False,
+        "power_limit_w": 500,
+    }
+    options = training_options(page)
+    assert options == {
+        "activation_checkpointing": "selective-op",
+        "float8": "tensorwise",
+        "lora_rank": 16,
+        "qlora": True,
+        "power_limit_w": 500.0,
+    }
+    request = Question(model="gpt2", phase="training", options=options).request("H100-SXM")
+    assert (request.activation_checkpointing, request.lora_rank, request.qlora) == ("selective-op", 16, True)
+    assert training_options({"float8": "none", "lora_rank": 0, "activation_checkpointing": "default"}) == {}
