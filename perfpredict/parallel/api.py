@@ -64,7 +64,7 @@ def parallel_report(
     # with neither tp nor pp the one stage's graph is the whole graph: its report is the single GPU's too
     whole = runs[0].time.report if len(runs) == 1 and runs[0].stage.graph is graph else None
     single_s, single_fits = _single_gpu(graph, dev, options, plan, whole)
-    return _report(
+    report = _report(
         graph,
         plan,
         dev,
@@ -80,6 +80,21 @@ def parallel_report(
         precision,
         optimizer,
     )
+    return _with_memory_assumptions(report, plan, each, precision, runs[0].time.report.assumptions)
+
+
+#: the single-GPU report's assumptions a rank's memory rests on too
+_RANK_ASSUMPTIONS = ("activation checkpointing", "fine-tuning", "float8", "optimizer step", "power limit")
+
+
+def _with_memory_assumptions(report, plan, each, precision, rank_assumptions) -> ParallelReport:
+    """The report with what its memory per rank rests on: the strategy's bytes per parameter and their sharding,
+    and the rank's training options (checkpointing, LoRA, float8, the optimizer step, a power cap)."""
+    import dataclasses
+
+    extra = {"memory": mem.describe(plan, each, precision)} if each is not None else {}
+    extra.update({k: rank_assumptions[k] for k in _RANK_ASSUMPTIONS if k in rank_assumptions})
+    return dataclasses.replace(report, assumptions={**report.assumptions, **extra})
 
 
 def _single_gpu(graph, device, options: Request, plan: ParallelPlan, single=None) -> tuple[float, bool]:

@@ -187,7 +187,8 @@ def assumptions(plan: ParallelPlan, links: Links, interconnect: str, training: b
             2: "ZeRO-2: as ZeRO-1, gradients sharded too, so the reduce-scatter runs every microbatch",
             3: "FSDP2 defaults: each layer's parameters all-gathered before its forward and again "
             "before its backward, prefetching one layer ahead; gradients reduce-scattered after "
-            "each layer's backward, every microbatch, overlapping the next",
+            "each layer's backward, every microbatch, overlapping the next; under a mixed-precision recipe "
+            "with torchtitan's MixedPrecisionPolicy (gathered in the compute dtype, reduced in float32)",
         }[plan.shard_stage]
         if plan.shard_stage:
             out["optimizer"] = f"each rank steps the optimizer on its 1/{plan.dp} shard of the parameters"

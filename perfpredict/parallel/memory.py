@@ -123,6 +123,33 @@ def check_options(plan: ParallelPlan, run: Any) -> None:
         )
 
 
+def describe(plan: ParallelPlan, each: PerParam, precision: str | None) -> str:
+    """The assumption line of the memory per rank: bytes per parameter as the strategy holds them, and what it
+    shards over how many ranks."""
+    stage = plan.shard_stage if plan.dp > 1 else 0
+    n = plan.shard_ranks
+    who = (
+        f"FSDP {plan.fsdp_strategy.upper()}"
+        if plan.fsdp and plan.dp > 1
+        else (f"DeepSpeed ZeRO-{stage}" if stage else ("DDP" if plan.dp > 1 else "one replica"))
+    )
+    terms = [
+        ("weights", each.weights, stage >= 3),
+        ("gradients", each.gradients, stage >= 2),
+        ("optimizer state", each.optimizer_state, stage >= 1),
+        ("optimizer temporaries", each.temporaries, stage >= 1),
+        ("autocast copies", each.weight_copies, False),
+    ]
+    held = ", ".join(f"{name} {b:g}{f' / {n}' if sharded and n > 1 else ''}" for name, b, sharded in terms if b)
+    gathered = (
+        f"; gathered layers in {each.gathered:g} bytes per parameter, one layer's gradients before the reduce-scatter "
+        f"in {each.unsharded_gradient:g}"
+        if stage >= 3
+        else ""
+    )
+    return f"{who} under {precision or 'the graph dtype'}: bytes per trainable parameter: {held}{gathered}"
+
+
 def _offload(run: Any) -> bool:
     return bool(getattr(run, "offload_optimizer", False))
 

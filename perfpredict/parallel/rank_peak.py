@@ -44,7 +44,7 @@ def step_peaks(graph: Any, device: Any, gradient_bytes: float, carried: bool) ->
     grads = {mm.storage_roots(graph, own=set(picked))[i] for i in graph.grad_outputs}
     in_walk = float(sum(walk[r][0] for r in grads))
     if not carried:  # every gradient leaves the walk, the ones a backward op returns itself included
-        walk[sorted(grads)] = 0.0
+        walk = mm.without_gradients(graph, walk, set(picked))
         in_walk = 0.0
     peak, scratch = mm.activation_peak_parts(walk, frees, workspace)
     at_end = float(walk[frees >= len(graph.nodes)].sum(axis=0)[0])

@@ -29,6 +29,7 @@ from perfpredict.predictors.memory_model import (
     memory_terms,
     picked_elements,
     training_bytes,
+    without_gradients,
 )
 
 if TYPE_CHECKING:
@@ -143,8 +144,10 @@ class AnalyticalPredictor:
         frees = free_steps(graph, picked, forward_outputs_kept=kept)
         born = gpu and config.phase == "training"  # gradients born in the backward
         walk = element_bytes(graph, out_bytes, picked, gradients_walk=born)
+        if born and config.offload_optimizer:  # ZeRO-Offload streams each gradient out as it is made
+            walk = without_gradients(graph, walk, picked)
         if born:
-            trainable = float(training_bytes(graph, config).gradients)
+            trainable = 0.0 if config.offload_optimizer else float(training_bytes(graph, config).gradients)
             parts = backward_born_peak(
                 graph,
                 walk,

@@ -208,6 +208,16 @@ def backward_born_peak(
     return PeakParts(total, np.where(end, 0.0, np.minimum(workspace, total)), scratch, end)
 
 
+def without_gradients(graph: OpGraph, walk_bytes: np.ndarray, picked: Collection[int]) -> np.ndarray:
+    """``walk_bytes`` (from ``element_bytes(gradients_walk=True)``) with every parameter gradient taken out: a step
+    that sends each gradient away as it is made (ZeRO-Offload to the host; ZeRO-2, ZeRO-3 and FSDP by a
+    reduce-scatter) holds none of them to its end."""
+    out = walk_bytes.copy()
+    root = storage_roots(graph, own=picked)
+    out[sorted({root[i] for i in graph.grad_outputs})] = 0.0
+    return out
+
+
 def gpu_conv_workspace_bytes(graph: OpGraph, moved: np.ndarray, out_bytes: np.ndarray) -> np.ndarray:
     """Scratch per node ([nodes, configs]) while a GPU runs a forward convolution: a copy of its input and output.
 
