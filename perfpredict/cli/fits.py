@@ -31,9 +31,10 @@ def show_fits(args: argparse.Namespace, request: Any) -> int:
     from perfpredict.pipeline import predict
     from perfpredict.render.text import fmt_time_ms
 
-    rows = []
+    rows, model = [], request.model_name
     for name in device_names(args.devices):
         report = predict(request.but(device=name))
+        model = model or report.model_name
         parallel = request.parallel is not None
         rows.append(
             {
@@ -47,8 +48,8 @@ def show_fits(args: argparse.Namespace, request: Any) -> int:
     if args.json == "-":
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return EXIT_OK
-    what = "per GPU" if request.parallel is not None else ""
-    table = Table(title=f"{request.model_name or 'the model'}: does it fit? (peak memory {what})".replace("  ", " "))
+    what = ", peak memory per GPU" if request.parallel is not None else ""
+    table = Table(title=f"{model}: does it fit?{what}", title_justify="left")
     for column in ("device", "memory", "peak memory", "fits", "step"):
         table.add_column(column, justify="left" if column == "device" else "right")
     for r in sorted(rows, key=lambda r: (not r["fits"], r["step_ms"])):
