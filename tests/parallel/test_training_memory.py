@@ -226,3 +226,26 @@ def test_a_fsdp_rank_at_dp_64_with_full_checkpointing_end_to_end(llama):
     one_layer = _saved_by_hand(model, "none") // model.L
     assert saved < m.activations_bytes < saved + 2 * one_layer + 3 * 4 * b * s * model.V
     assert report.stages[0].memory.total_bytes == report.peak_memory_bytes
+
+
+@pytest.mark.parametrize("model", [LLAMA2_7B, LLAMA3_70B], ids=["llama2-7b", "llama3-70b"])
+def test_qlora_on_one_gpu_by_hand(model):
+    from perfpredict.core.graph import OpGraph
+    from perfpredict.hardware.precision import HeldOptions, training_bytes
+
+    h, f, kv, d, L = model.h, model.f, model.kv, model.h // model.a, model.L
+    # LoRA rank 16 on all seven linears: r x (in + out) each; q and o: h + h, k and v: h + kv*d, gate and up: h + f,
+    # down: f + h. Llama-2-7B: 16 x (2 x 8192 + 2 x 8192 + 3 x 15104) = 1,249,280 a layer, 39,976,960 in all
+    adapters = L * 16 * (2 * 2 * h + 2 * (h + kv * d) + 3 * (h + f))
+    base_linears = L * (model.layer - 2 * h)  # the NF4 weights: every linear of the layers
+    rest = model.params - base_linears  # embedding, head and norms, frozen in bf16
+    step = OpGraph(
+        (), (), phase="training", param_count=model.params + adapters, trainable_param_count=adapters, dtype="bfloat16"
+    )
+    held = training_bytes(step, "training", "adamw", "amp-bf16", HeldOptions(nf4_params=base_linears))
+    # float32 adapters with float32 gradients and two AdamW states; the base at 4.127 bits, the rest at 2 bytes
+    assert held.params == adapters * 4 + round(base_linears * 4.127 / 8 + rest * 2)
+    assert (held.gradients, held.optimizer_state, held.weight_copies) == (adapters * 4, adapters * 8, adapters * 2)
+    # Llama-2-7B: 6,476,267,520 NF4 weights are 3.11 GiB; Llama-3-70B: 68,451,041,280 are 32.89 GiB
+    nf4_gib = {LLAMA2_7B: 3.11, LLAMA3_70B: 32.89}[model]
+    assert base_linears * 4.127 / 8 / GIB == pytest.approx(nf4_gib, abs=0.01)
