@@ -41,17 +41,33 @@ class ModuleSource:
         if request.batch is not None:
             args = rebatch(args, request.batch, self.capture)
         name = request.model_name or type(self.model).__name__
+        dtype = _traced_dtype(request, device)
+        model, args, kwargs = self._with_lora(request, args, dtype)
         graph = featurize(
-            self.model,
+            model,
             args,
             phase=request.phase or "inference",
-            dtype=_traced_dtype(request, device),
-            example_kwargs=self.example_kwargs,
+            dtype=dtype,
+            example_kwargs=kwargs,
             name=name,
             capture=self.capture,
             attn_implementation=request.attn_implementation,
         )
         return Captured(graph, name, request.precision, None, built_in(self.model))
+
+    def _with_lora(self, request: Request, args: tuple, dtype: str | None) -> tuple[Any, tuple, Any]:
+        """The model to capture, with the request's LoRA adapters on a meta copy of it (the caller's model is not
+        touched), and the inputs to call it with."""
+        from perfpredict.model_sources import lora_of
+
+        lora = lora_of(request)
+        if lora is None:
+            return self.model, args, self.example_kwargs
+        from perfpredict.compiler_hooks.capture import meta_twin
+        from perfpredict.compiler_hooks.lora import with_lora
+
+        twin, meta_args, meta_kwargs = meta_twin(self.model, args, dict(self.example_kwargs or {}), dtype)
+        return with_lora(twin, *lora), meta_args, meta_kwargs
 
 
 def _traced_dtype(request: Request, device: Any) -> str | None:

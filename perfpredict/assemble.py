@@ -125,15 +125,18 @@ def build_report(
         device_source=device.source,
         timeline=out.timeline,
         assumptions=assumptions(graph, device, config, out, assumed),
-        **_trainer_terms(graph, device, config, lat.value / 1e3, out.timeline),
+        **_trainer_terms(graph, device, config, lat.value / 1e3, out),
+        recompute=_recompute(graph, out),
     )
 
 
-def _trainer_terms(graph: OpGraph, device: Device, config: RunConfig, step_s: float, timeline) -> dict:
-    """A training step as trainers state it (``perfpredict.core.trainer``): one GPU's tokens/s, MFU and HFU, and
-    the step split (no communication or bubble on one GPU; recompute where the graph holds it is compute here)."""
+def _trainer_terms(graph: OpGraph, device: Device, config: RunConfig, step_s: float, out: PredictorOutput) -> dict:
+    """A training step as trainers state it (``perfpredict.core.trainer``): one GPU's tokens/s, MFU and HFU (the
+    checkpointing recompute's FLOPs counted in HFU only), and the step split (no communication or bubble on one GPU;
+    the recompute's time is its own part)."""
     if config.phase != "training":
         return {}
+    from perfpredict.compiler_hooks.recompute import recompute_summary
     from perfpredict.core import trainer
     from perfpredict.hardware.devices import datasheet_device
 
@@ -141,9 +144,23 @@ def _trainer_terms(graph: OpGraph, device: Device, config: RunConfig, step_s: fl
     dtype = trainer.compute_dtype(graph.dtype, config.precision, bool(getattr(config, "float8", None)))
     tensor_core = dtype != "float32" or config.tf32
     peak = datasheet_device(device).peak_flops(dtype, tensor_core=tensor_core)[0]
-    metrics = trainer.metrics(graph, step_s, 1, graph.batch_size, model, model, peak, dtype, rule)
+    hardware = model + recompute_summary(graph)[2]
+    metrics = trainer.metrics(graph, step_s, 1, graph.batch_size, model, hardware, peak, dtype, rule)
+    timeline = out.timeline
     host_s = max(timeline.wall_ms - timeline.device_ms, 0.0) / 1e3 if timeline is not None else 0.0
-    return {"trainer": metrics, "step_split": trainer.split(step_s, 0.0, 0.0, 0.0, host_s)}
+    return {"trainer": metrics, "step_split": trainer.split(step_s, 0.0, 0.0, out.recompute_ms / 1e3, host_s)}
+
+
+def _recompute(graph: OpGraph, out: PredictorOutput):
+    """The checkpointing recompute's FLOPs and time, where the graph recomputes anything."""
+    from perfpredict.compiler_hooks.recompute import recompute_summary
+    from perfpredict.core.report import RecomputeShare
+
+    policy, regions, flops = recompute_summary(graph)
+    if not regions:
+        return None
+    latency = out.latency_ms.value
+    return RecomputeShare(policy, regions, flops, out.recompute_ms, out.recompute_ms / latency if latency else 0.0)
 
 
 def _memory_of_peak(out: PredictorOutput):

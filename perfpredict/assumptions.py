@@ -73,6 +73,54 @@ def assumptions(
             found["device time"] = out.timeline.device_model
     if device.runtime_overhead_bytes:
         found["runtime"] = f"{device.runtime_overhead_bytes / GIB:.2f} GiB of framework and context memory"
+    found.update(training_memory(graph, device, config))
+    return found
+
+
+def training_memory(graph: OpGraph, device: Device, config: RunConfig) -> dict[str, str]:
+    """The training-memory options a report rests on: checkpointing, LoRA and QLoRA, float8, the optimizer's
+    implementation and ZeRO-Offload, a power cap (docs/parallel.md, "Memory, checkpointing and fine-tuning")."""
+    from perfpredict.compiler_hooks.recompute import recompute_summary
+    from perfpredict.hardware.power import describe
+    from perfpredict.hardware.precision import FLOAT8_RECIPES
+
+    found: dict[str, str] = {}
+    if config.phase == "training":
+        policy, regions, flops = recompute_summary(graph)
+        found["activation checkpointing"] = (
+            f"{policy}: {regions} region(s) keep their inputs (selective-op: and their matmul and attention outputs) "
+            f"and recompute the rest of their forward in the backward, {flops / 1e9:,.1f} GFLOP"
+            if regions
+            else "none: every activation the backward reads is kept from the forward"
+        )
+        if graph.trainable_param_count < graph.param_count * 0.5:
+            found["fine-tuning"] = (
+                f"{graph.trainable_param_count:,} of {graph.param_count:,} parameters train (LoRA adapters, or a "
+                "frozen base): the frozen ones have no gradient and no optimizer state"
+                + (
+                    "; QLoRA: the frozen linears in NF4 (4.127 bits), dequantized before each matmul"
+                    if config.qlora
+                    else ""
+                )
+            )
+        impl = config.optimizer_impl or "foreach"
+        found["optimizer step"] = (
+            "ZeRO-Offload: the optimizer state, the float32 master weights and the step on the host CPU; the "
+            "gradients leave through one bucket, the updated weights come back over the host link"
+            if config.offload_optimizer
+            else f"torch.optim's {impl} implementation"
+            + {"foreach": " (one temporary copy of the updated values)", "fused": " (no temporary)"}.get(
+                impl, " (one parameter's temporary at a time)"
+            )
+        )
+    if config.float8 != "none":
+        found["float8"] = (
+            f"{FLOAT8_RECIPES[config.float8]}: the blocks' linear GEMMs at the float8 tensor rate, at the share of it "
+            "half-precision GEMMs of the same shapes reach; each operand's amax and cast are ops of their own"
+        )
+    capped = describe(device)
+    if capped:
+        found["power limit"] = capped
     return found
 
 

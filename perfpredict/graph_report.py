@@ -30,6 +30,19 @@ def refuse_fixed_by_the_graph(values: Mapping[str, Any]) -> None:
         )
 
 
+def training_graph(graph: OpGraph, request: Request, device: Any) -> OpGraph:
+    """``graph`` as the request's training run executes it: activation checkpointing's recompute in the backward
+    (compiler_hooks/recompute.py), QLoRA's dequantize ops (nf4_base.py), float8 linears with their casts
+    (float8_linears.py). A graph already rewritten is returned as it is, so a rank's graph that the parallel path
+    rewrote before splitting it is not rewritten twice."""
+    from perfpredict.compiler_hooks import float8_linears, nf4_base, recompute
+
+    graph = recompute.apply(graph, request.activation_checkpointing)
+    if request.qlora:
+        graph = nf4_base.apply(graph)
+    return float8_linears.apply(graph, request.float8, device)
+
+
 def report_for_graph(
     graph: OpGraph,
     request: Request | None = None,
@@ -60,8 +73,11 @@ def report_for_graph(
             f"the graph of {request.model_name or graph.name or 'the model'!r} holds no operation to predict (source "
             f"{graph.source!r}); check that the model computes something with these inputs and input shapes"
         )
+    from perfpredict.hardware.power import power_limited
+
     device = request.device
-    dev = device if isinstance(device, Device) else get_device(device)
+    dev = power_limited(device if isinstance(device, Device) else get_device(device), request.power_limit_w)
+    graph = training_graph(graph, request, dev)
     config = request.run_config(request.phase or graph.phase, request.resolved_weights_built_in(weights_default))
     report = build_report(
         graph,

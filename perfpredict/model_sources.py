@@ -41,8 +41,26 @@ class HFSource:
             phase=phase,
             use_cache=self.use_cache,
             attn_implementation=request.attn_implementation,
+            lora=lora_of(request),
         )
         return Captured(graph, name, run.precision, {"dtype": run.source}, None)
+
+
+def lora_of(request: Request) -> tuple[int, str | None] | None:
+    """The request's LoRA adapters as (rank, targets), or None; refused in one line where they cannot apply."""
+    from perfpredict.core.errors import InvalidInputError
+
+    if request.lora_rank is None:
+        if request.lora_targets is not None:
+            raise InvalidInputError(
+                f"lora_targets={request.lora_targets!r} names where LoRA adapters go: add lora_rank (--lora-rank 16)"
+            )
+        return None
+    if (request.phase or "inference") != "training":
+        raise InvalidInputError(
+            "lora_rank fine-tunes LoRA adapters in a training step: add --training (phase='training')"
+        )
+    return request.lora_rank, request.lora_targets
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ def predict_with_graph(request: Request) -> tuple[Any, OpGraph]:
 
     forget()  # a prediction that fails must not leave the previous model's report as last_report()
     device = request.device if isinstance(request.device, Device) else get_device(request.device)  # fail fast
+    _check_device_options(request, device)
     captured = capture(request, device)
     run = request.but(device=device, precision=captured.precision, model_name=request.model_name or captured.name)
     if request.parallel is not None:
@@ -35,6 +36,16 @@ def predict_with_graph(request: Request) -> tuple[Any, OpGraph]:
         return parallel_report(captured.graph, request.parallel, run), captured.graph
     report = report_for_graph(captured.graph, run, assumed=captured.assumed, weights_default=captured.weights_built_in)
     return report, captured.graph
+
+
+def _check_device_options(request: Request, device: Any) -> None:
+    """What the device cannot do, refused before the capture: float8 without float8 tensor cores, a power cap
+    outside the board's range."""
+    from perfpredict.compiler_hooks.float8_linears import check_device
+    from perfpredict.hardware.power import power_limited
+
+    check_device(request.float8, device)
+    power_limited(device, request.power_limit_w)
 
 
 def capture(request: Request, device: Any) -> Captured:

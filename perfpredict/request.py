@@ -59,6 +59,16 @@ class Request:
     # the dtype the weights exist in before their cast to the run dtype; None: loaded in it; "auto": the source's
     weights_built_in: str | None = field(default=AUTO, metadata=_RUN)
     parallel: Mapping[str, Any] | None = field(default=None, metadata=_RUN)  # {"dp", "tp", "pp", ...}; None: 1 GPU
+    # training memory and fine-tuning (docs/parallel.md, "Memory, checkpointing and fine-tuning")
+    # None: the model's own checkpoint regions; "none", "full", "selective-op", "every-<k>" (compiler_hooks/recompute)
+    activation_checkpointing: str | None = field(default=None, metadata=_RUN)
+    float8: str = field(default="none", metadata=_RUN)  # "tensorwise", "rowwise" (torchao), "delayed" (TE)
+    optimizer_impl: str | None = field(default=None, metadata=_RUN)  # for-loop, foreach, fused; None: the framework's
+    offload_optimizer: bool = field(default=False, metadata=_RUN)  # ZeRO-Offload: state and step on the host CPU
+    lora_rank: int | None = field(default=None, metadata=_RUN)  # LoRA adapters of this rank (peft); None: full
+    lora_targets: str | None = field(default=None, metadata=_RUN)  # "q_proj,v_proj" or "all-linear"; None: peft's
+    qlora: bool = field(default=False, metadata=_RUN)  # the frozen base in 4-bit NF4 (QLoRA); needs lora_rank
+    power_limit_w: float | None = field(default=None, metadata=_RUN)  # a board power cap (nvidia-smi -pl)
     # the report
     model_name: str | None = field(default=None, metadata=_REPORT)
     max_latency_ms: float | None = field(default=None, metadata=_REPORT)  # MIG advice targets
@@ -74,10 +84,25 @@ class Request:
         if self.dtype is not None and self.dtype not in DTYPES:
             raise InvalidInputError(f"dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
         attention_choice.check(self.attn_implementation)
-        for name in ("batch", "seq"):
+        for name in ("batch", "seq", "lora_rank"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise InvalidInputError(f"{name} {value!r} must be a whole number of at least 1")
+        self._check_training_options()
+
+    def _check_training_options(self) -> None:
+        """The training-memory options, each refused in one line with its valid values (the device-dependent checks,
+        float8 tensor cores and the power limit's range, run where the device is known)."""
+        from perfpredict.compiler_hooks.recompute import parse_policy
+        from perfpredict.hardware.precision import check_training_options
+
+        parse_policy(self.activation_checkpointing)
+        check_training_options(
+            float8=self.float8,
+            optimizer_impl=self.optimizer_impl,
+            lora_targets=self.lora_targets,
+            power_limit_w=self.power_limit_w,
+        )
 
     @classmethod
     def of(cls, **fields: Any) -> Request:

@@ -12,7 +12,7 @@ from typing import Any
 
 from perfpredict.cli.args import DTYPE_CHOICES, non_negative_int, positive_float, positive_int
 from perfpredict.compiler_hooks.attention_choice import ATTN_IMPLEMENTATIONS
-from perfpredict.hardware.precision import OPTIMIZERS, PRECISIONS
+from perfpredict.hardware.precision import FLOAT8_RECIPES, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS
 from perfpredict.predictors.base import RUN_MODES
 from perfpredict.request import AUTO, Request, default, field_names
 
@@ -105,6 +105,7 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int) -> None:
         "16-vCPU Xeon GPU server, the default), dev-vm, or calibrated (`perfpredict calibrate-host`'s; used by "
         "default once it exists)",
     )
+    add_training_memory_args(p)
     _run_flag(p, "--max-latency-ms", type=positive_float, help="latency target for MIG advice")
     _run_flag(
         p,
@@ -150,7 +151,28 @@ def top_count(text: str) -> int | None:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0 or 'all', got {text!r}") from None
 
 
-def _run_flag(p: argparse.ArgumentParser, flag: str, dest: str | None = None, **options: Any) -> None:
+def add_training_memory_args(p: argparse.ArgumentParser) -> None:
+    """Training memory and fine-tuning (docs/parallel.md, "Memory, checkpointing and fine-tuning")."""
+    g = p.add_argument_group("training memory and fine-tuning (with --training)")
+    _run_flag(
+        g,
+        "--activation-checkpointing",
+        metavar="POLICY",
+        help="none, full (every block recomputes its forward in the backward), selective-op (save matmul and "
+        "attention outputs, recompute the rest) or every-K (every K-th block); default: the model's own",
+    )
+    _run_flag(
+        g, "--float8", choices=tuple(FLOAT8_RECIPES), help="float8 linears: tensorwise, rowwise (torchao), delayed (TE)"
+    )
+    _run_flag(g, "--optimizer-impl", choices=OPTIMIZER_IMPLS, help="torch.optim implementation (default: foreach)")
+    _run_flag(g, "--offload-optimizer", action="store_true", help="ZeRO-Offload: optimizer state and step on the CPU")
+    _run_flag(g, "--lora-rank", type=positive_int("--lora-rank"), help="fine-tune LoRA adapters of this rank (peft)")
+    _run_flag(g, "--lora-targets", metavar="NAMES", help="modules that get adapters: q_proj,v_proj or all-linear")
+    _run_flag(g, "--qlora", action="store_true", help="QLoRA: the frozen base in 4-bit NF4 (with --lora-rank)")
+    _run_flag(g, "--power-limit", dest="power_limit_w", type=positive_float, metavar="W", help="board power cap (W)")
+
+
+def _run_flag(p: Any, flag: str, dest: str | None = None, **options: Any) -> None:
     """A run flag: its ``dest`` names a Request field (``--max-latency-ms``: ``max_latency_ms``) and its default is
     that field's, so :func:`request_from_args` can copy every run option across by name."""
     dest = dest or flag.removeprefix("--").replace("-", "_")

@@ -32,6 +32,7 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--zero-stage", type=non_negative_int, default=None, help="DeepSpeed ZeRO stage 0-3 instead")
     g.add_argument("--sp", action="store_true", help="sequence parallelism with --tp (reduce-scatter/all-gather)")
+    g.add_argument("--float8-all-gather", action="store_true", help="FSDP gathers float8 weights (--float8 tensorwise)")
     g.add_argument(
         "--gpus-per-node",
         type=positive_int("--gpus-per-node"),
@@ -63,7 +64,10 @@ def _scale_args(g: Any) -> None:
         help="samples per optimizer step; sets --microbatches = global / (--batch x --dp)",
     )
     g.add_argument(
-        "--shard-group", type=positive_int("--shard-group"), default=None, help="--fsdp hybrid_shard's group"
+        "--shard-group",
+        type=positive_int("--shard-group"),
+        default=None,
+        help="--fsdp hybrid_shard: ranks that shard (default: the dp ranks of one node)",
     )
     g.add_argument(
         "--fsdp-dtype",
@@ -94,7 +98,7 @@ def plan_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
         *("global_batch", "shard_group", "nvlink_domain", "inter_node_gbps"),
     )
     plan = {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
-    plan.update({k: True for k in ("sp", "async_tp") if getattr(args, k, False)})
+    plan.update({k: True for k in ("sp", "async_tp", "float8_all_gather") if getattr(args, k, False)})
     strategy = getattr(args, "fsdp", None)
     if strategy:
         plan["fsdp"] = True

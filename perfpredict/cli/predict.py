@@ -31,6 +31,11 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     add_model_args(p, top_default=10)
     p.add_argument("--json", metavar="PATH", help="write the report as JSON to PATH ('-': stdout, nothing else)")
     p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report to PATH")
+    p.add_argument(
+        "--devices",
+        metavar="NAMES",
+        help="ask on several devices: a comma list or 'all' (every catalog GPU); one row each: peak memory, fits, step",
+    )
     add_parallel_args(p)
     p.set_defaults(func=cmd_predict)
 
@@ -74,6 +79,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     # the HTML page's roofline draws every op at its predicted rate: it needs every op's row; the JSON keeps 25
     request = request_from_args(args, top_ops=EVERY_OP if args.html else _kept(args.top))
+    if args.devices:
+        from perfpredict.cli.fits import show_fits
+
+        if args.html:
+            raise InvalidInputError("--html shows one device; drop it with --devices (or use --json -)")
+        return show_fits(args, request)
     if request.parallel is not None and args.html:
         raise InvalidInputError("--html is not available for multi-GPU plans yet; use --json PATH")
     from perfpredict.pipeline import predict_with_graph

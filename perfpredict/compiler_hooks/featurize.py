@@ -47,6 +47,7 @@ def featurize(
         name,
         attn_implementation,
         getattr(getattr(model, "config", None), "_attn_implementation", None),  # the model's own, which may change
+        _checkpointing(model),  # gradient_checkpointing_enable() after a first capture changes the training graph
     )
     hit = _CACHE.get(key)
     if hit is not None and hit[0]() is model:
@@ -85,6 +86,12 @@ def _signature(values: Any) -> tuple:
         else:
             out.append(repr(v)[:64])
     return tuple(out)
+
+
+def _checkpointing(model: Any) -> tuple[str, ...]:
+    """The modules whose HF gradient checkpointing is on (their ``gradient_checkpointing`` flag)."""
+    modules = model.named_modules() if hasattr(model, "named_modules") else ()
+    return tuple(name for name, m in modules if getattr(m, "gradient_checkpointing", False) is True)
 
 
 def _weakrefable(obj: Any) -> bool:

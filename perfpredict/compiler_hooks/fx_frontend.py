@@ -27,6 +27,7 @@ class _Walk:
     metas: dict[Any, tuple[TensorMeta, ...]] = field(default_factory=dict)
     index: dict[Any, int] = field(default_factory=dict)
     params: set[Any] = field(default_factory=set)
+    frozen: set[Any] = field(default_factory=set)  # parameters and buffers that do not train
     symbols: dict[str, int] = field(default_factory=dict)
 
 
@@ -68,6 +69,8 @@ def graph_from_fx(
             if _is_trainable(node, example, i, trainable_indices):
                 trainable_count += size
                 trainable_bytes += sum(m.nbytes for m in metas)
+            elif phase == "training":  # a frozen weight of a training step (a LoRA run's base): QLoRA's NF4
+                walk.frozen.add(node)
         elif metas:
             input_bytes += sum(m.nbytes for m in metas)
             user_inputs.extend(metas)
@@ -175,6 +178,7 @@ def _op_node(gm: Any, node: Any, walk: _Walk) -> OpNode | None:
     flops = op_kinds.op_flops(kind, name, arg_metas, node.args, node.kwargs, outputs)
     read, written = op_kinds.op_bytes(kind, name, inputs, outputs, arg_metas)
     params = sum(m.numel for src in _input_nodes(node) if src in walk.params for m in walk.metas.get(src, ()))
+    frozen = sum(m.numel for src in _input_nodes(node) if src in walk.frozen for m in walk.metas.get(src, ()))
     if module is not None:
         params += sum(p.numel() for p in module.parameters(recurse=False))
     return OpNode(
@@ -187,7 +191,7 @@ def _op_node(gm: Any, node: Any, walk: _Walk) -> OpNode | None:
         bytes_read=read,
         bytes_written=written,
         params=params,
-        attrs=MappingProxyType(_attrs(kind, name, node)),
+        attrs=MappingProxyType({**_attrs(kind, name, node), **({"frozen_params": frozen} if frozen else {})}),
         module_path=_module_path(node),
     )
 
@@ -269,6 +273,11 @@ def _attrs(kind: str, name: str, node: Any) -> dict[str, Any]:
             attrs["groups"] = groups
     if "backward" in name:
         attrs["backward"] = True
+    region = node.meta.get("ac_graph_id")
+    if region is not None and node.meta.get("recompute") is not None:  # a torch.utils.checkpoint region's op
+        attrs["checkpoint"] = int(region)
+        if getattr(node.meta["recompute"], "name", "") in ("MUST_SAVE", "PREFER_SAVE"):
+            attrs["checkpoint_save"] = True
     return attrs
 
 

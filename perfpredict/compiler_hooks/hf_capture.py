@@ -24,9 +24,11 @@ def cached(
     phase: str,
     use_cache: bool = True,
     attn_implementation: str | None = None,
+    lora: tuple[int, str | None] | None = None,
 ) -> tuple[OpGraph, str]:
     """``capture``, answered from the on-disk graph cache when the same question was captured before. A config
-    given as a dict (an uploaded config.json) is keyed by its fields."""
+    given as a dict (an uploaded config.json) is keyed by its fields. ``lora``: (rank, targets) of LoRA adapters
+    (``compiler_hooks.lora``)."""
     from perfpredict.caching import graph_store
     from perfpredict.compiler_hooks.hf_frontend import raw_config
 
@@ -36,7 +38,8 @@ def cached(
         else raw_config(id_or_path)
     )
     question = {"batch": batch_size, "seq": seq_len, "phase": phase, "dtype": dtype, "attn": attn_implementation}
-    key = graph_store.key(config=fields, name=name, **question)
+    extra = {"lora": list(lora)} if lora else {}
+    key = graph_store.key(config=fields, name=name, **question, **extra)
     graph = graph_store.load(key) if use_cache else None
     if graph is None:
         source = _config_of(fields, name) if isinstance(id_or_path, dict) else id_or_path
@@ -47,6 +50,7 @@ def cached(
             dtype=dtype,
             phase=phase,
             attn_implementation=attn_implementation,
+            lora=lora,
         )
         graph_store.save(key, graph)
     return graph, graph.name or name
@@ -66,11 +70,14 @@ def capture(
     dtype: str,
     phase: str,
     attn_implementation: str | None = None,
+    lora: tuple[int, str | None] | None = None,
 ) -> tuple[OpGraph, str]:
     """(the OpGraph, the model's name) for a shipped id, alias or config.json, built on the meta device, with
-    ``attn_implementation`` (None: transformers' default for it); an MoE routes statically (``moe_routing``)."""
+    ``attn_implementation`` (None: transformers' default for it) and ``lora``'s (rank, targets) adapters, where
+    given; an MoE routes statically (``moe_routing``)."""
     from perfpredict.compiler_hooks import hf_frontend as hf
     from perfpredict.compiler_hooks.featurize import featurize
+    from perfpredict.compiler_hooks.lora import describe, with_lora
 
     config = hf.load_config(id_or_path)
     name = config.name_or_path or config.model_type
@@ -79,7 +86,14 @@ def capture(
         inputs = hf.example_inputs(config, batch_size, seq_len, device="meta", dtype=dtype)
         return featurize(model, inputs, phase=phase, name=name, attn_implementation=attn_implementation)
 
-    return traced_stack(config, lambda cfg: hf.build_model(cfg, dtype=dtype), trace), name
+    def build(cfg: Any) -> Any:
+        model = hf.build_model(cfg, dtype=dtype)
+        return with_lora(model, *lora) if lora else model
+
+    graph = traced_stack(config, build, trace)
+    if lora:
+        graph = graph.with_run(notes=(*graph.notes, describe(*lora, graph.trainable_param_count, graph.param_count)))
+    return graph, name
 
 
 def traced_stack(

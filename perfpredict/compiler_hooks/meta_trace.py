@@ -24,7 +24,7 @@ import torch
 import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
-from perfpredict.compiler_hooks import block_reuse, op_table, shape_rules
+from perfpredict.compiler_hooks import block_reuse, checkpoint_regions, op_table, shape_rules
 from perfpredict.core.errors import FrontendError
 
 # torch functions that create a tensor and take a ``device=``: made on the meta device wherever the forward asks for
@@ -82,11 +82,14 @@ class TracedGraph:
 class _Recorder(TorchFunctionMode):
     """Runs each torch call on meta stand-ins and appends it to ``graph``."""
 
-    def __init__(self, graph: TracedGraph, stand_ins: _StandIns, paths: list[str]) -> None:
+    def __init__(
+        self, graph: TracedGraph, stand_ins: _StandIns, paths: list[str], regions: list[int] | None = None
+    ) -> None:
         super().__init__()
         self.graph = graph
         self.stand_ins = stand_ins
         self.paths = paths  # the stack of module paths whose forward is running (the innermost last)
+        self.regions = regions if regions is not None else []  # the torch.utils.checkpoint calls running
 
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: Mapping | None = None) -> Any:
         name = getattr(func, "__name__", "")
@@ -136,6 +139,9 @@ class _Recorder(TorchFunctionMode):
         node.meta["example_value"] = out
         if self.paths:
             node.meta["nn_module_stack"] = {"m": (self.paths[-1], None)}
+        if self.regions:  # tagged as dynamo tags a checkpointed region; AOTAutograd copies the tags to the joint graph
+            node.meta["recompute"] = checkpoint_regions.PREFER_RECOMPUTE()
+            node.meta["ac_graph_id"] = self.regions[-1]
         self.stand_ins.produced(out, node)
 
     def _module(self) -> str:
@@ -266,6 +272,7 @@ def trace(
     meta_args = tuple(_input(stand_ins, a, f"arg{i}") for i, a in enumerate(args))
     meta_kwargs = {k: _input(stand_ins, v, k) for k, v in kwargs.items()}
     paths: list[str] = []
+    regions: list[int] = []
     reuse = (
         block_reuse.Reuse(modules, blocks, graph, stand_ins, paths)
         if blocks is not None and modules
@@ -275,7 +282,8 @@ def trace(
         _compiling(),
         _ModulePaths(modules, paths),
         reuse,
-        _Recorder(graph, stand_ins, paths),
+        checkpoint_regions.recorded(regions),
+        _Recorder(graph, stand_ins, paths, regions),
         torch.set_grad_enabled(grad),
     ):
         out = model(*meta_args, **meta_kwargs)

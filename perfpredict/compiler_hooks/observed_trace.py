@@ -106,20 +106,34 @@ def _replacements() -> dict[Any, Any]:
 def observation_copy(gm: Any) -> Any:
     """A copy of ``gm`` for AOT to trace, with the replacements above; ``gm`` itself is unchanged.
 
-    The copy shares ``gm``'s parameters and submodules (no weights are copied). Returns ``gm`` when nothing in it
-    needs replacing.
+    The copy shares ``gm``'s parameters and submodules (no weights are copied), except the graph modules that hold
+    ops to replace: the bodies of higher-order ops such as dynamo's ``tag_activation_checkpoint`` (a checkpointed
+    layer's attention lives there) are copied and rewritten too. Returns ``gm`` when nothing in it needs replacing.
     """
     import copy
 
     import torch
 
     swaps = _replacements()
-    if not any(n.op == "call_function" and n.target in swaps for n in gm.graph.nodes):
+    bodies = {
+        node.target: _rewritten(getattr(gm, node.target), swaps)
+        for node in gm.graph.nodes
+        if node.op == "get_attr" and isinstance(getattr(gm, node.target, None), torch.fx.GraphModule)
+    }
+    bodies = {name: body for name, body in bodies.items() if body is not getattr(gm, name)}
+    if not bodies and not any(n.op == "call_function" and n.target in swaps for n in gm.graph.nodes):
         return gm
     graph = copy.deepcopy(gm.graph)
     for node in graph.nodes:
         if node.op == "call_function" and node.target in swaps:
             node.target = swaps[node.target]
     copied = torch.fx.GraphModule(gm, graph)
+    for name, body in bodies.items():
+        setattr(copied, name, body)
     copied.meta = getattr(gm, "meta", {})
     return copied
+
+
+def _rewritten(body: Any, swaps: dict[Any, Any]) -> Any:
+    """``body`` (a higher-order op's graph module) with its ops replaced, or ``body`` itself where none are."""
+    return observation_copy(body) if swaps else body

@@ -82,6 +82,7 @@ class MemoryBreakdown:
     peak_at: str = ""
     # a whole-model predictor's peak less the terms above (signed): the terms are the structural model's
     unattributed_bytes: int = 0
+    float8_copies_bytes: int = 0  # Transformer Engine's cached float8 weights and their transposes
 
     @property
     def activations_bytes(self) -> int:
@@ -107,6 +108,7 @@ class MemoryBreakdown:
             (self.activations_label, self.activations_bytes),
             ("workspace", self.workspace_bytes),
             ("autocast copies", self.weight_copies_bytes),
+            ("float8 weight copies", self.float8_copies_bytes),
             ("weights load (cast)", self.load_transient_bytes),
             ("runtime (CUDA context, allocator)", self.runtime_overhead_bytes),
             (
@@ -127,6 +129,7 @@ class MemoryBreakdown:
             + self.runtime_overhead_bytes
             + self.load_transient_bytes
             + self.weight_copies_bytes
+            + self.float8_copies_bytes
             + self.unattributed_bytes
         )
 
@@ -273,6 +276,19 @@ class BlockShare:
 
 
 @dataclass(frozen=True)
+class RecomputeShare:
+    """What activation checkpointing recomputes in one step: its policy ("full", "selective-op", "every-2", or
+    "model": the model's own checkpoint regions), the regions recomputed, their FLOPs (part of the graph's, so the
+    hardware FLOPs) and their time (the predictor's per-op time, ``share`` of the latency)."""
+
+    policy: str
+    regions: int
+    flops: int
+    time_ms: float
+    share: float
+
+
+@dataclass(frozen=True)
 class GraphSummary:
     nodes: int
     edges: int
@@ -351,6 +367,8 @@ class PerfReport(JsonReport):
     # a training step as trainers state it (perfpredict.core.trainer): tokens/s per GPU, MFU, HFU, the step split
     trainer: TrainerMetrics | None = None
     step_split: StepSplit | None = None
+    # activation checkpointing's recompute (None: nothing recomputed); its time is part of latency_ms
+    recompute: RecomputeShare | None = None
     schema_version: int = field(default=REPORT_SCHEMA_VERSION)
 
     @property
@@ -401,6 +419,8 @@ class PerfReport(JsonReport):
             d["trainer"] = TrainerMetrics(**d["trainer"])
         if d.get("step_split"):
             d["step_split"] = StepSplit(**d["step_split"])
+        if d.get("recompute"):
+            d["recompute"] = RecomputeShare(**d["recompute"])
         cls.restore_messages(d)
         d["by_kind"] = tuple(TimeShare(**t) for t in d.get("by_kind", ()))
         d["blocks"] = tuple(

@@ -44,6 +44,8 @@ _NUMERIC_FIELDS = {
     "boost_clock_mhz",
     "l2_bytes",
     "price_usd_per_hour",
+    "min_power_limit_w",
+    "power_limit_w",
 }
 _REQUIRED = ("memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flops_per_s", "tdp_w")
 

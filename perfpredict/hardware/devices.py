@@ -142,6 +142,10 @@ def datasheet_device(device: Device) -> Device:
     sheet = catalog.datasheet.get(name) if name else None
     if sheet is None:
         return device
+    if device.power_limit_w:  # the same cap on the datasheet basis (of the whole GPU, before any MIG slice)
+        from perfpredict.hardware.power import power_limited
+
+        sheet = power_limited(sheet, device.power_limit_w)
     return sheet.with_mig(device.name.split("/", 1)[1]) if device.parent else sheet
 
 
@@ -288,7 +292,18 @@ def _catalog() -> _Catalog:
     for path in _measured_files():
         _apply_measured_file(catalog, path)
     _apply_calibrated_cpu(catalog)
+    _apply_power_limits(catalog)
     return catalog
+
+
+def _apply_power_limits(catalog: _Catalog) -> None:
+    """A record's ``power_limit_w`` (a power-capped variant in a device file) lowers its clocks as
+    ``--power-limit`` does (hardware/power.py), measured ceilings included."""
+    from perfpredict.hardware.power import power_limited
+
+    for name, device in list(catalog.devices.items()):
+        if device.power_limit_w:
+            catalog.devices[name] = power_limited(dataclasses.replace(device, power_limit_w=None), device.power_limit_w)
 
 
 def _add_record(records: dict[str, dict[str, Any]], index: dict[str, str], rec: dict[str, Any]) -> None:
@@ -297,6 +312,8 @@ def _add_record(records: dict[str, dict[str, Any]], index: dict[str, str], rec: 
     Only the record's name is matched: a new device that lists an existing alias must not overwrite that device.
     """
     existing = _lookup(index, rec["name"])
+    if rec.get("base") and existing is None:  # a variant: the base device's record, then this one's fields
+        rec = _variant_of(records, index, rec)
     if existing is not None:
         old = records[existing]
         merged = {
@@ -317,6 +334,30 @@ def _add_record(records: dict[str, dict[str, Any]], index: dict[str, str], rec: 
         index.setdefault(_key(alias), name)  # an earlier device keeps an alias it already owns
     for canonical in records:
         index[_key(canonical)] = canonical  # canonical names always beat aliases
+
+
+#: a base's fields a variant does not inherit: its own names, and what was measured or priced for the base itself
+_NOT_INHERITED = ("aliases", "measured", "price_usd_per_hour", "price_source", "mig_profiles")
+
+
+def _variant_of(records: dict[str, dict[str, Any]], index: dict[str, str], rec: dict[str, Any]) -> dict[str, Any]:
+    """``rec`` on top of its ``base`` device's record (``base: H100-SXM`` in a device file)."""
+    base = _lookup(index, str(rec["base"]))
+    if base is None:
+        close = close_matches(str(rec["base"]), list(records))
+        raise InvalidInputError(
+            f"device {rec['name']!r} names base {rec['base']!r}, which is not in the catalog"
+            + (f"; did you mean: {close}?" if close else "; run `perfpredict devices` to list the names")
+        )
+    inherited = {k: v for k, v in records[base].items() if k not in _NOT_INHERITED}
+    sources = f"{rec.get('sources') or 'a user device file'}; other fields from {base}"
+    return {
+        **inherited,
+        **rec,
+        "base": base,
+        "sources": sources,
+        "peak_flops_per_s": {**inherited.get("peak_flops_per_s", {}), **rec.get("peak_flops_per_s", {})},
+    }
 
 
 def _env_device_files() -> list[Path]:

@@ -62,19 +62,49 @@ OPTIMIZERS: dict[str, tuple[int, int | None]] = {
 }
 EIGHT_BIT_BLOCK = 2048  # bitsandbytes' blockwise quantisation: one float32 absmax per block of each state
 
+#: float8 training recipes: torchao's Float8Linear with dynamic scaling per tensor or per row, and Transformer
+#: Engine's delayed scaling (amax history; its float8 weights and their transposes stay cached for the step)
+FLOAT8_RECIPES = {
+    "none": "no float8",
+    "tensorwise": "torchao Float8Linear, dynamic tensorwise scaling",
+    "rowwise": "torchao Float8Linear, dynamic rowwise scaling",
+    "delayed": "Transformer Engine, delayed scaling (amax history)",
+}
+#: torch.optim's implementations: one kernel chain per parameter, multi-tensor (torch's default on CUDA), one fused
+#: kernel (``fused=True``); None in a Request means the framework's default (foreach; DeepSpeed's FusedAdam)
+OPTIMIZER_IMPLS = ("for-loop", "foreach", "fused")
+#: QLoRA's NF4 with double quantization: 4 bits per weight plus 0.127 bits of quantization constants (Dettmers et al.
+#: 2023, "QLoRA", section 3: blocks of 64 with an 8-bit absmax per block and a float32 constant per 256 blocks)
+NF4_BYTES_PER_PARAM = 4.127 / 8
+#: ZeRO-Offload keeps on the GPU only the gradient bucket being copied out (DeepSpeed's reduce_bucket_size default,
+#: 5e8 elements)
+OFFLOAD_BUCKET_ELEMENTS = 500_000_000
+
 
 @dataclass(frozen=True)
 class TrainingBytes:
-    """Bytes held through a step: weights, gradients, optimizer state and autocast's weight copies."""
+    """Bytes held through a step: weights, gradients, optimizer state, autocast's weight copies and the float8
+    weights Transformer Engine caches."""
 
     params: int
     gradients: int
     optimizer_state: int
     weight_copies: int
+    float8_copies: int = 0
 
     @property
     def fixed(self) -> int:
-        return self.params + self.gradients + self.optimizer_state + self.weight_copies
+        return self.params + self.gradients + self.optimizer_state + self.weight_copies + self.float8_copies
+
+
+@dataclass(frozen=True)
+class HeldOptions:
+    """What a step holds beyond its precision recipe: ZeRO-Offload's state on the host, QLoRA's NF4 base, Transformer
+    Engine's cached float8 weights (bytes per parameter: a float8 copy and its transpose)."""
+
+    offload_optimizer: bool = False
+    nf4_params: int = 0  # frozen parameters stored in NF4
+    float8_cached_params: int = 0  # parameters whose float8 weight and transpose stay cached
 
 
 def state_bytes(graph: OpGraph, optimizer: str, trainable: int, weight_bytes: float) -> int:
@@ -88,25 +118,71 @@ def state_bytes(graph: OpGraph, optimizer: str, trainable: int, weight_bytes: fl
     return int(round(trainable * states * weight_bytes))
 
 
-def training_bytes(graph: OpGraph, phase: str, optimizer: str, precision: str | None) -> TrainingBytes:
+def training_bytes(
+    graph: OpGraph, phase: str, optimizer: str, precision: str | None, held: HeldOptions | None = None
+) -> TrainingBytes:
     """What ``graph`` holds through a step. Inference holds its weights only; training under ``precision`` (None:
-    everything in the graph's own dtype) adds gradients, optimizer state and, under AMP, the half copies."""
+    everything in the graph's own dtype) adds gradients, optimizer state and, under AMP, the half copies.
+
+    ``held``: ZeRO-Offload moves the optimizer state, the float32 master weights and the step to the host, as
+    DeepSpeed runs it (half-precision weights on the GPU, the gradients streamed out through one bucket); QLoRA
+    stores ``nf4_params`` frozen weights in NF4; Transformer Engine caches a float8 weight and its transpose."""
+    held = held or HeldOptions()
     if phase != "training":
         return TrainingBytes(graph.param_bytes, 0, 0, 0)
+    trainable, frozen = graph.trainable_param_count, graph.param_count - graph.trainable_param_count
     if precision is None:
-        count = graph.trainable_param_count or graph.trainable_param_bytes // DTYPE_BYTES.get(graph.dtype, 4)
-        each = graph.trainable_param_bytes / max(count, 1)
+        trainable = trainable or graph.trainable_param_bytes // DTYPE_BYTES.get(graph.dtype, 4)
+        w = c = graph.trainable_param_bytes / max(trainable, 1)
+        frozen_each = (graph.param_bytes - graph.trainable_param_bytes) / max(frozen, 1)
+        copies = 0.0
+    else:
+        p = PRECISIONS[precision]
+        w, c = DTYPE_BYTES[p.weight_dtype], DTYPE_BYTES[p.compute_dtype]
+        frozen_each = c  # frozen weights stay in the compute dtype
+        copies = c if p.autocast_copies else 0.0
+    nf4 = min(held.nf4_params, frozen)
+    frozen_bytes = round(nf4 * NF4_BYTES_PER_PARAM + (frozen - nf4) * frozen_each)
+    float8 = 2 * held.float8_cached_params
+    if held.offload_optimizer:  # DeepSpeed's half-precision weights; master weights and state on the host
         return TrainingBytes(
-            graph.param_bytes, graph.trainable_param_bytes, state_bytes(graph, optimizer, count, each), 0
+            round(trainable * c) + frozen_bytes, round(min(trainable, OFFLOAD_BUCKET_ELEMENTS) * c), 0, 0, float8
         )
-    p = PRECISIONS[precision]
-    w = DTYPE_BYTES[p.weight_dtype]
-    frozen = graph.param_count - graph.trainable_param_count  # frozen weights stay in the compute dtype
-    params = graph.trainable_param_count * w + frozen * DTYPE_BYTES[p.compute_dtype]
-    copies = graph.trainable_param_count * DTYPE_BYTES[p.compute_dtype] if p.autocast_copies else 0
     return TrainingBytes(
-        params, graph.trainable_param_count * w, state_bytes(graph, optimizer, graph.trainable_param_count, w), copies
+        round(trainable * w) + frozen_bytes,
+        round(trainable * w),
+        state_bytes(graph, optimizer, trainable, w),
+        round(trainable * copies),
+        float8,
     )
+
+
+def check_training_options(
+    *,
+    float8: str,
+    optimizer_impl: str | None,
+    lora_targets: str | None,
+    power_limit_w: float | None,
+) -> None:
+    """Refuse a training option that cannot work, in one line that names the valid values or the fix."""
+    from perfpredict.core.errors import InvalidInputError
+
+    if float8 not in FLOAT8_RECIPES:
+        raise InvalidInputError(f"float8={float8!r} is not one of {', '.join(map(repr, FLOAT8_RECIPES))}")
+    if optimizer_impl is not None and optimizer_impl not in OPTIMIZER_IMPLS:
+        raise InvalidInputError(
+            f"optimizer_impl={optimizer_impl!r} is not one of {', '.join(map(repr, OPTIMIZER_IMPLS))} "
+            "(None: the framework's default)"
+        )
+    if lora_targets is not None and (not isinstance(lora_targets, str) or not lora_targets.strip()):
+        raise InvalidInputError(
+            f"lora_targets={lora_targets!r} names the modules that get LoRA adapters: give them as 'q_proj,v_proj' "
+            "or 'all-linear'"
+        )
+    if power_limit_w is not None and (
+        isinstance(power_limit_w, bool) or not isinstance(power_limit_w, int | float) or not power_limit_w > 0
+    ):
+        raise InvalidInputError(f"power_limit_w={power_limit_w!r} must be a positive number of watts")
 
 
 def bytes_per_parameter(precision: str, optimizer: str) -> float:

@@ -45,12 +45,17 @@ def parallel_report(
     plan = resolve_batch(parse_plan(parallel if parallel is not None else request.parallel), graph.batch_size)
     training = graph.phase == "training"
     check_phase(plan, graph.phase)
-    dev = get_device(request.device) if isinstance(request.device, str) else request.device
+    mem.check_options(plan, request)
+    from perfpredict.hardware.power import power_limited
+
+    dev = power_limited(
+        get_device(request.device) if isinstance(request.device, str) else request.device, request.power_limit_w
+    )
     ic = interconnect or interconnect_for(dev)
     if plan.inter_node_gbps:
         ic = ic.with_network(plan.inter_node_gbps, plan.gpus_per_node)
     precision, optimizer = request.precision, request.optimizer
-    each = mem.per_param(graph, precision, optimizer) if training else None
+    each = mem.per_param(graph, precision, optimizer, plan, request) if training else None
     options = rank_request(request, training)
     links = links_of(ic, plan)
     reduce_bytes, gather_bytes = comm_bytes(plan, each)
@@ -60,7 +65,8 @@ def parallel_report(
     # with neither tp, pp nor cp the one stage's graph is the whole graph: its report is the single GPU's too
     whole = runs[0].time.report if len(runs) == 1 and runs[0].stage.graph is graph and plan.cp == 1 else None
     single_s, single_fits = _single_gpu(graph, dev, options, plan, whole)
-    return _report(graph, plan, dev, ic, runs, stages, links, (single_s, single_fits), request)
+    report = _report(graph, plan, dev, ic, runs, stages, links, (single_s, single_fits), request)
+    return _with_memory_assumptions(report, plan, each, precision, runs[0].time.report.assumptions)
 
 
 def comm_bytes(plan: ParallelPlan, each: mem.PerParam | None) -> tuple[float, float]:
@@ -80,6 +86,20 @@ def comm_bytes(plan: ParallelPlan, each: mem.PerParam | None) -> tuple[float, fl
     return reduce, gather
 
 
+#: the single-GPU report's assumptions a rank's memory rests on too
+_RANK_ASSUMPTIONS = ("activation checkpointing", "fine-tuning", "float8", "optimizer step", "power limit")
+
+
+def _with_memory_assumptions(report, plan, each, precision, rank_assumptions) -> ParallelReport:
+    """The report with what its memory per rank rests on: the strategy's bytes per parameter and their sharding,
+    and the rank's training options (checkpointing, LoRA, float8, the optimizer step, a power cap)."""
+    import dataclasses
+
+    extra = {"memory": mem.describe(plan, each, precision)} if each is not None else {}
+    extra.update({k: rank_assumptions[k] for k in _RANK_ASSUMPTIONS if k in rank_assumptions})
+    return dataclasses.replace(report, assumptions={**report.assumptions, **extra})
+
+
 def _single_gpu(graph, device, options: Request, plan: ParallelPlan, single=None) -> tuple[float, bool]:
     """Seconds for one GPU to run the whole global batch (gradient accumulation over dp x microbatches
     micro-batches, one optimizer step), and whether one micro-batch fits on it. ``single``: the whole graph's
@@ -94,7 +114,7 @@ def _single_gpu(graph, device, options: Request, plan: ParallelPlan, single=None
 def _report(graph, plan, dev, ic, runs, stages, links, single, request) -> ParallelReport:
     from perfpredict.parallel import recompute, trainer_metrics
     from perfpredict.parallel.simulate import bubble_s, step_s
-    from perfpredict.parallel.structure import backward_start, layer_labels
+    from perfpredict.parallel.structure import backward_start
 
     m = plan.microbatches
     training = graph.phase == "training"
@@ -102,7 +122,7 @@ def _report(graph, plan, dev, ic, runs, stages, links, single, request) -> Paral
     slowest = max(runs, key=lambda r: r.microbatch_s)
     bubble = bubble_s(runs, plan)
     redo = m * slowest.recompute_s
-    compute = m * (slowest.time.forward_s + slowest.time.backward_s) + redo + slowest.time.optimizer_s
+    compute = m * (slowest.time.forward_s + slowest.time.backward_s) + slowest.time.optimizer_s  # recompute inside
     exposed = max(step - compute - bubble, 0.0)
     ring = slowest.ring.send_s_per_microbatch if slowest.ring else 0.0
     comm = m * (slowest.tp_forward_s + slowest.tp_backward_s + slowest.p2p_s + ring) + slowest.dp.comm_s_per_step
@@ -115,13 +135,12 @@ def _report(graph, plan, dev, ic, runs, stages, links, single, request) -> Paral
     warn = _warnings(plan, stages, dev, links, graph, request.optimizer)
     for text in warn:
         warnings.warn(text, stacklevel=3)
-    mode = recompute.mode_of(rank_request(request, training)) if training else recompute.NONE
     start = backward_start(graph)
     trainer = trainer_metrics.metrics(
         graph,
         plan,
         step,
-        recompute.flops(graph, layer_labels(graph), start, mode),
+        recompute.flops_per_microbatch(runs, plan.tp) if training else 0.0,
         dev,
         trainer_metrics.compute_dtype(graph, request.precision, request),
         request.tf32,
@@ -156,7 +175,7 @@ def _report(graph, plan, dev, ic, runs, stages, links, single, request) -> Paral
         stages=stages,
         collectives=build.summaries(slowest, plan, links),
         interconnect=ic.describe(),
-        assumptions=build.assumptions(plan, links, ic.describe(), training, mode),
+        assumptions=build.assumptions(plan, links, ic.describe(), training),
         warnings=tuple(warn),
         bound=step_bound(rank, exposed, compute),
         rank_timeline=rank,

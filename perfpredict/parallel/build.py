@@ -10,7 +10,8 @@ from perfpredict.parallel import scale_assumptions as scale
 from perfpredict.parallel import schedules
 from perfpredict.parallel.collectives import algorithm_of, bus_bandwidth_gb_per_s, collective_s
 from perfpredict.parallel.data_parallel import DEFAULT_BUCKET_MB
-from perfpredict.parallel.plan import ParallelPlan
+from perfpredict.parallel.plan import SHARD_GRAD_OP, ParallelPlan
+from perfpredict.parallel.rank_peak import StepPeaks, step_peaks
 from perfpredict.parallel.report import CollectiveSummary, RankMemory, StageReport
 from perfpredict.parallel.simulate import Links, StageRun
 from perfpredict.parallel.structure import labelled_params
@@ -25,64 +26,53 @@ VALIDATION_NOTE = (
 def rank_memory(run: StageRun, plan: ParallelPlan, each: mem.PerParam | None, device: Any) -> RankMemory:
     """Peak memory of one rank of ``run``'s stage (see perfpredict.parallel.memory)."""
     graph = run.stage.graph
-    training = each is not None
-    pp, m, cp = plan.pp, plan.microbatches, plan.cp
-    own = run.time.report.memory
-    if training and (pp > 1 or m > 1):  # gradients accumulate over the microbatches: resident in their backwards
-        parts = mem.pipeline_stage_activations(  # the activation received is kept for the backward too
-            (mem.saved_activation_bytes(graph, run.start) + run.recv_bytes) // cp,
-            in_flight(run.stage.index, plan),
-            own.activations_bytes // cp,
-            own.workspace_bytes // cp,
+    if each is None:  # inference: the rank report's own activations
+        own = run.time.report.memory
+        return RankMemory(
+            graph.param_bytes,
+            0,
+            0,
+            own.activations_bytes,
+            0,
+            0,
+            0,
+            device.runtime_overhead_bytes,
+            own.workspace_bytes,
             own.optimizer_temporaries_bytes,
+            own.peak_at,
         )
-    else:  # a context-parallel rank holds 1/cp of the sequence's activations (the memory side may refine this)
-        parts = mem.StageActivations(
-            own.activations_bytes // cp, own.workspace_bytes // cp, own.optimizer_temporaries_bytes, own.peak_at
-        )
-    activations, extra = parts.activations, (parts.workspace, parts.optimizer_temporaries, parts.peak_at)
-    if not training:
-        return RankMemory(graph.param_bytes, 0, 0, activations, 0, 0, 0, device.runtime_overhead_bytes, *extra)
     ranks = plan.shard_ranks  # dp (x cp), or HYBRID_SHARD's shard group
     stage = plan.shard_stage if ranks > 1 else 0
-    state = mem.sharded_state(graph.trainable_param_count, each, stage, ranks)
-    # frozen weights have no gradients or optimizer state, but ZeRO-3 and FSDP shard them like the others
-    frozen = round((graph.param_count - graph.trainable_param_count) * each.gathered / (ranks if stage >= 3 else 1))
-    gathered, buckets, copies = 0, 0, round(graph.trainable_param_count * each.weight_copies)
+    trainable = graph.trainable_param_count
+    state = mem.sharded_state(trainable, each, stage, ranks, graph.param_count - trainable)
+    carried = stage < 2  # DDP and ZeRO-1 keep whole gradients; ZeRO-2, ZeRO-3 and FSDP reduce-scatter them as made
+    peaks = step_peaks(graph, device, trainable * each.gradients, carried)
+    gathered = 0
     if stage >= 3:
         per_label = labelled_params(graph, run.labels, run.start)
-        largest = max((v for k, v in per_label.items() if k >= 0), default=0)
-        root = sum(v for k, v in per_label.items() if k < 0)
-        gathered = round(
-            _gathered_params(plan, per_label, largest, root) * _gather_bytes(plan, each) + largest * each.gradients
-        )
-        copies = 0  # FSDP2 casts when it gathers (a MixedPrecisionPolicy), no autocast cache of every layer
-    elif stage == 0 and plan.dp * plan.cp > 1:
-        buckets = state.gradients_bytes  # DDP copies gradients into its buckets
+        whole_step = plan.fsdp and plan.fsdp_strategy == SHARD_GRAD_OP
+        gathered = mem.gathered_bytes(per_label, each, whole_step, plan.fsdp_prefetch, _gather_bytes(plan, each))
+    parts = _activation_terms(run, plan, peaks, gathered, state.temporaries_bytes)
+    if parts.peak_at == "optimizer step":
+        gathered = 0  # resharded after the backward
+    buckets = state.gradients_bytes if stage == 0 and plan.dp * plan.cp > 1 else 0  # DDP's gradient buckets
     return RankMemory(
-        state.weights_bytes + frozen,
+        state.weights_bytes + state.frozen_bytes,
         state.gradients_bytes,
         state.optimizer_state_bytes,
-        activations,
+        parts.activations,
         gathered,
         buckets,
-        copies,
+        round(trainable * each.weight_copies),
         device.runtime_overhead_bytes,
-        *extra,
+        parts.workspace,
+        parts.optimizer_temporaries,
+        parts.peak_at,
     )
 
 
-def _gathered_params(plan: ParallelPlan, per_label: dict[int, int], largest: int, root: int) -> int:
-    """Parameters FSDP holds unsharded at the peak: the root's, and the layer computing with the ones prefetched
-    (``fsdp_prefetch``); SHARD_GRAD_OP keeps every layer gathered from its forward to its backward, so at the
-    start of the backward it holds them all."""
-    if plan.fsdp and plan.fsdp_strategy == "shard_grad_op":
-        return sum(per_label.values())
-    return (1 + plan.fsdp_prefetch) * largest + root
-
-
 def _gather_bytes(plan: ParallelPlan, each: mem.PerParam) -> float:
-    """Bytes of a gathered parameter: a MixedPrecisionPolicy's param dtype, else the stored one."""
+    """Bytes of a gathered parameter: a MixedPrecisionPolicy's param dtype, else the strategy's (``each``)."""
     from perfpredict.core.ops import DTYPE_BYTES
 
     return DTYPE_BYTES[plan.fsdp_param_dtype] if plan.fsdp and plan.fsdp_param_dtype else each.gathered
@@ -93,6 +83,27 @@ def in_flight(stage: int, plan: ParallelPlan) -> float:
     if plan.pp == 1:
         return 1
     return schedules.in_flight(plan.schedule, stage, plan.pp, plan.microbatches, plan.virtual_stages)
+
+
+def _activation_terms(
+    run: StageRun, plan: ParallelPlan, peaks: StepPeaks, gathered: int, temporaries: int
+) -> mem.StageActivations:
+    """The rank's activation terms at its peak: the backward's (its saved activations, over the microbatches its
+    schedule holds, and FSDP's gathered layers beside them) or the optimizer step's (its temporaries and the outputs
+    kept to the end), whichever is larger. A context-parallel rank holds 1/cp of the sequence's activations."""
+    pp, m, cp = plan.pp, plan.microbatches, plan.cp
+    own, workspace, at_end = (peaks.backward - peaks.workspace) // cp, peaks.workspace // cp, peaks.at_end // cp
+    if pp > 1 or m > 1:  # gradients accumulate over the microbatches: resident in their backwards
+        return mem.pipeline_stage_activations(  # the activation received is kept for the backward too
+            (mem.saved_activation_bytes(run.stage.graph, run.start) + run.recv_bytes) // cp,
+            in_flight(run.stage.index, plan),
+            own,
+            workspace,
+            temporaries,
+        )
+    if at_end + temporaries > own + workspace + gathered:
+        return mem.StageActivations(at_end, 0, temporaries, "optimizer step")
+    return mem.StageActivations(own, workspace, 0, "backward")
 
 
 def stage_report(run: StageRun, plan: ParallelPlan, memory: RankMemory, device: Any) -> StageReport:
@@ -165,9 +176,7 @@ def summaries(run: StageRun, plan: ParallelPlan, links: Links) -> tuple[Collecti
     return tuple(sorted(out, key=lambda s: (s.group, s.phase, s.kind)))
 
 
-def assumptions(
-    plan: ParallelPlan, links: Links, interconnect: str, training: bool, recompute_mode: str = "none"
-) -> dict[str, str]:
+def assumptions(plan: ParallelPlan, links: Links, interconnect: str, training: bool) -> dict[str, str]:
     out = {
         "validation": VALIDATION_NOTE,
         "placement": "ranks laid out tp, then cp, then dp, then pp (Megatron-LM's default order); "
@@ -209,13 +218,14 @@ def assumptions(
             2: "ZeRO-2: as ZeRO-1, gradients sharded too, so the reduce-scatter runs every microbatch",
             3: "FSDP2 defaults: each layer's parameters all-gathered before its forward and again "
             "before its backward, prefetching one layer ahead; gradients reduce-scattered after "
-            "each layer's backward, every microbatch, overlapping the next",
+            "each layer's backward, every microbatch, overlapping the next; under a mixed-precision recipe "
+            "with torchtitan's MixedPrecisionPolicy (gathered in the compute dtype, reduced in float32)",
         }[plan.shard_stage]
         if plan.fsdp:
             out["overlap"] = scale.fsdp_overlap(plan)
         if plan.shard_stage:
             out["optimizer"] = f"each rank steps the optimizer on its 1/{plan.shard_ranks} shard of the parameters"
-    out.update(scale.assumptions(plan, links, training, recompute_mode))
+    out.update(scale.assumptions(plan, links, training))
     out["scaling_efficiency"] = (
         "throughput per GPU over one GPU running the same global batch by gradient "
         "accumulation (its forward and backward once per micro-batch, one optimizer step)"

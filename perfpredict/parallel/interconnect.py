@@ -142,12 +142,15 @@ def _catalog() -> dict[str, Any]:
 
 
 def interconnect_for(device: Any) -> Interconnect:
-    """The interconnect of a catalog device (a Device or its name; a MIG slice uses its parent's)."""
+    """The interconnect of a catalog device (a Device or its name; a MIG slice uses its parent's, a variant in a
+    device file its base's)."""
     from perfpredict.hardware.devices import get_device
 
     dev = get_device(device) if isinstance(device, str) else device
     name = dev.parent or dev.name
     data = _catalog()
+    if name not in data["devices"] and getattr(dev, "base", ""):
+        name = dev.base
     entry = data["devices"].get(name)
     if entry is None:
         known = ", ".join(data["devices"])

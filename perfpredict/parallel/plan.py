@@ -7,7 +7,11 @@ is the micro-batch one rank runs in one forward and backward; the global batch i
 dp`` (``global_batch`` derives ``microbatches`` from it).
 
 - ``fsdp=True`` shards parameters, gradients and optimizer state over the ``dp`` group as FSDP2's ``fully_shard``
-  does by default (ZeRO stage 3); ``zero_stage`` 1 or 2 shards less, as DeepSpeed's stages do.
+  does by default (ZeRO stage 3); ``zero_stage`` 1 or 2 shards less, as DeepSpeed's stages do. ``fsdp_strategy``
+  is FSDP's ``ShardingStrategy``: ``full_shard`` (the default), ``shard_grad_op`` (parameters kept gathered from
+  the forward to the backward: FSDP2's ``reshard_after_forward=False``) or ``hybrid_shard`` (sharded within groups
+  of ``shard_group`` ranks, replicated across them); ``float8_all_gather`` gathers float8 weights (torchao's
+  ``enable_fsdp_float8_all_gather``, with ``float8="tensorwise"``).
 - ``sp=True`` is Megatron's sequence parallelism: needs ``tp > 1``.
 - ``microbatches`` feed the pipeline (``schedule``: GPipe, 1F1B, interleaved 1F1B, ZB-1P) and, without a pipeline,
   accumulate gradients.
@@ -28,7 +32,8 @@ from perfpredict.parallel.data_parallel import DEFAULT_BUCKET_MB
 
 GPUS_PER_NODE = 8  # a DGX/HGX node
 SCHEDULES = ("1f1b", "gpipe", "interleaved", "zb1p")
-FSDP_STRATEGIES = ("full_shard", "shard_grad_op", "hybrid_shard")
+FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD = "full_shard", "shard_grad_op", "hybrid_shard"
+FSDP_STRATEGIES = (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD)
 COMM_DTYPES = ("float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2")
 
 
@@ -47,7 +52,7 @@ class ParallelPlan:
     schedule: str = "1f1b"  # the pipeline schedule: gpipe, 1f1b, interleaved (1F1B), zb1p (zero bubble)
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per pipeline rank (Megatron's virtual stages)
     global_batch: int | None = None  # samples per optimizer step; sets microbatches = global / (micro x dp)
-    fsdp_strategy: str = "full_shard"  # with fsdp: full_shard, shard_grad_op (no re-gather), hybrid_shard
+    fsdp_strategy: str = FULL_SHARD  # with fsdp: full_shard, shard_grad_op (no re-gather), hybrid_shard
     shard_group: int | None = None  # hybrid_shard: ranks per shard group (None: a node's share of dp)
     fsdp_param_dtype: str | None = None  # MixedPrecisionPolicy.param_dtype: what FSDP gathers (None: stored)
     fsdp_reduce_dtype: str | None = None  # MixedPrecisionPolicy.reduce_dtype (None: as the gathered weights)
@@ -56,6 +61,7 @@ class ParallelPlan:
     inter_node_gbps: float | None = None  # network line rate per GPU, Gb/s (None: the catalog's NICs)
     cp: int = 1  # context parallelism: ring attention over cp ranks, the sequence split cp ways
     async_tp: bool = False  # tensor-parallel collectives decomposed and overlapped with the matmuls
+    float8_all_gather: bool = False  # FSDP gathers float8 weights (torchao, float8="tensorwise"; memory and comm)
 
     @property
     def world_size(self) -> int:
@@ -63,10 +69,13 @@ class ParallelPlan:
 
     @property
     def shard_ranks(self) -> int:
-        """Ranks the training state is sharded over: dp, or HYBRID_SHARD's shard group."""
-        if self.fsdp and self.fsdp_strategy == "hybrid_shard":
+        """The ranks each sharded tensor is split over: 1 where nothing is sharded; else the dp group with its
+        context-parallel ranks (they hold the same weights, so they share the sharding), or HYBRID_SHARD's group."""
+        if not self.shard_stage:
+            return 1
+        if self.fsdp and self.fsdp_strategy == HYBRID_SHARD:
             return self.shard_group_size * self.cp
-        return self.dp * self.cp  # context-parallel ranks hold the same weights: they share the sharding
+        return self.dp * self.cp
 
     @property
     def shard_group_size(self) -> int:
@@ -97,8 +106,11 @@ class ParallelPlan:
         """A short label such as ``dp=2 tp=4 pp=2 (16 GPUs, 2 nodes)``."""
         parts = [f"{k}={getattr(self, k)}" for k in ("dp", "tp", "pp", "cp") if getattr(self, k) > 1] or ["1 GPU"]
         parts += [flag for flag in ("fsdp", "sp", "async_tp") if getattr(self, flag)]
-        if self.fsdp and self.fsdp_strategy != "full_shard":
-            parts[parts.index("fsdp")] = f"fsdp={self.fsdp_strategy}"
+        if self.fsdp and self.fsdp_strategy != FULL_SHARD:
+            group = f" (shard group {self.shard_group_size})" if self.fsdp_strategy == HYBRID_SHARD else ""
+            parts[parts.index("fsdp")] = f"fsdp={self.fsdp_strategy}{group}"
+        if self.float8_all_gather:
+            parts.append("float8 all-gather")
         if self.pp > 1 and (self.schedule != "1f1b" or self.virtual_stages > 1):
             parts.append(self.schedule + (f" v={self.virtual_stages}" if self.virtual_stages > 1 else ""))
         if self.zero_stage and not self.fsdp:
@@ -142,10 +154,10 @@ def parse_plan(options: ParallelPlan | Mapping[str, Any] | None) -> ParallelPlan
             f"unknown parallel option(s) {', '.join(map(repr, unknown))}; valid options are {', '.join(fields)}"
         )
     for key in _INT_KEYS:
-        if key in values:
+        if key in values and not (key == "shard_group" and values[key] is None):
             values[key] = _positive_int(values[key], key)
     _check_scale_keys(values)
-    for key in ("fsdp", "sp", "async_tp"):
+    for key in ("fsdp", "sp", "async_tp", "float8_all_gather"):
         if key in values and not isinstance(values[key], bool):
             raise InvalidInputError(f"parallel option {key}={values[key]!r} must be True or False")
     if "zero_stage" in values and (isinstance(values["zero_stage"], bool) or not isinstance(values["zero_stage"], int)):
@@ -196,6 +208,7 @@ def _check_combination(plan: ParallelPlan) -> None:
         raise InvalidInputError(
             f"fsdp=True shards everything (ZeRO stage 3); drop zero_stage={plan.zero_stage} or drop fsdp"
         )
+    _check_sharding(plan)
     if plan.sp and plan.tp == 1:
         raise InvalidInputError(
             "sp=True (sequence parallelism) splits the sequence over the tensor-parallel "
@@ -221,16 +234,9 @@ def _check_scale_combination(plan: ParallelPlan) -> None:
         )
     if not plan.global_batch:  # else checked once the microbatches are known (resolve_batch)
         _check_interleaved(plan)
-    if not plan.fsdp and (plan.fsdp_strategy != "full_shard" or plan.shard_group or plan.fsdp_param_dtype):
+    if not plan.fsdp and (plan.fsdp_param_dtype or plan.fsdp_reduce_dtype):
         raise InvalidInputError(
-            "fsdp_strategy, shard_group and fsdp_param_dtype describe FSDP; add fsdp=True (--fsdp) or drop them"
-        )
-    if plan.shard_group and plan.fsdp_strategy != "hybrid_shard":
-        raise InvalidInputError(f"shard_group={plan.shard_group} is HYBRID_SHARD's; set fsdp_strategy='hybrid_shard'")
-    if plan.fsdp and plan.fsdp_strategy == "hybrid_shard" and plan.dp % plan.shard_group_size:
-        choices = ", ".join(str(d) for d in range(1, plan.dp + 1) if plan.dp % d == 0)
-        raise InvalidInputError(
-            f"shard_group={plan.shard_group_size} does not divide dp={plan.dp}; choose the shard group from {choices}"
+            "fsdp_param_dtype and fsdp_reduce_dtype are FSDP's MixedPrecisionPolicy; add fsdp=True (--fsdp) or drop them"
         )
     if plan.nvlink_domain and plan.nvlink_domain % plan.gpus_per_node and plan.gpus_per_node % plan.nvlink_domain:
         raise InvalidInputError(
@@ -268,6 +274,27 @@ def resolve_batch(plan: ParallelPlan, micro_batch: int) -> ParallelPlan:
     resolved = dataclasses.replace(plan, microbatches=microbatches)
     _check_interleaved(resolved)
     return resolved
+
+
+def _check_sharding(plan: ParallelPlan) -> None:
+    """The FSDP strategy keys: each needs FSDP, and a shard group must split the dp ranks evenly."""
+    if plan.fsdp_strategy not in FSDP_STRATEGIES:
+        raise InvalidInputError(
+            f"fsdp_strategy={plan.fsdp_strategy!r} is not one of {', '.join(FSDP_STRATEGIES)} (FSDP's ShardingStrategy)"
+        )
+    needs_fsdp = [f"fsdp_strategy={plan.fsdp_strategy!r}"] if plan.fsdp_strategy != FULL_SHARD else []
+    needs_fsdp += ["float8_all_gather=True"] if plan.float8_all_gather else []
+    if needs_fsdp and not plan.fsdp:
+        raise InvalidInputError(f"{' and '.join(needs_fsdp)} is an FSDP option: add fsdp=True (--fsdp)")
+    if plan.shard_group is not None and plan.fsdp_strategy != HYBRID_SHARD:
+        raise InvalidInputError(
+            f"shard_group={plan.shard_group} sizes HYBRID_SHARD's groups: add fsdp_strategy='hybrid_shard' or drop it"
+        )
+    if plan.fsdp_strategy == HYBRID_SHARD and plan.dp % plan.shard_group_size:
+        raise InvalidInputError(
+            f"hybrid_shard over dp={plan.dp} needs a shard group that divides it, not {plan.shard_group_size}; choose "
+            f"shard_group from {', '.join(str(g) for g in range(1, plan.dp + 1) if plan.dp % g == 0)}"
+        )
 
 
 def check_phase(plan: ParallelPlan, phase: str) -> None:

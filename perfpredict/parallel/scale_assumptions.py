@@ -49,7 +49,7 @@ def fsdp_overlap(plan: ParallelPlan) -> str:
     return text + (f" (MixedPrecisionPolicy: {', '.join(dtypes)})" if dtypes else "")
 
 
-def assumptions(plan: ParallelPlan, links: Links, training: bool, recompute_mode: str = "none") -> dict[str, str]:
+def assumptions(plan: ParallelPlan, links: Links, training: bool) -> dict[str, str]:
     out: dict[str, str] = {}
     if plan.pp > 1:
         out["pipeline"] = _SCHEDULES[plan.schedule].format(v=plan.virtual_stages) + (
@@ -75,11 +75,6 @@ def assumptions(plan: ParallelPlan, links: Links, training: bool, recompute_mode
             "async TP: each sequence-parallel all-gather and reduce-scatter cut into tp chunks overlapped with its "
             "matmul (PyTorch symmetric memory / Wang et al. ASPLOS'23): exposed max(0, comm - matmul) plus one "
             "launch per chunk"
-        )
-    if training and recompute_mode != "none":
-        out["recompute"] = (
-            f"activation checkpointing ({recompute_mode}): each checkpointed block's forward runs again just "
-            "before its backward"
         )
     if training:
         out["mfu"] = (

@@ -49,7 +49,7 @@ class StageRun:
     p2p_s: float
     dp: DataParallelTime
     recv_bytes: int  # the activation it receives per microbatch (and whose gradient it sends back)
-    recompute_s: float = 0.0  # activation checkpointing's forward again, per microbatch
+    recompute_s: float = 0.0  # of the backward, activation checkpointing's forward again, per microbatch
     ring: context_parallel.RingTime | None = None  # context parallelism's KV ring, per microbatch
 
     @property
@@ -57,7 +57,6 @@ class StageRun:
         return (
             self.time.forward_s
             + self.time.backward_s
-            + self.recompute_s
             + self.tp_forward_s
             + self.tp_backward_s
             + self.p2p_s
@@ -109,21 +108,21 @@ def run_stages(
 ) -> list[StageRun]:
     """Every stage's compute and communication per microbatch (``grad_bytes`` and ``gathered_bytes``: what a
     data-parallel reduction and gather move per parameter)."""
+    from perfpredict.graph_report import training_graph
+
     shard = tensor_parallel.shard(graph, plan.tp, plan.sp)
-    rank_graph = shard.graph
+    rank_graph = training_graph(shard.graph, options, device)  # checkpointing's recompute, on the rank's shard
     labels = layer_labels(rank_graph)
     start = backward_start(rank_graph)
     weights = analytical_node_s(rank_graph, device, options)[0] if plan.pp > 1 else [0.0] * len(labels)
     stages = pipeline_parallel.split_stages(rank_graph, plan.pp, labels, weights)
-    training = graph.phase == "training"
-    mode = recompute.mode_of(options) if training else recompute.NONE
     return [
-        _run_stage(st, stages, shard, labels, start, plan, device, options, links, (grad_bytes, gathered_bytes), mode)
+        _run_stage(st, stages, shard, labels, start, plan, device, options, links, (grad_bytes, gathered_bytes))
         for st in stages
     ]
 
 
-def _run_stage(st, stages, shard, labels, start, plan, device, options, links, dp_bytes, mode) -> StageRun:
+def _run_stage(st, stages, shard, labels, start, plan, device, options, links, dp_bytes) -> StageRun:
     training = shard.graph.phase == "training"
     mine = set(st.nodes)
     st_labels = [labels[i] for i in st.nodes]
@@ -137,12 +136,8 @@ def _run_stage(st, stages, shard, labels, start, plan, device, options, links, d
     ring = context_parallel.ring_time(
         time, context_parallel.kv_bytes_by_layer(st.graph, st_labels, st_start), plan.cp, links.cp
     )
-    redo = recompute.by_layer_s(time, mode)
     fwd = {k: v + fwd_tp.get(k, 0.0) + ring.forward_s.get(k, 0.0) for k, v in time.layer_forward_s.items()}
-    bwd = {
-        k: v + bwd_tp.get(k, 0.0) + ring.backward_s.get(k, 0.0) + redo.get(k, 0.0)
-        for k, v in time.layer_backward_s.items()
-    }
+    bwd = {k: v + bwd_tp.get(k, 0.0) + ring.backward_s.get(k, 0.0) for k, v in time.layer_backward_s.items()}
     hybrid = plan.fsdp and plan.fsdp_strategy == "hybrid_shard" and links.replicate is not None
     fsdp = FsdpOptions(
         reshard=not (plan.fsdp and plan.fsdp_strategy == "shard_grad_op"),
@@ -176,7 +171,7 @@ def _run_stage(st, stages, shard, labels, start, plan, device, options, links, d
         p2p,
         dp,
         previous,
-        sum(redo.values()),
+        recompute.seconds_per_microbatch(time, plan.cp),
         ring,
     )
 

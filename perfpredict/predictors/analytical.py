@@ -15,6 +15,7 @@ import numpy as np
 
 from perfpredict.core import breakdown, op_kinds, ops
 from perfpredict.core.report import OpContribution, Prediction
+from perfpredict.predictors import optimizer_step
 from perfpredict.predictors.base import PredictorOutput, RunConfig
 from perfpredict.predictors.cost_arrays import CostArrays
 from perfpredict.predictors.intervals import bracket
@@ -28,6 +29,7 @@ from perfpredict.predictors.memory_model import (
     memory_terms,
     picked_elements,
     training_bytes,
+    without_gradients,
 )
 
 if TYPE_CHECKING:
@@ -88,7 +90,8 @@ def _node_rates(graph: OpGraph, device: Device, config: RunConfig, ideal: bool) 
 
 
 def _node_rate(node: Any, graph_dtype: str, device: Device, config: RunConfig, ideal: bool) -> float:
-    dtype = node.outputs[0].dtype if node.outputs else graph_dtype
+    # a float8 GEMM (compiler_hooks/float8_linears.py) computes in float8 and writes its own dtype
+    dtype = node.attrs.get("compute_dtype") or (node.outputs[0].dtype if node.outputs else graph_dtype)
     peak, key = op_kinds.attainable_rate(node.op, dtype, device, tf32=config.tf32, conv_tf32=config.conv_tf32)
     return peak if ideal else _attainable(device, key, "tensor" if key.endswith("_tensor") else "vector")
 
@@ -137,6 +140,9 @@ class AnalyticalPredictor:
         )
         ideal_s = np.where(views, 0.0, ideal + launch).sum(axis=0)
         optimizer_s = np.full(len(batches), _optimizer_step_s(graph, device, config))
+        if config.phase == "training" and config.offload_optimizer and device.kind == "gpu":
+            backward = node_s[graph.backward_start :].sum(axis=0)
+            optimizer_s = optimizer_step.offload_s(graph, device, config, backward)
         if optimizer_s[0] > 0:  # the ideal step moves the optimizer's bytes at the full datasheet bandwidth
             ideal_s = ideal_s + _optimizer_bytes(graph, config) / device.memory_bandwidth_bytes_per_s
         latency = node_s.sum(axis=0) + optimizer_s
@@ -149,10 +155,18 @@ class AnalyticalPredictor:
         frees = free_steps(graph, picked, forward_outputs_kept=kept)
         born = gpu and config.phase == "training"  # gradients born in the backward
         walk = element_bytes(graph, out_bytes, picked, gradients_walk=born)
+        if born and config.offload_optimizer:  # ZeRO-Offload streams each gradient out as it is made
+            walk = without_gradients(graph, walk, picked)
         if born:
-            trainable = float(training_bytes(graph, config).gradients)
+            trainable = 0.0 if config.offload_optimizer else float(training_bytes(graph, config).gradients)
             parts = backward_born_peak(
-                graph, walk, frees, workspace, set(picked), trainable, trainable * config.optimizer_scratch
+                graph,
+                walk,
+                frees,
+                workspace,
+                set(picked),
+                trainable,
+                optimizer_step.scratch_bytes(graph, config, trainable),
             )
             peak, scratch, temporaries, at_step = (
                 parts.total,
@@ -217,7 +231,14 @@ class AnalyticalPredictor:
             per_op=rows[: config.top_ops],
             by_kind=breakdown.by_kind(rows),
             blocks=breakdown.repeated_blocks(rows),
+            recompute_ms=recompute_s(graph, ev.node_s[:, 0]) * 1e3,
         )
+
+
+def recompute_s(graph: OpGraph, node_s: np.ndarray) -> float:
+    """Seconds of the ops activation checkpointing recomputes (``attrs["recompute"]``), from per-node seconds."""
+    marked = [i for i, n in enumerate(graph.nodes) if n.attrs.get("recompute")]
+    return float(node_s[marked].sum()) if marked else 0.0
 
 
 def _peak_parts(ev: Evaluation, config: RunConfig) -> tuple[float, float, str]:
@@ -231,10 +252,14 @@ def _peak_parts(ev: Evaluation, config: RunConfig) -> tuple[float, float, str]:
 
 def _optimizer_step_s(graph: OpGraph, device: Device, config: RunConfig) -> float:
     """An optimizer step is memory-bound: read parameter, gradient and states, write parameter and states."""
-    if config.phase != "training" or config.optimizer == "none":
+    if config.phase != "training" or config.optimizer == "none" or config.offload_optimizer:
         return 0.0
-    # NB: a foreach/fused implementation launches a handful of kernels, not one per parameter.
-    return _optimizer_bytes(graph, config) / _attainable(device, "memory", "memory") + 4 * device.launch_overhead_s
+    # NB: a foreach or fused step's launches overlap its long memory-bound kernels (about 4 exposed); a for-loop
+    # step's dozen short kernels per parameter do not (optimizer_step.device_launches)
+    launches = optimizer_step.device_launches(graph, config)
+    return (
+        _optimizer_bytes(graph, config) / _attainable(device, "memory", "memory") + launches * device.launch_overhead_s
+    )
 
 
 def _optimizer_bytes(graph: OpGraph, config: RunConfig) -> int:

@@ -67,6 +67,12 @@ class RunConfig:
     # the host that drives the device (predictors.host_model.HOSTS, or "calibrated"); None: this machine's calibrated
     # profile where there is one, else the default for the device's kind (a GPU server for a GPU)
     host: str | None = None
+    # training memory (hardware/precision.py): the optimizer's implementation (None: foreach, torch's default on
+    # CUDA), ZeRO-Offload's state and step on the host, float8 linears, QLoRA's NF4 base
+    optimizer_impl: str | None = None
+    offload_optimizer: bool = False
+    float8: str = "none"
+    qlora: bool = False
 
     def __post_init__(self) -> None:
         if self.host is not None:
@@ -124,6 +130,8 @@ class PredictorOutput:
     blocks: tuple[BlockShare, ...] = ()
     # what the latency holds beyond the summed per-op time ("" where the per-op rows are the latency's own terms)
     outside_ops_label: str = ""
+    # the time of the ops activation checkpointing recomputes in the backward (compiler_hooks/recompute.py)
+    recompute_ms: float = 0.0
 
 
 class Predictor(Protocol):

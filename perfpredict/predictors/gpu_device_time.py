@@ -39,6 +39,14 @@ def efficiency_fn(model: ge.GpuEfficiencyModel, device: Any, config: Any) -> Eff
     return efficiency
 
 
+def float8_shares(graph: Any, device: Any) -> np.ndarray:
+    """Per node: a float8 GEMM's time over the same GEMM's in its own dtype (``float8_linears.float8_share``; the
+    learned efficiency has seen no float8 GEMM), 1 for every other op."""
+    from perfpredict.compiler_hooks.float8_linears import float8_share
+
+    return np.array([float8_share(n, device) for n in graph.nodes])
+
+
 def bound_s(arrays: Any, device: Any, config: Any, batches: np.ndarray) -> np.ndarray:
     """The roofline bound [node, config] on the datasheet basis (views: 0)."""
     basis = gf.datasheet_basis(device)

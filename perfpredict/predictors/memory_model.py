@@ -208,6 +208,16 @@ def backward_born_peak(
     return PeakParts(total, np.where(end, 0.0, np.minimum(workspace, total)), scratch, end)
 
 
+def without_gradients(graph: OpGraph, walk_bytes: np.ndarray, picked: Collection[int]) -> np.ndarray:
+    """``walk_bytes`` (from ``element_bytes(gradients_walk=True)``) with every parameter gradient taken out: a step
+    that sends each gradient away as it is made (ZeRO-Offload to the host; ZeRO-2, ZeRO-3 and FSDP by a
+    reduce-scatter) holds none of them to its end."""
+    out = walk_bytes.copy()
+    root = storage_roots(graph, own=picked)
+    out[sorted({root[i] for i in graph.grad_outputs})] = 0.0
+    return out
+
+
 def gpu_conv_workspace_bytes(graph: OpGraph, moved: np.ndarray, out_bytes: np.ndarray) -> np.ndarray:
     """Scratch per node ([nodes, configs]) while a GPU runs a forward convolution: a copy of its input and output.
 
@@ -253,10 +263,26 @@ def cpu_math_attention_bytes(graph: OpGraph, out_bytes: np.ndarray) -> np.ndarra
 
 
 def training_bytes(graph: OpGraph, config: RunConfig):
-    """Weights, gradients, optimizer state and AMP's weight copies for this config (perfpredict.hardware.precision)."""
+    """Weights, gradients, optimizer state and AMP's weight copies for this config (perfpredict.hardware.precision),
+    with its offload, QLoRA base and float8 weight cache (:func:`held_options`)."""
     from perfpredict.hardware.precision import training_bytes as held
 
-    return held(graph, config.phase, config.optimizer, config.precision)
+    return held(graph, config.phase, config.optimizer, config.precision, held_options(graph, config))
+
+
+def held_options(graph: OpGraph, config: RunConfig):
+    """What ``config`` holds beyond its precision recipe: ZeRO-Offload, QLoRA's NF4 base (the frozen weights of the
+    blocks' linears), Transformer Engine's cached float8 weights (the blocks' linears, delayed scaling)."""
+    from perfpredict.compiler_hooks.linears import frozen_linear_params, linear_params
+    from perfpredict.hardware.precision import HeldOptions
+
+    if config.phase != "training":
+        return HeldOptions()
+    return HeldOptions(
+        offload_optimizer=config.offload_optimizer,
+        nf4_params=frozen_linear_params(graph) if config.qlora else 0,
+        float8_cached_params=linear_params(graph) if config.float8 == "delayed" else 0,
+    )
 
 
 def fixed_tensor_bytes(graph: OpGraph, config: RunConfig) -> int:
@@ -274,8 +300,8 @@ def load_peak_bytes(graph: OpGraph, config: RunConfig) -> int:
     111 bfloat16 inference rows from 32.9% to 10.8%, and of all 442 rows from 15.7% to 10.2%.
     """
     built, run = config.weights_built_in, graph.dtype
-    if built is None or built == run or built not in DTYPE_BYTES or run not in FLOAT_DTYPES:
-        return 0
+    if built is None or built == run or built not in DTYPE_BYTES or run not in FLOAT_DTYPES or config.qlora:
+        return 0  # (QLoRA: bitsandbytes quantizes each weight as it loads it, never holding the model in full)
     largest = max((node.params for node in graph.nodes), default=0) * DTYPE_BYTES[run]
     return int(graph.param_bytes * DTYPE_BYTES[built] / DTYPE_BYTES[run]) + largest
 
@@ -310,4 +336,5 @@ def memory_terms(
         runtime_overhead_bytes=device.runtime_overhead_bytes,
         load_transient_bytes=max(0, load_peak_bytes(graph, config) - step),
         weight_copies_bytes=held.weight_copies,
+        float8_copies_bytes=held.float8_copies,
     )

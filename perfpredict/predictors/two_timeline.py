@@ -31,12 +31,13 @@ import numpy as np
 
 from perfpredict.core import breakdown, op_kinds, ops
 from perfpredict.core.report import OpContribution, Prediction, TimelineSummary, step_bound
-from perfpredict.predictors import gpu_device_time, host_model, op_efficiency, timeline
+from perfpredict.predictors import gpu_device_time, host_model, op_efficiency, optimizer_step, timeline
 from perfpredict.predictors.analytical import (
     HIGH_FACTOR,
     AnalyticalPredictor,
     attainable_bandwidth,
     op_contribution,
+    recompute_s,
     ridge_flop_per_byte,
 )
 from perfpredict.predictors.base import PredictorOutput, RunConfig
@@ -52,7 +53,6 @@ GRAPH_NODE_GAP_S = 1e-6  # device-side gap between kernels of a replayed graph
 COMPILED_KERNEL_HOST_US = 3.0  # inductor's generated wrapper per kernel, before the launch itself
 #: distinct batches at which predict_many reads the learned efficiency (others are interpolated)
 EFFICIENCY_ANCHORS = 8
-OPTIMIZER_KERNELS = 12  # a multi-tensor (foreach) AdamW step launches about this many kernels per param group
 #: per device kind: the 80% latency interval (x/÷ a factor, split conformal on held-out rows) and the device-time
 #: scale fitted on measured rows with the host's dispatch scale (benchmarks/timeline_accuracy.py --save); one
 #: scale per kind, so every GPU of the catalog gets the same correction and their ranking stays the ceilings'
@@ -215,6 +215,7 @@ class TwoTimelinePredictor:
             efficiency = gpu_device_time.efficiency_fn(model, device, config)
             bound = gpu_device_time.bound_s(arrays, device, config, batches)
             work = bound / self._efficiency_at(efficiency, arrays, np.asarray(batches, dtype=float))
+            work = work * gpu_device_time.float8_shares(graph, device)[:, None]
         else:
             shapes = [op_efficiency.node_shape(n) for n in graph.nodes]
             rates = np.array(
@@ -266,11 +267,11 @@ class TwoTimelinePredictor:
         ev = ev if ev is not None else AnalyticalPredictor().evaluate(arrays, device, config, batches)
         gpu = device.kind == "gpu"
         node_s = node_s if node_s is not None else self.device_node_s(arrays, device, config, batches, ev)
-        h, d = self._eager_rows(arrays.graph, device, ev, node_s)
+        h, d = self._eager_rows(arrays.graph, device, ev, node_s, config)
         mode = config.mode
         if mode in ("compiled", "compiled_cuda_graph") and gpu:
             d, h = self._fuse(arrays.graph, ev, arrays, batches, device, node_s)
-            opt_d, opt_h = self._optimizer(ev, device, gpu, d.shape[1])
+            opt_d, opt_h = self._optimizer(ev, device, gpu, d.shape[1], arrays.graph, config)
             d, h = np.vstack([d, opt_d]), np.vstack([h, opt_h])
         if not gpu:
             return timeline.serial(h, d), ev
@@ -303,7 +304,7 @@ class TwoTimelinePredictor:
         unit = replace(self.profile_for(device), dispatch_scale={"gpu" if gpu else "cpu": 1.0})
         dispatch = host_model.node_host_s(arrays.graph, unit, 0.0, gpu=gpu)  # at scale 1, without launches
         launch = host_model.node_host_s(arrays.graph, unit, self.launch_s(device), gpu=gpu) - dispatch
-        opt_d, opt_h = self._optimizer(ev, device, gpu, len(batches))
+        opt_d, opt_h = self._optimizer(ev, device, gpu, len(batches), arrays.graph, config)
         d = np.hstack(
             [
                 np.vstack([floor_kernels(raw * float(k), device, arrays.graph), opt_d])
@@ -322,7 +323,7 @@ class TwoTimelinePredictor:
         unscaled = floor_kernels(raw, device, arrays.graph).sum(axis=0)
         return tl.wall_s.reshape(len(scales), len(device_scales), len(batches)), unscaled
 
-    def _eager_rows(self, graph, device, ev, node_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _eager_rows(self, graph, device, ev, node_s: np.ndarray, config) -> tuple[np.ndarray, np.ndarray]:
         """(host, device) seconds [op, config] of an eager step, the optimizer step as the last row."""
         gpu = device.kind == "gpu"
         h = np.repeat(
@@ -330,16 +331,20 @@ class TwoTimelinePredictor:
             node_s.shape[1],
             axis=1,
         )
-        opt_d, opt_h = self._optimizer(ev, device, gpu, node_s.shape[1])
+        opt_d, opt_h = self._optimizer(ev, device, gpu, node_s.shape[1], graph, config)
         return np.vstack([h, opt_h]), np.vstack([node_s, opt_d])
 
-    def _optimizer(self, ev, device, gpu: bool, configs: int) -> tuple[np.ndarray, np.ndarray]:
+    def _optimizer(self, ev, device, gpu: bool, configs: int, graph, config) -> tuple[np.ndarray, np.ndarray]:
         """The optimizer step as one row: its memory-bound device time, and its host dispatch and launches."""
         if not ev.optimizer_s.any():
             return np.zeros((1, configs)), np.zeros((1, configs))
-        launches = OPTIMIZER_KERNELS * (self.launch_s(device) if gpu else 0.0)
-        host = OPTIMIZER_KERNELS * self.profile_for(device).op_us(ops.OPTIMIZER) * 1e-6 + launches
-        device_s = np.maximum(ev.optimizer_s - 4 * device.launch_overhead_s, 0.0)  # analytical folds 4 launches in
+        if config.offload_optimizer and gpu:  # the host's step and the copies: the GPU waits for them
+            return np.asarray(ev.optimizer_s, dtype=float)[None, :], np.zeros((1, configs))
+        dispatches = optimizer_step.host_dispatches(graph, config)
+        launches = dispatches * (self.launch_s(device) if gpu else 0.0)
+        host = dispatches * self.profile_for(device).op_us(ops.OPTIMIZER) * 1e-6 + launches
+        folded = optimizer_step.device_launches(graph, config) * device.launch_overhead_s  # analytical folds them in
+        device_s = np.maximum(ev.optimizer_s - folded, 0.0)
         model = self.efficiency_model(device) if gpu else None
         if model is not None:  # the same bytes at the learned memory-bound efficiency, on the datasheet basis
             moved = device_s * attainable_bandwidth(device)
@@ -425,6 +430,7 @@ class TwoTimelinePredictor:
             blocks=breakdown.repeated_blocks(rows, latency_ms=wall_s * 1e3),
             timeline=self.summary(arrays, device, config, batches, tl, ev, node_s, breakdown.compute_share(rows)),
             outside_ops_label=outside_label(device, config.mode),
+            recompute_ms=recompute_s(graph, op_s) * 1e3,
         )
 
     @_on_configs_host
@@ -432,7 +438,7 @@ class TwoTimelinePredictor:
         """(device seconds per graph node, the optimizer step's device seconds) at the first config, in
         ``config.mode``: what the device timeline sums. A fused kernel's time (``compiled`` modes on a GPU) is split
         over its ops in proportion to their own device time."""
-        opt_d, _ = self._optimizer(ev, device, device.kind == "gpu", node_s.shape[1])
+        opt_d, _ = self._optimizer(ev, device, device.kind == "gpu", node_s.shape[1], arrays.graph, config)
         per_node = node_s[:, 0].copy()
         if config.mode in ("compiled", "compiled_cuda_graph") and device.kind == "gpu":
             fused, _ = self._fuse(arrays.graph, ev, arrays, batches, device, node_s)

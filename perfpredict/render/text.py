@@ -85,6 +85,7 @@ def summary_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
 
     return [
         row("Latency", r.latency_ms, fmt_time_ms, f"per call ({per_call})"),
+        *recompute_rows(r),
         row(
             "Throughput",
             r.throughput_per_s,
@@ -103,6 +104,22 @@ def summary_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
             f"workload: {r.workload}; grid {r.grid_intensity_g_per_kwh:g} g CO2e/kWh",
         ),
         row("Cost", r.cost_usd, fmt_usd, f"workload: {r.workload}; price {price}"),
+    ]
+
+
+def recompute_rows(report: PerfReport) -> list[tuple[str, str, str, str]]:
+    """The activation-checkpointing recompute as a row of its own (part of the latency above it)."""
+    c = report.recompute
+    if c is None:
+        return []
+    return [
+        (
+            "  of which recompute",
+            fmt_time_ms(c.time_ms),
+            "",
+            f"activation checkpointing ({c.policy}): {c.regions} region(s) recompute their forward in the backward, "
+            f"{c.flops / 1e9:,.1f} GFLOP, {fmt_share(c.share)} of the latency",
+        )
     ]
 
 

@@ -106,6 +106,7 @@ def build_app():
                 ui["inter_node_gbps"] = gr.Number(value=0, minimum=0, label="network Gb/s per GPU (0: catalog)")
                 ui["sp"] = gr.Checkbox(value=False, label="sequence parallel (with tp)")
                 ui["async_tp"] = gr.Checkbox(value=False, label="async TP (with sp)")
+        _training_memory_inputs(gr, ui)
         with gr.Accordion("LLM generation (phase generation): as `perfpredict generate` asks", open=False):
             with gr.Row():
                 ui["engine"] = gr.Radio(
@@ -186,6 +187,13 @@ def answer(
     inter_node_gbps=0,
     sp=False,
     async_tp=False,
+    activation_checkpointing="default",
+    float8="none",
+    lora_rank=0,
+    qlora=False,
+    optimizer_impl="default",
+    offload_optimizer=False,
+    power_limit_w=0,
 ):
     """The page's handler: every error becomes one line in the page, never a traceback. ``mode`` is a step's
     (inference, training); ``generation_mode``, ``new_tokens`` and ``weights`` are generation's, as `perfpredict
@@ -245,7 +253,43 @@ def _question(page: dict[str, Any]) -> Question:
         new_tokens=int(page["new_tokens"]) if page["new_tokens"] not in (None, "") else 128,
         weights=_given(page["weights"]),
         attn_implementation=_given(page.get("attn_implementation")),
+        options=training_options(page),
     )
+
+
+def _training_memory_inputs(gr: Any, ui: dict[str, Any]) -> None:
+    """The training-memory and fine-tuning options (Request fields), as `perfpredict predict --training` has them."""
+    from perfpredict.hardware.precision import FLOAT8_RECIPES, OPTIMIZER_IMPLS
+
+    with gr.Accordion("training memory and fine-tuning (phase training)", open=False), gr.Row():
+        ui["activation_checkpointing"] = gr.Dropdown(
+            ["default", "none", "full", "selective-op", "every-2"],
+            value="default",
+            label="activation checkpointing (default: the model's own)",
+            elem_id="activation_checkpointing",
+        )
+        ui["float8"] = gr.Dropdown(list(FLOAT8_RECIPES), value="none", label="float8 linears", elem_id="float8")
+        ui["lora_rank"] = gr.Number(value=0, precision=0, minimum=0, label="LoRA rank (0: full)", elem_id="lora_rank")
+        ui["qlora"] = gr.Checkbox(value=False, label="QLoRA (NF4 base)", elem_id="qlora")
+        ui["optimizer_impl"] = gr.Dropdown(
+            ["default", *OPTIMIZER_IMPLS], value="default", label="optimizer implementation", elem_id="optimizer_impl"
+        )
+        ui["offload_optimizer"] = gr.Checkbox(value=False, label="ZeRO-Offload (optimizer on the CPU)")
+        ui["power_limit_w"] = gr.Number(value=0, minimum=0, label="power limit, W (0: the board's)")
+
+
+def training_options(page: dict[str, Any]) -> dict[str, Any]:
+    """The Request fields of the training-memory inputs that differ from their defaults ("default", 0: left out)."""
+    given = {
+        "activation_checkpointing": _given(page.get("activation_checkpointing")),
+        "float8": _given(page.get("float8")) if page.get("float8") not in (None, "none") else None,
+        "lora_rank": int(page["lora_rank"]) if page.get("lora_rank") else None,
+        "qlora": bool(page.get("qlora")) or None,
+        "optimizer_impl": _given(page.get("optimizer_impl")),
+        "offload_optimizer": bool(page.get("offload_optimizer")) or None,
+        "power_limit_w": float(page["power_limit_w"]) if page.get("power_limit_w") else None,
+    }
+    return {name: value for name, value in given.items() if value is not None}
 
 
 #: the page's training-at-scale fields (issue 46), each a plan key; a field at its default is left out

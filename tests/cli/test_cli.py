@@ -39,6 +39,14 @@ def _error_line(capsys) -> str:
         (["predict", "--hf", "gpt2", "--config", "x.json"], "not allowed with argument"),
         (["predict", "--hf", "gpt2", "--max-latency-ms", "-1"], "expected a positive number"),
         (["explain", "--hf", "gpt2", "--top", "-2"], "expected a whole number >= 0"),
+        (["predict", "--hf", "gpt2", "--activation-checkpointing", "sometimes"], "'every-<k>' (every k-th"),
+        (["predict", "--hf", "gpt2", "--lora-rank", "16"], "add --training"),
+        (
+            ["predict", "--hf", "gpt2", "--training", "--float8", "rowwise", "--device", "A100-80GB"],
+            "A100-80GB does not",
+        ),
+        (["predict", "--hf", "gpt2", "--device", "L4", "--power-limit", "30"], "minimum power limit, 40 W"),
+        (["predict", "--hf", "gpt2", "--training", "--dp", "8", "--fsdp-strategy", "hybrid_shard"], "add fsdp=True"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
         ([], "choose a command"),
     ],
@@ -319,3 +327,37 @@ def test_version_is_the_package_metadatas(capsys) -> None:
     # the fallback for a source tree that is not installed says the same as pyproject.toml
     declared = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.MULTILINE)
     assert perfpredict.__version__ == declared.group(1)
+
+
+def test_devices_answers_which_gpu_a_training_step_fits(capsys, tmp_path) -> None:
+    """``predict --devices``: one row per device, its peak memory and whether the step fits (here a tiny Llama
+    fine-tuned with LoRA under full checkpointing, on a 24 GB L4 and an 80 GB H100)."""
+    config = tmp_path / "config.json"
+    fields = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 176,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "num_hidden_layers": 2,
+        "vocab_size": 128,
+        "max_position_embeddings": 128,
+    }
+    config.write_text(json.dumps(fields))
+    argv = ["predict", "--config", str(config), "--training", "--seq", "32", "--lora-rank", "4"]
+    argv += [
+        "--activation-checkpointing",
+        "full",
+        "--predictor",
+        "analytical",
+        "--devices",
+        "L4,H100-SXM",
+        "--json",
+        "-",
+    ]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["device"] for r in rows] == ["L4", "H100-SXM"]
+    assert [round(r["memory_gib"]) for r in rows] == [22, 80] and all(r["fits"] for r in rows)
+    assert rows[0]["step_ms"] > rows[1]["step_ms"] > 0

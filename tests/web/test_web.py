@@ -253,3 +253,29 @@ def test_serve_binds_with_bind_and_still_takes_host_with_a_warning(capsys):
     assert "`serve --host` is deprecated and will be removed: use --bind" in capsys.readouterr().err
     assert main(["serve", "--host", "0.0.0.0", "--bind", "127.0.0.1"]) == 2
     assert "--bind '127.0.0.1' and --host '0.0.0.0' disagree" in capsys.readouterr().err
+
+
+def test_the_pages_training_memory_inputs_become_the_requests_fields():
+    from perfpredict.web.app import training_options
+    from perfpredict.web.compare import Question
+
+    page = {
+        "activation_checkpointing": "selective-op",
+        "float8": "tensorwise",
+        "lora_rank": 16,
+        "qlora": True,
+        "optimizer_impl": "default",
+        "offload_optimizer": False,
+        "power_limit_w": 500,
+    }
+    options = training_options(page)
+    assert options == {
+        "activation_checkpointing": "selective-op",
+        "float8": "tensorwise",
+        "lora_rank": 16,
+        "qlora": True,
+        "power_limit_w": 500.0,
+    }
+    request = Question(model="gpt2", phase="training", options=options).request("H100-SXM")
+    assert (request.activation_checkpointing, request.lora_rank, request.qlora) == ("selective-op", 16, True)
+    assert training_options({"float8": "none", "lora_rank": 0, "activation_checkpointing": "default"}) == {}
