@@ -141,7 +141,7 @@ def _trainer_terms(graph: OpGraph, device: Device, config: RunConfig, step_s: fl
     from perfpredict.hardware.devices import datasheet_device
 
     model, rule = trainer.model_flops_per_microbatch(graph)
-    dtype = trainer.compute_dtype(graph.dtype, config.precision, bool(getattr(config, "float8", None)))
+    dtype = trainer.compute_dtype(graph.dtype, config.precision, getattr(config, "float8", None))
     tensor_core = dtype != "float32" or config.tf32
     peak = datasheet_device(device).peak_flops(dtype, tensor_core=tensor_core)[0]
     hardware = model + recompute_summary(graph)[2]

@@ -84,9 +84,10 @@ def model_flops_per_microbatch(graph: OpGraph, start: int | None = None) -> tupl
     return 3.0 * sum(n.flops for n in forward), "3 x the forward's FLOPs"
 
 
-def compute_dtype(graph_dtype: str, precision: str | None, float8: bool = False) -> str:
-    """The dtype the matmuls run in: float8 where asked, else the precision recipe's half type, else the graph's."""
-    if float8:
+def compute_dtype(graph_dtype: str, precision: str | None, float8: str | None = None) -> str:
+    """The dtype the matmuls run in: float8 where a float8 recipe is asked (``float8``: "tensorwise", "rowwise",
+    "delayed"; None or "none": not), else the precision recipe's half type, else the graph's."""
+    if float8 not in (None, "none"):
         return "float8_e4m3fn"
     if precision and "bf16" in precision:
         return "bfloat16"

@@ -292,8 +292,8 @@ def _check_sharding(plan: ParallelPlan) -> None:
         )
     if plan.fsdp_strategy == HYBRID_SHARD and plan.dp % plan.shard_group_size:
         raise InvalidInputError(
-            f"hybrid_shard over dp={plan.dp} needs a shard group that divides it, not {plan.shard_group_size}; choose "
-            f"shard_group from {', '.join(str(g) for g in range(1, plan.dp + 1) if plan.dp % g == 0)}"
+            f"shard_group={plan.shard_group_size} does not divide dp={plan.dp}; choose the shard group from "
+            f"{', '.join(str(g) for g in range(1, plan.dp + 1) if plan.dp % g == 0)}"
         )
 
 

@@ -18,7 +18,7 @@ __all__ = ["compute_dtype", "dense_peak", "metrics", "split"]
 
 def compute_dtype(graph: OpGraph, precision: str | None, request: Any) -> str:
     """The dtype the matmuls run in (float8 where the Request has the memory side's ``float8`` field set)."""
-    return trainer.compute_dtype(graph.dtype, precision, bool(getattr(request, "float8", None)))
+    return trainer.compute_dtype(graph.dtype, precision, getattr(request, "float8", None))
 
 
 def dense_peak(device: Any, dtype: str, tf32: bool) -> float:

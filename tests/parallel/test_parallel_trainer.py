@@ -43,18 +43,21 @@ def test_mfu_and_hfu_by_hand(sequence_graph, monkeypatch):
     assert t.tokens_per_s_per_gpu == pytest.approx(BATCH * SEQ * 3 * 2 / step_s / 2)
     split = report.step_split
     assert sum(ms for _, ms in split.rows()) == pytest.approx(report.step_ms)
-    # full activation checkpointing (the memory side's Request field; here through the seam): HFU adds the layers'
-    # forward FLOPs once more per microbatch, and the recompute is its own part of the step
-    from perfpredict.parallel import recompute
+    # full activation checkpointing: the graph rewrite recomputes each block's forward in its backward; HFU adds
+    # those FLOPs once per microbatch (3 microbatches x 2 replicas), and the recompute is its own part of the step
+    from perfpredict.compiler_hooks import recompute
 
-    monkeypatch.setattr(recompute, "mode_of", lambda request: "full")
-    again = parallel_report(g, plan, device="H100-SXM", predictor="analytical", precision="amp-bf16")
+    again = parallel_report(
+        g, plan, device="H100-SXM", predictor="analytical", precision="amp-bf16", activation_checkpointing="full"
+    )
+    recomputed = recompute.recompute_summary(recompute.apply(g, "full"))[2]
     layers = sum(n.flops for i, n in enumerate(g.nodes[: _start(g)]) if _labels(g)[i] >= 0)
-    hardware = model + layers * 3 * 2
+    assert 0.5 * layers < recomputed <= layers  # the blocks' forward, less what non-reentrant checkpointing skips
+    hardware = model + recomputed * 3 * 2
     assert again.trainer.hardware_flops_per_step == pytest.approx(hardware)
     assert again.trainer.hfu / again.trainer.mfu == pytest.approx(hardware / model)
     assert again.step_split.recompute_ms > 0 and again.step_ms > report.step_ms
-    assert "recompute" in again.assumptions
+    assert "full" in again.assumptions["activation checkpointing"]
 
 
 def _start(graph):
