@@ -46,6 +46,11 @@ SUITE = {
     "generation": Benchmark("LLM prefill/decode predictions against their bounds", (), True),
     "roofline": Benchmark("this host's measured ceilings", ("--device", "cpu"), True),
     "parallel_validation": Benchmark("multi-GPU collectives and memory against published figures", (), True),
+    "collective_validation": Benchmark(
+        "measured collective curves held out by size decade against Vidur's NCCL timings; vLLM's custom all-reduce",
+        (),
+        True,
+    ),
     "llm_serving": Benchmark("LLM serving (vLLM-class, transformers) against public measurements", (), True),
     "nas_speed": Benchmark("NAS: ms per candidate, ratio to a dynamo trace, 1,000 candidates", (), True),
     "nas_help_fbnet": Benchmark("NAS: rank on HELP's FBNet latencies and our H100 timings", (), False),
