@@ -46,6 +46,11 @@ SUITE = {
     "generation": Benchmark("LLM prefill/decode predictions against their bounds", (), True),
     "roofline": Benchmark("this host's measured ceilings", ("--device", "cpu"), True),
     "parallel_validation": Benchmark("multi-GPU collectives and memory against published figures", (), True),
+    "tp_scaling": Benchmark(
+        "decode time against tensor parallelism: LLM-Inference-Bench's H100 tp 1-4 rows, 70B TPOT at tp 2-8",
+        ("--before", "benchmarks/results/tp_scaling_before.json"),
+        True,
+    ),
     "collective_validation": Benchmark(
         "measured collective curves held out by size decade against Vidur's NCCL timings; vLLM's custom all-reduce",
         (),

@@ -42,9 +42,9 @@ def lib_rows() -> list[dict]:
 
     groups: dict[tuple, list[float]] = defaultdict(list)
     for r in read():
-        if r["framework"] == "vLLM" and r["device"] == "H100-SXM" and r["model"] in LIB_MODELS:
-            if (r["input_tokens"], r["batch"]) in LIB_POINTS:
-                groups[(r["model"], r["input_tokens"], r["batch"], r["gpus"])].append(r["latency_s"])
+        ours = r["framework"] == "vLLM" and r["device"] == "H100-SXM" and r["model"] in LIB_MODELS
+        if ours and (r["input_tokens"], r["batch"]) in LIB_POINTS:
+            groups[(r["model"], r["input_tokens"], r["batch"], r["gpus"])].append(r["latency_s"])
     out = []
     for (model, tokens, batch, tp), latencies in sorted(groups.items()):
         report = predict_generation(model, prompt_tokens=tokens, new_tokens=tokens, batch=batch, device="H100-SXM",
@@ -98,7 +98,11 @@ def lib_table(rows: list[dict], before: dict | None) -> list[str]:
             b = prior.get(_key(r, "model", "tokens", "batch", "tp"))
             b_half = prior.get((r["model"], r["tokens"], r["batch"], r["tp"] // 2))
             b_ratio = f"{b['predicted_s'] / b_half['predicted_s']:.2f}" if b and b_half else "-"
-            line += f" {b['predicted_s']:.2f} | {b_ratio} | {b['predicted_s'] / r['measured_s'] - 1:+.1%} |" if b else " - | - | - |"
+            line += (
+                f" {b['predicted_s']:.2f} | {b_ratio} | {b['predicted_s'] / r['measured_s'] - 1:+.1%} |"
+                if b
+                else " - | - | - |"
+            )
         lines.append(line)
     return lines
 
