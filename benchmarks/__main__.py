@@ -47,6 +47,16 @@ SUITE = {
     "generation": Benchmark("LLM prefill/decode predictions against their bounds", (), True),
     "roofline": Benchmark("this host's measured ceilings", ("--device", "cpu"), True),
     "parallel_validation": Benchmark("multi-GPU collectives and memory against published figures", (), True),
+    "tp_scaling": Benchmark(
+        "decode time against tensor parallelism: LLM-Inference-Bench's H100 tp 1-4 rows, 70B TPOT at tp 2-8",
+        ("--before", "benchmarks/results/tp_scaling_before.json"),
+        True,
+    ),
+    "collective_validation": Benchmark(
+        "measured collective curves held out by size decade against Vidur's NCCL timings; vLLM's custom all-reduce",
+        (),
+        True,
+    ),
     "llm_serving": Benchmark("LLM serving (vLLM-class, transformers) against public measurements", (), True),
     "serving_sim": Benchmark(
         "serve-sim: a 1,000-request simulation's time, its step-time surface against exact costs, a deploy search",

@@ -11,7 +11,8 @@ batch 1-64; each row is the wall time of one batch through ``llm.generate`` with
 as off by their script). The rows are split by model: the 7-8B Llama-2-7B, Llama-3-8B and Mistral-7B calibrate,
 every other model with a shipped config tests (Qwen2-7B, Llama-2-70B, Llama-3-70B, Mixtral-8x7B, Qwen2-72B).
 Only the engine's constants are fitted, on the calibration half alone: its host time per step (fixed, per
-sequence, per prefill token, per tensor-parallel step; non-negative least squares on the relative error) and the
+sequence, per prefill token, per tensor-parallel step and per GPU worker beyond the driver; non-negative least
+squares on the relative error) and the
 memory outside torch that sizes the KV pool (a grid). The GPU's time is the device model's, unfitted. Rows of
 the same configuration measured twice are scored once, on their median.
 
@@ -56,7 +57,7 @@ TEST = (
 RUNTIME_GIB = (0.5, 1.0, 2.0)  # the grid of memory outside torch, per GPU
 RUNTIME_TP_GIB = (0.0, 1.0, 2.0)  # and its part with tensor parallelism
 V1_REREADS = (0.0, 1.0)  # whether PagedAttention v1 reads a key/value head once per query head
-HOST_TERMS = ("host_step_s", "host_per_seq_s", "host_per_prefill_token_s", "host_tp_step_s")
+HOST_TERMS = ("host_step_s", "host_per_seq_s", "host_per_prefill_token_s", "host_tp_step_s", "host_per_worker_s")
 # gpt-fast (github.com/pytorch-labs/gpt-fast README; pytorch.org/blog/accelerating-generative-ai-2): A100-80GB at
 # 330 W, batch 1, 5-token prompt, 200 new tokens, bf16 unless quantized; tokens/s of the whole generate call
 GPT_FAST = (
@@ -111,7 +112,7 @@ def simulate(rows: list[dict], constants: dict) -> list[dict]:
             out.append({**r, "error": str(s)})
             continue
         t = run(s, r["batch"], r["tokens"], r["tokens"])
-        terms = [t.steps, t.seq_steps, t.prefill_tokens, t.steps if r["tp"] > 1 else 0]
+        terms = [t.steps, t.seq_steps, t.prefill_tokens, t.steps if r["tp"] > 1 else 0, t.steps * (r["tp"] - 1)]
         out.append({**r, "gpu_s": t.gpu_s, "terms": terms, "preemptions": t.preemptions})
     return out
 

@@ -117,7 +117,8 @@ def markdown(scored: list[dict], anchors: list[dict], constants: dict, header: s
     host = (
         f"host time per step {constants['host_step_s'] * 1e3:.3f} ms + {constants['host_per_seq_s'] * 1e6:.2f} us per "
         f"sequence + {constants['host_per_prefill_token_s'] * 1e6:.3f} us per prefill token + "
-        f"{constants['host_tp_step_s'] * 1e3:.3f} ms per step with tensor parallelism; memory outside torch "
+        f"{constants['host_tp_step_s'] * 1e3:.3f} ms per step with tensor parallelism + "
+        f"{constants.get('host_per_worker_s', 0.0) * 1e3:.3f} ms per GPU worker beyond the driver; memory outside torch "
         f"{constants['runtime_bytes'] / GIB:g} GiB, {constants.get('runtime_tp_bytes', 0) / GIB:g} GiB more with "
         f"tensor parallelism; PagedAttention v1 re-reads K/V per query head: "
         f"{'yes' if constants.get('paged_v1_rereads_kv', 1) else 'no'}"

@@ -54,6 +54,13 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     )
     p.add_argument("--tp", type=_count("--tp", 1), default=1, help="tensor-parallel GPUs (memory is then per GPU)")
     p.add_argument(
+        "--pp",
+        type=_count("--pp", 1),
+        default=1,
+        help="pipeline stages of --tp GPUs each (--engine vllm: its virtual engines; across nodes when a stage "
+        "fills one)",
+    )
+    p.add_argument(
         "--dtype",
         choices=("bfloat16", "float16", "float32"),
         default=None,
@@ -129,6 +136,18 @@ def _engine_arguments(p: argparse.ArgumentParser) -> None:
         help="default: on for a model over 32K tokens of context without a sliding window",
     )
     v.add_argument("--enforce-eager", action="store_true", default=None, help="no CUDA graphs")
+    v.add_argument(
+        "--disable-custom-all-reduce",
+        action="store_true",
+        default=None,
+        help="NCCL for every all-reduce (default: vLLM's custom all-reduce for messages under 8 MiB on NVLink)",
+    )
+    v.add_argument(
+        "--enable-expert-parallel",
+        action="store_true",
+        default=None,
+        help="a mixture of experts' experts split whole over the --tp GPUs, all-to-all dispatch and combine",
+    )
 
 
 def engine_config(args: argparse.Namespace):
@@ -143,6 +162,8 @@ def engine_config(args: argparse.Namespace):
         "max_model_len": args.max_model_len,
         "chunked_prefill": args.chunked_prefill,
         "enforce_eager": args.enforce_eager,
+        "disable_custom_all_reduce": args.disable_custom_all_reduce,
+        "enable_expert_parallel": args.enable_expert_parallel,
     }
     given = {k: v for k, v in fields.items() if v is not None}
     return EngineConfig(**given) if given else None
@@ -166,6 +187,7 @@ def run_generate(args: argparse.Namespace) -> int:
         kv_dtype=args.kv_dtype,
         engine=args.engine,
         tp=args.tp,
+        pp=args.pp,
         mode=args.mode,
         cache=args.cache,
         engine_config=engine_config(args),

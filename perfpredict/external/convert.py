@@ -4,7 +4,8 @@
     python -m perfpredict.external.convert vidur /path/to/vidur
 
 Writes ``ops.parquet`` (the op rows) and, for NeuSight, ``e2e_published.csv`` (its end-to-end table, for scoring
-only) into the source's folder, and prints the row counts the folder's README quotes.
+only), for Vidur ``collectives.parquet`` (its measured NCCL all-reduce and send/recv, ``vidur_network``) into the
+source's folder, and prints the row counts the folder's README quotes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from perfpredict.core.units import MIB
-from perfpredict.external import neusight, neusight_models, vidur
+from perfpredict.external import neusight, neusight_models, vidur, vidur_network
 from perfpredict.external.op_rows import EXTERNAL_DIR, write_rows
 from perfpredict.external.source_tree import SourceTree
 
@@ -54,6 +55,14 @@ def main(argv: list[str] | None = None) -> int:
             writer.writeheader()
             writer.writerows(table)
         print(f"{len(table)} end-to-end rows -> {out / 'e2e_published.csv'} (scoring only)")
+    if args.source == "vidur":
+        network = vidur_network.convert(tree)
+        path = vidur_network.write(network, out, tree.commit())
+        print(f"{len(network)} collective rows -> {path} ({path.stat().st_size / MIB:.2f} MiB)")
+        for key, n in sorted(
+            Counter((r["system"], r["collective"], r["ranks"], r["ranks_per_node"]) for r in network).items()
+        ):
+            print(f"  {key[0]:22s} {key[1]:10s} {key[2]:2d} ranks, {key[3]} per node: {n}")
     return 0
 
 

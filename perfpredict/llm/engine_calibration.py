@@ -1,8 +1,9 @@
 """The engine's own constants, fitted on the calibration half of LLM-Inference-Bench's vLLM rows.
 
 The GPU's time comes from perfpredict's per-op device model. What remains is the engine's: its scheduler's host
-time per step (Python: scheduling, building the step's inputs, sampling's bookkeeping), a fixed part per step when
-tensor parallelism makes the driver broadcast each step's inputs to the workers, the memory outside torch's
+time per step (Python: scheduling, building the step's inputs, sampling's bookkeeping), a fixed part per step and a
+part per worker when tensor parallelism makes the driver broadcast each step's inputs to its workers (and wait for
+the slowest), the memory outside torch's
 allocator that vLLM's start-up profile counts before sizing the KV cache (and its part that comes with tensor
 parallelism), and whether vLLM's PagedAttention v1 kernel (XFormers' decode, for a sliding-window model) reads each
 key/value head once per query head of its group. ``benchmarks/llm_serving.py --fit`` fits
@@ -29,6 +30,7 @@ DEFAULTS = {
     "host_per_seq_s": 2.0e-5,
     "host_per_prefill_token_s": 0.0,
     "host_tp_step_s": 0.0,
+    "host_per_worker_s": 0.0,  # per GPU worker beyond the driver's (the step's broadcast and gather)
     "runtime_bytes": GIB,
     "runtime_tp_bytes": 0.0,  # more per GPU with tensor parallelism: NCCL communicators, custom all-reduce buffers
     "paged_v1_rereads_kv": 1.0,  # 1: PagedAttention v1 reads a key/value head once per query head of its group
@@ -53,7 +55,13 @@ def constants(key: str = ENGINE_KEY) -> dict[str, Any]:
 
 def host_time(values: dict[str, Any] | None = None) -> HostTime:
     c = values or constants()
-    return HostTime(c["host_step_s"], c["host_per_seq_s"], c["host_per_prefill_token_s"], c["host_tp_step_s"])
+    return HostTime(
+        c["host_step_s"],
+        c["host_per_seq_s"],
+        c["host_per_prefill_token_s"],
+        c["host_tp_step_s"],
+        c["host_per_worker_s"],
+    )
 
 
 def save(values: dict[str, Any], key: str = ENGINE_KEY) -> None:

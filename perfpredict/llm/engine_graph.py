@@ -12,6 +12,9 @@ Megatron-style tensor parallelism is built in, as vLLM shards: q/k/v, gate/up an
 features are column-parallel (heads/tp and intermediate/tp per rank), the output and down projections are
 row-parallel (each followed by an all-reduce), the embedding and the LM head are split over the vocabulary (the
 embedding's output all-reduced, the logits gathered). Key/value heads fewer than tp are replicated (vLLM's rule).
+With expert parallelism (``ep``) a mixture of experts' experts are split whole over the tp GPUs instead of
+sliced: each rank holds experts/tp of them at full width and runs its share of the token-expert pairs (tokens
+routed uniformly, so an even share: the load-balance assumption).
 
 The graph's batch is the number of sequences, so two graphs fix CostArrays' affine coefficients; every other size
 (query tokens per sequence, context) is fixed per graph.
@@ -39,12 +42,18 @@ class RankShape:
     kv_heads: int
     intermediate: int
     vocab: int
+    ep: int = 1  # expert-parallel ranks: a MoE's experts split whole over them (1: sliced over tp)
+    experts: int = 0  # experts held by this rank
+    expert_intermediate: int = 0  # each held expert's intermediate features
 
 
-def rank_shape(spec: DecoderSpec, tp: int) -> RankShape:
-    """Heads, key/value heads, intermediate features and vocabulary rows per rank; refuses a tp vLLM refuses."""
+def rank_shape(spec: DecoderSpec, tp: int, expert_parallel: bool = False) -> RankShape:
+    """Heads, key/value heads, intermediate features and vocabulary rows per rank; refuses a tp vLLM refuses.
+    ``expert_parallel``: a mixture of experts' experts split whole over the tp ranks."""
     if tp < 1:
         raise InvalidInputError(f"--tp {tp} must be at least 1")
+    if expert_parallel:
+        return _expert_parallel(spec, tp)
     kv_ok = spec.kv_heads % tp == 0 or tp % spec.kv_heads == 0
     if spec.heads % tp or not kv_ok or spec.intermediate % tp:
         choices = ", ".join(str(t) for t in range(1, spec.heads + 1) if splits(spec, t) and t <= 64)
@@ -57,7 +66,28 @@ def rank_shape(spec: DecoderSpec, tp: int) -> RankShape:
         )
         raise InvalidInputError(f"tp={tp} does not split {what} of {spec.name} evenly; choose tp from {choices}")
     vocab = -(-spec.vocab // VOCAB_PADDING) * VOCAB_PADDING
-    return RankShape(tp, spec.heads // tp, max(spec.kv_heads // tp, 1), spec.intermediate // tp, -(-vocab // tp))
+    inter = spec.intermediate // tp
+    kv = max(spec.kv_heads // tp, 1)
+    return RankShape(tp, spec.heads // tp, kv, inter, -(-vocab // tp), 1, spec.experts, inter if spec.experts else 0)
+
+
+def _expert_parallel(spec: DecoderSpec, tp: int) -> RankShape:
+    """Attention split over tp as without it; the experts split whole over the same ranks."""
+    from dataclasses import replace
+
+    if not spec.experts:
+        raise InvalidInputError(
+            f"--enable-expert-parallel splits a mixture of experts' experts over the GPUs; {spec.name} has none "
+            "(a dense MLP): drop the flag"
+        )
+    if tp < 2 or spec.experts % tp:
+        choices = ", ".join(str(t) for t in range(2, spec.experts + 1) if spec.experts % t == 0 and splits(spec, t))
+        raise InvalidInputError(
+            f"expert parallelism over tp={tp} GPUs does not split the {spec.experts} experts of {spec.name} evenly "
+            f"over two or more; choose tp from {choices}"
+        )
+    base = rank_shape(spec, tp)
+    return replace(base, ep=tp, experts=spec.experts // tp, expert_intermediate=spec.intermediate)
 
 
 def splits(spec: DecoderSpec, tp: int) -> bool:
@@ -151,14 +181,18 @@ def _block(b: _Builder, spec: DecoderSpec, rank: RankShape, step: StepShape, pat
 
 def _experts(b: _Builder, spec: DecoderSpec, rank: RankShape, tokens: int, path: str) -> None:
     """vLLM's fused MoE: the router, top-k, one grouped GEMM for gate+up and one for down over the experts the
-    tokens reach (``moe.expected_experts``, uniform routing), SiLU-and-mul between, and the sum over the k."""
-    e, k, h, inter = spec.experts, spec.experts_per_token, spec.hidden, rank.intermediate
-    reached = moe.expected_experts(e, k, tokens)
+    tokens reach (``moe.expected_experts``, uniform routing), SiLU-and-mul between, and the sum over the k. With
+    expert parallelism the step waits for the busiest rank: an even share of the token-expert pairs rounded up, on
+    an even share of the experts reached, at least one."""
+    e, k, h = spec.experts, spec.experts_per_token, spec.hidden
+    inter, held = rank.expert_intermediate or rank.intermediate, rank.experts or e
+    reached = min(float(held), max(1.0, moe.expected_experts(e, k, tokens) / rank.ep))
+    pairs = -(-tokens * k // rank.ep)
     b.linear(f"{path}.gate", tokens, h, e, quantized=False)
     b.pointwise(f"{path}.topk", "topk_softmax", tokens * e, tokens * k * 2)
-    b.grouped_linear(f"{path}.experts.w13", tokens * k, h, 2 * inter, e, reached)
-    b.pointwise(f"{path}.experts.act_fn", "silu_and_mul", tokens * k * 2 * inter, tokens * k * inter)
-    b.grouped_linear(f"{path}.experts.w2", tokens * k, inter, h, e, reached)
+    b.grouped_linear(f"{path}.experts.w13", pairs, h, 2 * inter, held, reached)
+    b.pointwise(f"{path}.experts.act_fn", "silu_and_mul", pairs * 2 * inter, pairs * inter)
+    b.grouped_linear(f"{path}.experts.w2", pairs, inter, h, held, reached)
     b.pointwise(f"{path}.experts.sum", "moe_sum", tokens * k * h, tokens * h)
 
 
@@ -312,7 +346,8 @@ def weight_elements(spec: DecoderSpec, rank: RankShape) -> tuple[int, int]:
     q, kv = rank.heads * spec.head_dim, rank.kv_heads * spec.head_dim
     mlp = (3 if spec.gated_mlp else 2) * spec.hidden * rank.intermediate
     if spec.experts:
-        mlp = spec.experts * mlp + spec.hidden * spec.experts
+        held, inter = rank.experts or spec.experts, rank.expert_intermediate or rank.intermediate
+        mlp = held * (3 if spec.gated_mlp else 2) * spec.hidden * inter + spec.hidden * spec.experts
     layer = (
         spec.hidden * (q + 2 * kv) + q * spec.hidden + mlp + 2 * spec.hidden + ((q + 2 * kv) if spec.qkv_bias else 0)
     )

@@ -47,6 +47,7 @@ def predict_generation(
     kv_dtype: str | None = None,
     engine: str = "auto",
     tp: int = 1,
+    pp: int = 1,
     mode: str | None = None,
     cache: str | None = None,
     engine_config: Any = None,
@@ -62,7 +63,8 @@ def predict_generation(
     fused kernels, its scheduler; ``engine_config`` a ``vllm_config.EngineConfig``), ``"hf"`` (transformers'
     ``generate``, with ``mode`` eager, cuda_graph, compiled or compiled_cuda_graph and ``cache`` dynamic or
     static), or ``"auto"``: vllm for a decoder it covers on a GPU unless ``mode`` or ``cache`` is given, else hf.
-    ``tp``: tensor-parallel GPUs (memory figures are then per GPU). ``weights``: bf16, fp16, fp8, int8, nf4, int4
+    ``tp``: tensor-parallel GPUs (memory figures are then per GPU); ``pp`` (``engine="vllm"``): pipeline stages of
+    tp GPUs each (vLLM's virtual engines; ``vllm_engine``). ``weights``: bf16, fp16, fp8, int8, nf4, int4
     or int4-g32 (``weight_formats``; default: the compute dtype). ``kv_dtype``: the cache's dtype (default: the
     compute dtype). ``quant_kernel`` (``--engine hf``): how a weight-only format's matmuls widen the weights,
     "fused" dequant-GEMM or "dequantize"-then-GEMM; default "auto", as the common libraries do
@@ -94,11 +96,16 @@ def predict_generation(
         from perfpredict.llm.vllm_engine import predict_vllm
 
         report = predict_vllm(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
-                              device=device, tp=tp, dtype=dtype, weights=weights, kv_dtype=kv_dtype,
+                              device=device, tp=tp, pp=pp, dtype=dtype, weights=weights, kv_dtype=kv_dtype,
                               engine=engine_config, price_usd_per_hour=price_usd_per_hour, host=host)  # fmt: skip
         return _with_host(report, host)
     if engine_config is not None:
         raise InvalidInputError("engine settings (block size, memory utilization, ...) apply to --engine vllm only")
+    if pp != 1:
+        raise InvalidInputError(
+            f"--pp {pp}: pipeline parallelism is modelled for the vLLM-class engine (its virtual engines); use "
+            "--engine vllm, or --tp alone with --engine hf"
+        )
     mode, cache = hf_mode_and_cache(mode, cache)
     report = _predict_hf(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
                          device=device, dtype=dtype, weights=weights, kv_dtype=kv_dtype, mode=mode,

@@ -39,7 +39,7 @@ class BatchPoint:
 
 @dataclass(frozen=True)
 class GenerationReport(JsonReport):
-    """One generation question answered. Memory figures are per GPU (each of ``tp`` tensor-parallel ranks);
+    """One generation question answered. Memory figures are per GPU (each of ``tp`` x ``pp`` ranks);
     times are the whole batch's (with an engine, its sequences' first tokens come at different times:
     ``ttft_ms`` is their mean, ``ttft_max_ms`` the last one)."""
 
@@ -91,6 +91,7 @@ class GenerationReport(JsonReport):
     # the sequences that decode together: the batch, or as many as the KV cache holds at the full context
     # (``max_batch``) where that is fewer; 0 in a report written before this field
     running_batch: int = 0
+    pp: int = 1  # pipeline stages (each of tp GPUs)
 
     @property
     def memory_bound_below_batch(self) -> int | None:

@@ -15,7 +15,8 @@ from perfpredict.render.formats import fmt_bytes, fmt_energy_j, fmt_rate, fmt_ti
 
 def summary_rows(r: GenerationReport) -> list[tuple[str, str, str]]:
     cost = "-" if r.cost_per_million_tokens_usd is None else fmt_usd(r.cost_per_million_tokens_usd)
-    gpus = f"{r.tp} x {r.device}" if r.tp > 1 else r.device
+    gpus = _gpus(r)
+    n = r.tp * r.pp
     fit = (
         f"fits in {fmt_bytes(r.device_memory_bytes)}"
         if r.fits
@@ -32,17 +33,17 @@ def summary_rows(r: GenerationReport) -> list[tuple[str, str, str]]:
             "Time per output token",
             fmt_time_ms(r.tpot_mean_ms),
             f"mean; first {fmt_time_ms(r.tpot_first_ms)}, last {fmt_time_ms(r.tpot_last_ms)}"
-            + (f"; tensor-parallel all-reduces {fmt_time_ms(r.tp_communication_ms)} of each step" if r.tp > 1 else ""),
+            + (f"; communication {fmt_time_ms(r.tp_communication_ms)} of each step" if n > 1 else ""),
         ),
         ("End to end", fmt_time_ms(r.e2e_ms), f"{r.new_tokens} new tokens" + _engine_detail(r)),
         ("Tokens/s", fmt_rate(r.tokens_per_s, "tokens/s"), f"batch {r.batch}; {decode_alone(r)}"),
         (
-            "Memory per GPU" if r.tp > 1 else "Peak memory",
+            "Memory per GPU" if n > 1 else "Peak memory",
             fmt_bytes(r.peak_memory_bytes),
             _memory_detail(r) + f"; {fit}",
         ),
         ("Largest batch that fits", f"{r.max_batch:,}", f"at {r.prompt_tokens + r.new_tokens} tokens of context"),
-        ("Energy per token", fmt_energy_j(r.energy_per_token_j), f"all {r.tp} GPUs" if r.tp > 1 else ""),
+        ("Energy per token", fmt_energy_j(r.energy_per_token_j), f"all {n} GPUs" if n > 1 else ""),
         ("Cost per 1M tokens", cost, f"at the price of {gpus}"),
     ]
     return rows
@@ -160,6 +161,9 @@ def print_generation(r: GenerationReport, console: Any) -> None:
 
 
 def _gpus(r: GenerationReport) -> str:
+    """``tp x device``, or ``pp x tp x device`` with pipeline stages."""
+    if r.pp > 1:
+        return f"{r.pp} x {r.tp} x {r.device}"
     return f"{r.tp} x {r.device}" if r.tp > 1 else r.device
 
 

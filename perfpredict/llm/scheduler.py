@@ -54,19 +54,23 @@ class _Seq:
 @dataclass(frozen=True)
 class HostTime:
     """The engine's host time of one step: a fixed part, a part per sequence in the step, and one per prefill
-    token (building the step's inputs), plus a fixed part for tensor parallelism (the driver broadcasts them)."""
+    token (building the step's inputs), plus, with more than one GPU, a fixed part and one per worker the driver
+    drives: every step it broadcasts the step's inputs to the other workers (vLLM's multiprocessing executor), and
+    waits for the slowest of them."""
 
     step_s: float
     per_seq_s: float
     per_prefill_token_s: float = 0.0
     tp_step_s: float = 0.0
+    per_worker_s: float = 0.0  # per GPU worker beyond the driver's own
 
-    def seconds(self, seqs: int, prefill_tokens: int, tp: int) -> float:
+    def seconds(self, seqs: int, prefill_tokens: int, workers: int) -> float:
         return (
             self.step_s
             + self.per_seq_s * seqs
             + self.per_prefill_token_s * prefill_tokens
-            + (self.tp_step_s if tp > 1 else 0.0)
+            + (self.tp_step_s if workers > 1 else 0.0)
+            + self.per_worker_s * max(workers - 1, 0)
         )
 
 
@@ -105,10 +109,12 @@ class Trace:
 
 
 class Scheduler:
-    """Runs ``batch`` requests of ``prompt`` tokens each, ``new`` tokens out, through the engine."""
+    """Runs ``batch`` requests of ``prompt`` tokens each, ``new`` tokens out, through the engine (one virtual
+    engine of a pipeline: ``pp`` of them share the driver's host time, so a step is never shorter than pp times
+    its host part), driving ``workers`` GPU workers."""
 
-    def __init__(self, costs, kv, engine, host: HostTime, tp: int) -> None:
-        self.costs, self.kv, self.engine, self.host, self.tp = costs, kv, engine, host, tp
+    def __init__(self, costs, kv, engine, host: HostTime, workers: int, pp: int = 1) -> None:
+        self.costs, self.kv, self.engine, self.host, self.workers, self.pp = costs, kv, engine, host, workers, pp
         self.budget = engine.max_num_batched_tokens
         self.max_seqs = engine.config.max_num_seqs
         self.watermark = int(engine.config.watermark * kv.blocks)
@@ -268,8 +274,10 @@ class Scheduler:
             seq.blocks = 0
 
     def _spend(self, gpu_s: float, seqs: int, prefill_tokens: int, *, prefill: bool, steps: int = 1) -> None:
-        host = self.host.seconds(seqs // steps, prefill_tokens, self.tp) * steps
-        self.now += gpu_s + host
+        host = self.host.seconds(seqs // steps, prefill_tokens, self.workers) * steps
+        wall = max(gpu_s + host, self.pp * host)  # the driver runs every virtual engine's host part in turn
+        host = wall - gpu_s
+        self.now += wall
         self.trace.host_s += host
         self.trace.seq_steps += seqs
         self.trace.prefill_tokens += prefill_tokens

@@ -13,8 +13,16 @@ idea of how fast a GEMM runs):
 
 A decode step whose batch has a captured CUDA graph runs in ``cuda_graph`` mode at the padded batch (the dense
 part and the head run on the padding too; attention only on the real sequences); any other step runs ``eager``.
-Tensor parallelism adds its collectives per step on the critical path (``parallel.collectives``: the two
-all-reduces of each block, the embedding's all-reduce and the gather of the logits), timed on the GPU's link.
+Tensor parallelism adds its collectives per step on the critical path (``tp_comm``: the two all-reduces of each
+block, the embedding's all-reduce and the gather of the logits; vLLM's custom all-reduce or NCCL's measured
+curves). Expert parallelism replaces a MoE block's all-reduce with a reduce-scatter and an all-gather of the same
+bytes around two all-to-alls (dispatch and combine) of each rank's token-expert pairs.
+
+With pipeline parallelism (``pp`` stages) the model's ``spec`` is one stage's (layers/pp): a step of one virtual
+engine's sequences passes through the pp stages in turn, so its time is pp times a stage's dense and attention
+parts (the embedding is counted on every stage: one lookup per token, small), the head once, and pp - 1 sends of
+the activations between stages. A prefill also waits, on average, for half the other virtual engines' prefills
+ahead of it on each stage ((pp - 1)/2 stage times more): vLLM runs them on the same GPUs.
 The scheduler's host time per step (``engine_calibration``) is not here: it is the engine's, not the GPU's.
 """
 
@@ -29,6 +37,7 @@ import numpy as np
 from perfpredict.core.units import KIB, TIB
 from perfpredict.llm.engine_graph import Numerics, RankShape, StepShape, step_graph
 from perfpredict.llm.vllm_config import ResolvedEngine, capture_bucket, paged_attention_kernel
+from perfpredict.parallel.collectives import ALL_GATHER, REDUCE_SCATTER
 
 STREAM_ANCHORS = np.geomspace(KIB, TIB, 31)  # bytes a decode attention kernel reads, tabulated then interpolated
 
@@ -45,6 +54,8 @@ class EngineModel:
     link: Any = None  # the tensor-parallel group's GroupLink (tp > 1)
     v1_rereads_kv: bool = True  # PagedAttention v1 reads each key/value head once per query head (calibrated)
     host: str | None = None  # the host profile that times dispatch and launches (RunConfig.host); None: the default
+    pp: int = 1  # pipeline stages; ``spec`` is then one stage's
+    comm: Any = None  # the step's collectives (tp_comm.CommModel); None: none (one GPU)
 
     @property
     def group_size(self) -> int:
@@ -143,8 +154,9 @@ class StepCosts:
         seconds = self._lookup(
             self._dense[mode], self._seq_columns if mode == "cuda_graph" else self._token_columns, padded
         )
-        seconds += self._lookup(self._head[mode], self._seq_columns, padded)
         seconds += self._decode_attention(seqs, context_sum / seqs, max_context, mode)
+        seconds *= self.m.pp  # every stage's layers in turn
+        seconds += self._lookup(self._head[mode], self._seq_columns, padded)
         return seconds + self.collectives_s(padded, padded)
 
     def prefill_s(self, chunks: list[tuple[int, int]], decode_seqs: int = 0, decode_context_sum: float = 0.0) -> float:
@@ -153,29 +165,34 @@ class StepCosts:
         tokens = sum(q for q, _ in chunks) + decode_seqs
         seqs = len(chunks) + decode_seqs
         seconds = self._lookup(self._dense["eager"], self._token_columns, tokens)
-        seconds += self._lookup(self._head["eager"], self._seq_columns, min(seqs, self.max_seqs))
         pairs_axis, pair_s = self._prefill_attention
         pairs = sum(q * c - q * (q - 1) / 2 for q, c in chunks)
         seconds += self._lookup(pair_s, pairs_axis, pairs)  # several prompts in one step may pass the grid
         if decode_seqs:
             seconds += self._decode_attention(decode_seqs, decode_context_sum / decode_seqs, 0, "eager")
+        seconds *= self.m.pp + (self.m.pp - 1) / 2  # the stages in turn, behind half the other virtual engines
+        seconds += self._lookup(self._head["eager"], self._seq_columns, min(seqs, self.max_seqs))
         return seconds + self.collectives_s(tokens, seqs)
 
     def collectives_s(self, tokens: int, seqs: int) -> float:
-        """Tensor-parallel communication of one step on the critical path."""
-        if self.m.rank.tp == 1 or self.m.link is None:
+        """Communication of one step on the critical path: the tensor-parallel collectives of every stage, expert
+        parallelism's dispatch and combine, and the sends between pipeline stages."""
+        comm = self.m.comm
+        if comm is None:
             return 0.0
-        from perfpredict.parallel.collectives import ALL_GATHER, ALL_REDUCE, collective_s
-
         act = tokens * self.m.spec.hidden * _bytes(self.m.num.dtype)
-        tp, link = self.m.rank.tp, self.m.link
-        per_layer = 2 * collective_s(ALL_REDUCE, act, tp, link)
-        logits = seqs * self.m.rank.vocab * tp * _bytes(self.m.num.dtype)
-        return (
-            self.m.spec.layers * per_layer
-            + collective_s(ALL_REDUCE, act, tp, link)
-            + collective_s(ALL_GATHER, logits, tp, link)
-        )
+        layers = self.m.spec.layers * self.m.pp
+        seconds = (comm.pp - 1) * comm.send_recv_s(act)
+        if comm.tp <= 1:
+            return seconds
+        logits = seqs * self.m.rank.vocab * comm.tp * _bytes(self.m.num.dtype)
+        seconds += comm.all_reduce_s(act) + comm.all_gather_s(logits)  # the embedding's, the logits' gather
+        if self.m.rank.ep > 1:
+            pairs = -(-tokens * self.m.spec.experts_per_token // self.m.rank.ep) * self.m.spec.hidden
+            moe = comm.nccl_s(REDUCE_SCATTER, act) + comm.nccl_s(ALL_GATHER, act)
+            moe += 2 * comm.all_to_all_s(pairs * _bytes(self.m.num.dtype))
+            return seconds + layers * (comm.all_reduce_s(act) + moe)
+        return seconds + layers * 2 * comm.all_reduce_s(act)
 
     def compute_share(self, seqs, context: int) -> np.ndarray:
         """Per decode batch in ``seqs``: the share of the step's roofline time in compute-bound kernels (under 0.5:

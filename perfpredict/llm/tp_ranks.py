@@ -4,8 +4,11 @@ The transformers engine's graphs (prefill, decode steps) are sharded Megatron-st
 ``parallel.tensor_parallel.shard`` (the same split as ``predict --tp``: column-parallel q/k/v and gate/up,
 row-parallel output and down projections, the vocabulary split; a tp that does not split the heads is refused with
 the choices that do). Each row linear's all-reduce is on the critical path, timed by ``parallel.collectives`` on
-the GPUs' link (``parallel.interconnect``; tp GPUs side by side in nodes of 8). The vLLM-class engine builds its
-rank's graph itself (``engine_graph``) and uses the same link and collective model (``step_costs``).
+the GPUs' link (``parallel.interconnect``; tp GPUs side by side in nodes of 8) with NCCL's own latency model (not
+yet the measured curves of ``parallel.measured_collectives``: this engine's anchors, gpt-fast's published
+tensor-parallel figures, were scored with it). The vLLM-class engine builds its rank's graph itself
+(``engine_graph``) and costs its collectives as vLLM runs them (``tp_comm``: its custom all-reduce, or NCCL's
+measured curves).
 """
 
 from __future__ import annotations

@@ -47,6 +47,8 @@ class EngineConfig:
     enforce_eager: bool = False
     max_seq_len_to_capture: int = 8192
     watermark: float = 0.01
+    disable_custom_all_reduce: bool = False  # NCCL for every all-reduce (vLLM's --disable-custom-all-reduce)
+    enable_expert_parallel: bool = False  # a MoE's experts split whole over the tp GPUs (--enable-expert-parallel)
 
     def __post_init__(self) -> None:
         if not 0.05 <= self.gpu_memory_utilization <= 1.0:

@@ -1,14 +1,23 @@
-"""``engine="vllm"``: generation on a vLLM-class serving engine, on one GPU or ``tp`` tensor-parallel GPUs.
+"""``engine="vllm"``: generation on a vLLM-class serving engine, on one GPU, ``tp`` tensor-parallel GPUs, and ``pp``
+pipeline stages of them.
 
 The pieces: the model's sizes (``decoder_spec``), the engine's settings with vLLM v0.6's defaults
 (``vllm_config``), the KV pool it reserves at start-up (``paged_kv``), the GPU time of each step from the device
 model (``step_costs`` on ``engine_graph``), the engine's host time per step (``engine_calibration``), and the
 scheduler run step by step over the batch (``scheduler``). Nothing here traces the HuggingFace model, so an answer
 costs well under a second for any size.
+
+Pipeline parallelism as vLLM's V0 engine runs it (V1's batch queue does the same): the layers are split into pp
+stages (the slowest, with ceil(layers/pp) of them, paces the pipeline: ``stage_spec``), and the engine runs pp
+virtual engines, each with its own scheduler, a pp-th of the KV blocks (vLLM divides ``num_gpu_blocks`` by pp)
+and up to ``max_num_seqs`` sequences; requests go to the least loaded, so the batch splits evenly. Each virtual
+engine's step passes through the stages in turn while the others' steps fill the other stages, so one virtual
+engine's run (``ceil(batch/pp)`` sequences) is the whole run's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +31,7 @@ from perfpredict.llm.engine_graph import Numerics, rank_shape, weight_elements
 from perfpredict.llm.generation_report import BatchPoint, DecodePoint, GenerationReport
 from perfpredict.llm.scheduler import Scheduler
 from perfpredict.llm.step_costs import EngineModel, StepCosts
+from perfpredict.llm.tp_comm import CommModel
 from perfpredict.llm.tp_ranks import link_for
 from perfpredict.llm.vllm_config import VLLM_VERSION, EngineConfig, resolve
 
@@ -38,23 +48,52 @@ class Setup:
     fmt: Any
     constants: dict
 
+    @property
+    def pp(self) -> int:
+        return self.model.pp
 
-def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None = None, weights: str | None = None,
-          kv_dtype: str | None = None, engine: EngineConfig | None = None, constants: dict | None = None,
-          host: str | None = None) -> Setup:  # fmt: skip
-    """The engine for one model on ``tp`` GPUs of ``device``; refuses what vLLM would refuse at start-up."""
+    @property
+    def gpus(self) -> int:
+        return self.model.rank.tp * self.model.pp
+
+    @property
+    def engine_kv(self) -> paged_kv.KvPlan:
+        """The KV blocks one virtual engine's scheduler manages (all of them without pipeline parallelism)."""
+        return dataclasses.replace(self.kv, blocks=self.kv.blocks // self.pp)
+
+    def engine_batch(self, batch: int) -> int:
+        """The sequences of ``batch`` one virtual engine runs (the least-loaded engine takes each request)."""
+        return -(-batch // self.pp)
+
+    def largest_batch(self, tokens: int) -> int:
+        """Sequences of ``tokens`` tokens the engine holds at once: every virtual engine's KV blocks and limit."""
+        per_engine = min(self.engine_kv.max_seqs_at(tokens), self.model.engine.config.max_num_seqs)
+        return per_engine * self.pp
+
+
+def stage_spec(spec: Any, pp: int) -> Any:
+    """One pipeline stage's share of the model: ceil(layers / pp) layers (the slowest stage paces the pipeline)."""
+    if pp < 1 or pp > spec.layers:
+        raise InvalidInputError(f"--pp {pp} must be from 1 to the {spec.layers} layers of {spec.name}")
+    return spec if pp == 1 else dataclasses.replace(spec, layers=-(-spec.layers // pp))
+
+
+def setup(model_or_config: Any, *, device: str, tp: int = 1, pp: int = 1, dtype: str | None = None,
+          weights: str | None = None, kv_dtype: str | None = None, engine: EngineConfig | None = None,
+          constants: dict | None = None, host: str | None = None) -> Setup:  # fmt: skip
+    """The engine for one model on ``tp`` x ``pp`` GPUs of ``device``; refuses what vLLM would refuse at start-up."""
     from perfpredict.hardware.devices import get_device
     from perfpredict.llm.decoder_spec import spec_from
 
     dev = get_device(device)
     if dev.kind != "gpu":
         raise InvalidInputError(f"the vLLM-class engine runs on CUDA GPUs; {dev.name} is a {dev.kind}: use --engine hf")
-    spec = spec_from(model_or_config)
+    spec = stage_spec(spec_from(model_or_config), pp)
     compute = weight_formats.compute_dtype(dtype, weights, spec.declared_dtype, dev)
     fmt = weight_formats.check(weights or {"float16": "fp16", "float32": "fp32"}.get(compute, "bf16"), dev)
     kv_dtype = kv_dtype or compute
-    rank = rank_shape(spec, tp)
     config = engine or EngineConfig()
+    rank = rank_shape(spec, tp, config.enable_expert_parallel)
     resolved = resolve(config, max_positions=spec.max_positions, window=spec.window, head_dim=spec.head_dim,
                        kv_dtype=kv_dtype, dtype=compute, device=dev)  # fmt: skip
     num = _numerics(fmt, dev, compute, kv_dtype)
@@ -62,13 +101,13 @@ def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None =
 
     def start(tp_: int, fmt_name: str) -> tuple[int, int, int]:
         """(weights, the start-up profile's activations, runtime) on one of ``tp_`` GPUs in ``fmt_name``."""
-        rank_ = rank_shape(spec, tp_)
+        rank_ = rank_shape(spec, tp_, config.enable_expert_parallel)
         per_weight = _numerics(weight_formats.FORMATS[fmt_name], dev, compute, kv_dtype).weight_bytes
         layer, other = weight_elements(spec, rank_)
         tokens = resolved.max_num_batched_tokens
         seqs = min(config.max_num_seqs, tokens)
         activation = paged_kv.profile_activation_bytes(spec, rank_, tokens, seqs, compute)
-        return int(layer * per_weight + other * DTYPE_BYTES[compute]), activation, runtime_bytes(c, tp_)
+        return int(layer * per_weight + other * DTYPE_BYTES[compute]), activation, runtime_bytes(c, tp_ * pp)
 
     weights_bytes, activation, runtime = start(tp, fmt.name)
     kv = paged_kv.plan(spec, rank, device=dev, utilization=config.gpu_memory_utilization, weights_bytes=weights_bytes,
@@ -77,7 +116,9 @@ def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None =
     remedies = _start_remedies(start, spec, dev, tp, fmt, kv.budget_bytes) if kv.blocks <= 0 else ""
     paged_kv.check_starts(kv, max_model_len=resolved.max_model_len, name=spec.name, device=dev.name, tp=tp,
                           utilization=config.gpu_memory_utilization, remedies=remedies)  # fmt: skip
-    model = EngineModel(spec, rank, num, dev, resolved, link_for(dev, tp), bool(c["paged_v1_rereads_kv"]), host)
+    comm = CommModel(dev, tp, pp, not config.disable_custom_all_reduce) if tp * pp > 1 else None
+    model = EngineModel(spec, rank, num, dev, resolved, link_for(dev, tp), bool(c["paged_v1_rereads_kv"]), host, pp,
+                        comm)  # fmt: skip
     return Setup(model, kv, StepCosts(model, config.max_num_seqs), fmt, c)
 
 
@@ -95,9 +136,9 @@ def _start_remedies(start, spec, dev, tp: int, fmt, budget: int) -> str:
     return "; ".join(describe(r, budget) for r in found)
 
 
-def runtime_bytes(constants: dict, tp: int) -> int:
-    """Memory outside torch's allocator per GPU: the fitted base, and its tensor-parallel part where tp > 1."""
-    return int(constants["runtime_bytes"] + (constants["runtime_tp_bytes"] if tp > 1 else 0.0))
+def runtime_bytes(constants: dict, gpus: int) -> int:
+    """Memory outside torch's allocator per GPU: the fitted base, and its multi-GPU part where there are several."""
+    return int(constants["runtime_bytes"] + (constants["runtime_tp_bytes"] if gpus > 1 else 0.0))
 
 
 def _numerics(fmt, device, compute: str, kv_dtype: str) -> Numerics:
@@ -113,13 +154,15 @@ def _numerics(fmt, device, compute: str, kv_dtype: str) -> Numerics:
 
 
 def predict_vllm(model_or_config: Any, *, prompt_tokens: int, new_tokens: int, batch: int, device: str,
-                 tp: int = 1, dtype: str | None = None, weights: str | None = None, kv_dtype: str | None = None,
-                 engine: EngineConfig | None = None, price_usd_per_hour: float | None = None,
-                 sweep: bool = True, host: str | None = None) -> GenerationReport:  # fmt: skip
-    """The GenerationReport of ``batch`` requests through a vLLM-class engine on ``tp`` GPUs; ``host`` times the
-    launches of its eager steps (the scheduler's own time per step is the engine's, ``engine_calibration``)."""
-    s = setup(model_or_config, device=device, tp=tp, dtype=dtype, weights=weights, kv_dtype=kv_dtype, engine=engine,
-              host=host)  # fmt: skip
+                 tp: int = 1, pp: int = 1, dtype: str | None = None, weights: str | None = None,
+                 kv_dtype: str | None = None, engine: EngineConfig | None = None,
+                 price_usd_per_hour: float | None = None, sweep: bool = True,
+                 host: str | None = None) -> GenerationReport:  # fmt: skip
+    """The GenerationReport of ``batch`` requests through a vLLM-class engine on ``tp`` x ``pp`` GPUs; ``host``
+    times the launches of its eager steps (the scheduler's own time per step is the engine's,
+    ``engine_calibration``)."""
+    s = setup(model_or_config, device=device, tp=tp, pp=pp, dtype=dtype, weights=weights, kv_dtype=kv_dtype,
+              engine=engine, host=host)  # fmt: skip
     limit = s.model.engine.max_model_len
     if prompt_tokens + new_tokens > limit:
         what = (
@@ -136,9 +179,11 @@ def predict_vllm(model_or_config: Any, *, prompt_tokens: int, new_tokens: int, b
 
 
 def run(s: Setup, batch: int, prompt: int, new: int):
-    """The scheduler's run of ``batch`` requests (a ``scheduler.Trace``)."""
+    """The scheduler's run of ``batch`` requests (a ``scheduler.Trace``; with pipeline parallelism, one virtual
+    engine's share of them, whose run is the whole run's)."""
     host = engine_calibration.host_time(s.constants)
-    return Scheduler(s.costs, s.kv, s.model.engine, host, s.model.rank.tp).run(batch, prompt, new)
+    scheduler = Scheduler(s.costs, s.engine_kv, s.model.engine, host, s.gpus, s.pp)
+    return scheduler.run(s.engine_batch(batch), prompt, new)
 
 
 def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bool) -> GenerationReport:
@@ -151,12 +196,13 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
     points = _decode_points(s, batch, prompt, new)
     busy_w = _busy_power_w(s, batch, prompt + new // 2)
     gpu_s = trace.e2e_s - trace.host_s
-    energy_j = m.rank.tp * (busy_w * gpu_s + dev.idle_power_w * trace.host_s)
+    energy_j = s.gpus * (busy_w * gpu_s + dev.idle_power_w * trace.host_s)
     tokens = batch * new
     price = price if price is not None else cost.price_usd_per_hour(dev)
-    kv_used = trace.peak_blocks * kv.block_bytes
-    largest = min(kv.max_seqs_at(prompt + new), m.engine.config.max_num_seqs)
+    kv_used = trace.peak_blocks * kv.block_bytes * s.pp  # every virtual engine's blocks
+    largest = s.largest_batch(prompt + new)
     running = max(1, min(batch, largest))  # the sequences decoding together: the others wait for cache space
+    stepping = s.engine_batch(running)  # of them, the ones in one virtual engine's step
     return GenerationReport(
         model_name=m.spec.name,
         device=dev.name,
@@ -185,7 +231,7 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
         fits=True,
         max_batch=largest,
         energy_per_token_j=energy_j / tokens,
-        cost_per_million_tokens_usd=None if price is None else price * m.rank.tp * e2e_ms / 3.6e6 / tokens * 1e6,
+        cost_per_million_tokens_usd=None if price is None else price * s.gpus * e2e_ms / 3.6e6 / tokens * 1e6,
         decode_points=tuple(points),
         batch_sweep=_sweep(s, prompt, new, largest) if sweep else (),
         assumptions=assumptions(s),
@@ -194,7 +240,7 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
         engine="vllm",
         tp=m.rank.tp,
         ttft_max_ms=float(ttft.max()),
-        tp_communication_ms=s.costs.collectives_s(min(batch, largest), min(batch, largest)) * 1e3,
+        tp_communication_ms=s.costs.collectives_s(stepping, stepping) * 1e3,
         kv_pool_bytes=kv.kv_pool_bytes,
         kv_capacity_tokens=kv.capacity_tokens,
         preemptions=trace.preemptions,
@@ -202,18 +248,20 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
         decode_steps=trace.decode_steps,
         host_ms=trace.host_s * 1e3,
         running_batch=running,
+        pp=s.pp,
     )
 
 
 def _decode_points(s: Setup, batch: int, prompt: int, new: int) -> list[DecodePoint]:
     """The decode step (GPU and host) at the first, middle and last context, for the batch that runs together."""
     host = engine_calibration.host_time(s.constants)
-    running = max(1, min(batch, s.kv.max_seqs_at(prompt + new), s.model.engine.config.max_num_seqs))
+    running = s.engine_batch(max(1, min(batch, s.largest_batch(prompt + new))))
     out = []
     for context in sorted({prompt + 1, prompt + max(new // 2, 1), prompt + max(new - 1, 1)}):
         gpu = s.costs.decode_s(running, running * context, context)
-        host_s = host.seconds(running, 0, s.model.rank.tp)
-        streaming = s.kv.weights_bytes / s.model.device.memory_bandwidth_bytes_per_s
+        host_s = host.seconds(running, 0, s.gpus)
+        host_s = max(gpu + host_s, s.pp * host_s) - gpu  # the driver's host parts of the pp virtual engines
+        streaming = s.pp * s.kv.weights_bytes / s.model.device.memory_bandwidth_bytes_per_s  # every stage
         out.append(DecodePoint(context, (gpu + host_s) * 1e3, gpu * 1e3, host_s * 1e3, streaming * 1e3))
     return out
 
@@ -279,19 +327,59 @@ def assumptions(s: Setup) -> dict[str, str]:
         + "; preemption by recompute; host time per step "
         f"{c['host_step_s'] * 1e3:.2f} ms + {c['host_per_seq_s'] * 1e6:.1f} us per sequence + "
         f"{c['host_per_prefill_token_s'] * 1e6:.2f} us per prefill token"
-        + (f" + {c['host_tp_step_s'] * 1e3:.2f} ms with tensor parallelism" if m.rank.tp > 1 else "")
+        + (
+            f" + {c['host_tp_step_s'] * 1e3:.2f} ms + {c['host_per_worker_s'] * 1e3:.2f} ms per worker beyond the "
+            f"driver with {s.gpus} GPU workers (the step's inputs broadcast to each)"
+            if s.gpus > 1
+            else ""
+        )
         + f" ({c['source']})",
         "weights": f"{s.fmt.name}, {m.num.weight_bytes:g} bytes per layer weight",
     }
+    if m.comm is not None:
+        out.update(_parallel_assumptions(s))
+    if m.spec.experts:
+        split = (
+            f"split whole over the {m.rank.ep} GPUs ({m.rank.experts} each), the busiest rank's even share of the "
+            "token-expert pairs (uniform routing: the load-balance assumption)"
+            if m.rank.ep > 1
+            else "each expert's intermediate features split over tp"
+        )
+        out["experts"] = (
+            f"{m.spec.experts} experts, {m.spec.experts_per_token} per token, routed uniformly: a step reads the "
+            f"experts its tokens reach; {split}"
+        )
+    return out
+
+
+def _parallel_assumptions(s: Setup) -> dict[str, str]:
+    """The report's lines on tensor, expert and pipeline parallelism and what their collectives cost."""
+    m, comm, out = s.model, s.model.comm, {}
+    dtype = DTYPE_BYTES[m.num.dtype]
+    decode = max(1, s.engine_batch(min(m.engine.config.max_num_seqs, 256))) * m.spec.hidden * dtype
+    prefill = m.engine.max_num_batched_tokens * m.spec.hidden * dtype
     if m.rank.tp > 1:
         out["tensor parallel"] = (
             f"tp={m.rank.tp}: {m.rank.heads} heads, {m.rank.kv_heads} key/value heads, {m.rank.intermediate} "
             "intermediate features per GPU; two all-reduces per block, the embedding's all-reduce and the logits' "
-            f"gather per step on {m.link.description} (NCCL's ring; vLLM's custom all-reduce is not modelled)"
+            f"gather per step on {m.link.description}; all-reduce at a full decode batch and a full prefill: "
+            + comm.describe(decode, prefill)
         )
-    if m.spec.experts:
-        out["experts"] = (
-            f"{m.spec.experts} experts, {m.spec.experts_per_token} per token, routed uniformly: a step reads the "
-            "experts its tokens reach; each expert's intermediate features are split over tp"
+    if m.rank.ep > 1:
+        out["expert parallel"] = (
+            f"ep={m.rank.ep} over the tp GPUs: a MoE block's all-reduce becomes a reduce-scatter and an all-gather "
+            "of the same bytes around an all-to-all dispatch and an all-to-all combine of each rank's token-expert "
+            "pairs (DeepSpeed-MoE's and SGLang's layout; vLLM >= 0.8 with tensor-parallel attention keeps every "
+            "token on every GPU and combines with the all-reduce instead), NCCL costed from the measured curves"
+        )
+    if s.pp > 1:
+        out["pipeline parallel"] = (
+            f"pp={s.pp}: {m.spec.layers} layers per stage (the slowest), {s.pp} virtual engines (vLLM V0; V1's "
+            f"batch queue alike), each with {s.engine_kv.blocks:,} KV blocks and up to "
+            f"{m.engine.config.max_num_seqs} sequences; a step of one virtual engine passes the stages in turn, "
+            f"{s.pp - 1} send(s) of its activations between them ("
+            + ("across nodes" if comm.stage_crosses_node else "inside a node")
+            + "), while the other virtual engines' steps fill the other stages; a prefill waits behind half the "
+            "others on each stage"
         )
     return out

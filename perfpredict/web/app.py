@@ -136,6 +136,17 @@ def build_app():
                     label="transformers' generate mode (--mode; default: the engine's own)",
                     elem_id="generation_mode",
                 )
+            with gr.Row():
+                ui["disable_custom_all_reduce"] = gr.Checkbox(
+                    value=False,
+                    label="NCCL for every all-reduce (--disable-custom-all-reduce; tp and pp are the multi-GPU fields)",
+                    elem_id="disable_custom_all_reduce",
+                )
+                ui["enable_expert_parallel"] = gr.Checkbox(
+                    value=False,
+                    label="experts split over the tp GPUs (--enable-expert-parallel, MoE models)",
+                    elem_id="enable_expert_parallel",
+                )
         go = gr.Button("Predict", variant="primary", elem_id="predict")
         message = gr.HTML(elem_id="message")
         table = gr.HTML(elem_id="table")
@@ -194,6 +205,8 @@ def answer(
     optimizer_impl="default",
     offload_optimizer=False,
     power_limit_w=0,
+    disable_custom_all_reduce=False,
+    enable_expert_parallel=False,
 ):
     """The page's handler: every error becomes one line in the page, never a traceback. ``mode`` is a step's
     (inference, training); ``generation_mode``, ``new_tokens`` and ``weights`` are generation's, as `perfpredict
@@ -254,6 +267,8 @@ def _question(page: dict[str, Any]) -> Question:
         weights=_given(page["weights"]),
         attn_implementation=_given(page.get("attn_implementation")),
         options=training_options(page),
+        disable_custom_all_reduce=bool(page.get("disable_custom_all_reduce")),
+        enable_expert_parallel=bool(page.get("enable_expert_parallel")),
     )
 
 

@@ -43,6 +43,8 @@ class Question:
     weights: str | None = None  # generation: the layers' weight format (llm.weight_formats.FORMATS); None: the dtype
     host: str | None = None  # the host profile (predictors.host_model.HOSTS or "calibrated"); None: the default
     attn_implementation: str | None = None  # a HuggingFace model's attention (sdpa, eager, flash_attention_2)
+    disable_custom_all_reduce: bool = False  # generation (vLLM-class): NCCL for every all-reduce
+    enable_expert_parallel: bool = False  # generation (vLLM-class): a MoE's experts split whole over the tp GPUs
     # Request fields the page has no input for (optimizer, tf32, predictor, ...), for callers of compare()
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -106,7 +108,7 @@ def compare(q: Question) -> Answer:
         raise InvalidInputError("batch and sequence length must be at least 1")
     devices = [get_device(d) for d in q.devices]  # an unknown name fails here, with close names
     if q.phase == "generation":
-        return _generation(q, devices, _generation_tp(q.parallel))
+        return _generation(q, devices, *_generation_gpus(q.parallel))
     if q.parallel:
         return _parallel(q, devices)
     return _step(q, devices)
@@ -218,15 +220,28 @@ def _step(q: Question, devices: list) -> Answer:
     return Answer(columns, tuple(rows), tuple(reports), first_graph)
 
 
-def _generation_tp(plan: dict | None) -> int:
-    """Generation runs over tensor-parallel GPUs only: the plan's tp, refusing data and pipeline parallelism."""
+def _generation_gpus(plan: dict | None) -> tuple[int, int]:
+    """Generation runs over tensor-parallel GPUs in pipeline stages: the plan's (tp, pp), refusing data
+    parallelism and FSDP."""
     plan = plan or {}
-    if any(plan.get(k, 1) not in (1, None, False) for k in ("dp", "pp")) or plan.get("fsdp"):
-        raise InvalidInputError("generation runs over tensor-parallel GPUs only: keep tp, clear dp, pp and FSDP")
-    return int(plan.get("tp") or 1)
+    if plan.get("dp", 1) not in (1, None, False) or plan.get("fsdp"):
+        raise InvalidInputError("generation runs over tensor-parallel GPUs in pipeline stages: keep tp and pp, "
+                                "clear dp and FSDP")  # fmt: skip
+    return int(plan.get("tp") or 1), int(plan.get("pp") or 1)
 
 
-def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
+def _engine_config(q: Question) -> Any:
+    """The vLLM settings the page asks for (None: the engine's defaults)."""
+    if not (q.disable_custom_all_reduce or q.enable_expert_parallel):
+        return None
+    from perfpredict.llm.vllm_config import EngineConfig
+
+    return EngineConfig(
+        disable_custom_all_reduce=q.disable_custom_all_reduce, enable_expert_parallel=q.enable_expert_parallel
+    )
+
+
+def _generation(q: Question, devices: list, tp: int = 1, pp: int = 1) -> Answer:
     """``perfpredict generate``'s answer on each device, through the same on-disk answer cache (a config uploaded
     as fields is answered afresh)."""
     from perfpredict.llm.answer_cache import cached_generation
@@ -253,6 +268,8 @@ def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
             weights=q.weights,
             engine=q.engine,
             tp=tp,
+            pp=pp,
+            engine_config=_engine_config(q),
             mode=q.mode,
             host=q.host,
             attn_implementation=q.attn_implementation,
@@ -273,7 +290,7 @@ def _generation(q: Question, devices: list, tp: int = 1) -> Answer:
     )
     rows = tuple(
         (
-            f"{r.tp} x {r.device}" if r.tp > 1 else r.device,
+            f"{r.tp * r.pp} x {r.device}" if r.tp * r.pp > 1 else r.device,
             "vLLM-class" if r.engine == "vllm" else f"transformers ({r.mode})",
             r.weights,
             fmt_time_ms(r.ttft_ms),

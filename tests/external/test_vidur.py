@@ -81,3 +81,34 @@ def test_projections_are_the_shards_gemms(tmp_path):
     assert {r["dtype"] for r in rows.values()} == {"float16"} and qkv["device"] == "H100-SXM"
     act = rows["mlp_act"]  # SiLU-and-mul reads both halves and writes one
     assert act["in_bytes"] == 2 * 4096 * 14336 and act["out_bytes"] == 2 * 4096 * 7168
+
+
+def test_the_network_profiles_convert_with_their_layout_and_duplicates_marked(tmp_path):
+    from perfpredict.external import vidur_network
+
+    head = (
+        ",time_stats.{k}.min,time_stats.{k}.max,time_stats.{k}.mean,time_stats.{k}.median,time_stats.{k}.std,"
+        "rank,num_workers,size,collective,devices_per_node,max_devices_per_node\n"
+    )
+    rows = {
+        "a100_dgx/all_reduce.csv": head.format(k="all_reduce")
+        + "0,0.03,0.07,0.05,0.043,0.02,0,16,2048,all_reduce,8,8\n",
+        "a100_pairwise_nvlink/send_recv.csv": head.format(k="send_recv")
+        + "0,0.01,0.02,0.015,0.012,0.001,0,2,4096,send_recv,1,4\n",
+        "a40_pairwise_nvlink/all_reduce.csv": "",  # empty in Vidur's repository
+    }
+    rows["h100_pairwise_nvlink/send_recv.csv"] = rows["a100_pairwise_nvlink/send_recv.csv"]  # a byte copy
+    for path, text in rows.items():
+        target = tmp_path / vidur_network.NETWORK / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    out = {(r["system"], r["collective"]): r for r in vidur_network.convert(SourceTree(tmp_path))}
+    assert set(out) == {("a100_dgx", "all_reduce"), ("a100_pairwise_nvlink", "send_recv"),
+                        ("h100_pairwise_nvlink", "send_recv")}  # fmt: skip
+    ar = out[("a100_dgx", "all_reduce")]
+    assert (ar["ranks"], ar["ranks_per_node"], ar["nodes"], ar["size_bytes"]) == (16, 8, 2, 2048)
+    assert (ar["min_ms"], ar["median_ms"], ar["max_ms"], ar["device"]) == (0.03, 0.043, 0.07, "A100-80GB")
+    copy = out[("h100_pairwise_nvlink", "send_recv")]
+    assert copy["duplicate_of"].endswith("a100_pairwise_nvlink/send_recv.csv")
+    assert out[("a100_pairwise_nvlink", "send_recv")]["duplicate_of"] == ""
+    assert (copy["ranks_per_node"], copy["nodes"]) == (1, 2)  # one GPU on each of two nodes

@@ -34,7 +34,9 @@ NO_HOST = HostTime(0.0, 0.0)
 
 
 def run(batch, prompt, new, *, blocks=10_000, budget=4096, chunked=False, host=NO_HOST, window=None):
-    return Scheduler(LinearCosts(), kv(blocks, window), engine(budget, chunked), host, tp=1).run(batch, prompt, new)
+    return Scheduler(LinearCosts(), kv(blocks, window), engine(budget, chunked), host, workers=1).run(
+        batch, prompt, new
+    )
 
 
 def test_with_room_for_everything_one_prefill_then_one_decode_step_per_token():

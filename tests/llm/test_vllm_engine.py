@@ -131,14 +131,15 @@ def test_tensor_parallel_ranks_split_heads_features_and_vocabulary_as_vllm_does(
 
 
 def test_each_tp_step_adds_two_all_reduces_per_block_the_embeddings_and_the_logits_gather():
+    from perfpredict.llm import custom_allreduce
     from perfpredict.llm.vllm_engine import setup
-    from perfpredict.parallel.collectives import ALL_GATHER, ALL_REDUCE, collective_s
+    from perfpredict.parallel import measured_collectives
 
     s = setup("llama-2-70b", device="H100-SXM", tp=4)
-    link = s.model.link
-    act = 8 * 8192 * 2  # 8 tokens x hidden x fp16
-    logits = 8 * 8000 * 4 * 2
-    expected = 161 * collective_s(ALL_REDUCE, act, 4, link) + collective_s(ALL_GATHER, logits, 4, link)
+    act = 8 * 8192 * 2  # 8 tokens x hidden x fp16 = 128 KiB: under 512 KiB on 4 GPUs, vLLM's one-shot kernel
+    logits = 8 * 8000 * 4 * 2  # gathered by NCCL: the measured 4-GPU all-reduce curve, half its bytes on the wire
+    gather = measured_collectives.curve("all_reduce", 4, "H100-SXM").scaled(1.0, (3 / 4) / (2 * 3 / 4), "")
+    expected = 161 * custom_allreduce.seconds(act, 4, "H100-SXM") + gather.seconds(logits)
     assert s.costs.collectives_s(8, 8) == pytest.approx(expected)
     assert setup("llama-2-7b", device="H100-SXM").costs.collectives_s(8, 8) == 0.0
 
