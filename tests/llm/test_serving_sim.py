@@ -76,7 +76,7 @@ def test_requests_arriving_at_once_get_the_batch_schedulers_answer(batch, prompt
     # the batch scheduler (generate's) and the stream simulation implement the same vLLM rules two ways (runs to
     # block boundaries; arrays and runs to the next event): requests all at t = 0 must agree step for step
     resolved = ResolvedEngine(EngineConfig(watermark=0.0), 8192, chunked, budget, "flash_attn", "")
-    batch_trace = Scheduler(LinearCosts(), kv(blocks), resolved, host, tp=1).run(batch, prompt, new)
+    batch_trace = Scheduler(LinearCosts(), kv(blocks), resolved, host, workers=1).run(batch, prompt, new)
     sim = run(requests([0.0] * batch, prompt, new), blocks=blocks, budget=budget, chunked=chunked,
               step=LinearStep(host))  # fmt: skip
     assert sim.stats.preemptions == batch_trace.preemptions
