@@ -31,6 +31,8 @@ CPU_CALIBRATED = f"{RESULTS}/cpu_calibrated.md"
 GPU_OPS = f"{RESULTS}/gpu_op_efficiency.md"
 GPU_OP_SPLITS = f"{RESULTS}/gpu_op_efficiency_splits.md"
 LLM_FOUNDRY = f"{RESULTS}/external_llm_foundry.md"
+COLLECTIVES = f"{RESULTS}/collective_validation.md"
+TP_SCALING = f"{RESULTS}/tp_scaling.md"
 
 QUOTES: tuple[Quote, ...] = (
     # README.md, "How accurate is it?"
@@ -40,7 +42,13 @@ QUOTES: tuple[Quote, ...] = (
     ),
     Quote(README, "every layer GEMM of 43 of the 80 single-GPU runs", NEUSIGHT, "| all | 80 | 43 | 71 | 79 | 1 |"),
     Quote(README, "| 21.4% (A100 9.8-12.4%, H100 40%) |", LLM_FOUNDRY, "| **all** | 216 | **21.4%** |"),
-    Quote(README, "9.1% (median 6.6%)", LLM_SERVING, "| **all** | | | 171 / 171 | **9.1%** | **6.6%** |"),
+    Quote(README, "9.6% (median 7.1%)", LLM_SERVING, "| **all** | | | 171 / 171 | **9.6%** | **7.1%** |"),
+    Quote(
+        README,
+        "52% of sizes within 10% (median 9.1%)",
+        COLLECTIVES,
+        "a decade held out: 52% within 10% (median error 9.1%",
+    ),
     Quote(README, "H100 SXM eager latency 24.5% / 24.6%", H100_ACCURACY, "| two_timeline | random_5fold | 24.45 |"),
     Quote(
         README, "H100 SXM eager latency 24.5% / 24.6%", H100_ACCURACY, "| two_timeline | leave_one_family_out | 24.57 |"
@@ -138,6 +146,13 @@ QUOTES: tuple[Quote, ...] = (
         "against 50.5% before",
         CPU_CALIBRATED,
         "| before: learned op efficiency, estimated ceilings | 52.5% | 46.2% | 50.5% |",
+    ),
+    # docs/accuracy.md, tensor-parallel serving
+    Quote(
+        ACCURACY,
+        "H100-SXM 31.4 / 18.9 / 13.8 ms at tp 2 / 4 / 8",
+        TP_SCALING,
+        "| Llama-2-70b-hf | H100-SXM | 1 | 8 | 13.82 |",
     ),
 )
 
