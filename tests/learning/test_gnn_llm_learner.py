@@ -22,7 +22,7 @@ pytest.importorskip("peft")
 pytest.importorskip("transformers")
 
 import torch
-from synthetic_graphs import mlp, traced_set
+from synthetic_graphs import mlp
 
 TINY = {
     "stage1_corpus": 0,
@@ -97,8 +97,8 @@ def tiny_lms(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def traced():
-    return traced_set()
+def traced(synthetic_traced):
+    return synthetic_traced
 
 
 @pytest.fixture(scope="module")
