@@ -28,9 +28,14 @@ RESULT = ROOT / "benchmarks" / "results" / "robustness.md"
 
 
 def run(models: int) -> tuple[list, float]:
+    import logging
+
+    import torch
     from robustness_check import check_seed
 
     from perfpredict.compiler_hooks import fx_frontend
+
+    torch._logging.set_logs(dynamo=logging.ERROR)  # dynamo reports each graph break; breaking is what they are for
 
     graphs: list = []
     real = fx_frontend.graph_from_fx
