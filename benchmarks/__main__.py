@@ -63,6 +63,9 @@ SUITE = {
         (),
         True,
     ),
+    "robustness": Benchmark(
+        "torch.compile(backend='perfpredict') on 100 random architectures: outputs unchanged, reports sane", (), True
+    ),
     "nas_speed": Benchmark("NAS: ms per candidate, ratio to a dynamo trace, 1,000 candidates", (), True),
     "nas_help_fbnet": Benchmark("NAS: rank on HELP's FBNet latencies and our H100 timings", (), False),
     "nas_measure_fbnet": Benchmark("NAS: time FBNet candidates on a local GPU (GPU)", ("--out", "fbnet.json"), False),

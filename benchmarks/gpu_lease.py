@@ -20,8 +20,8 @@ and leaves 15 s to pack. Everything lands in ``OUT`` as ``lease.tgz`` (the rows,
 ``/tmp/perfpredict-lease``) is seeded from this repository's committed rows of the same GPU, so a run skips what
 earlier leases measured and extends the plans; a second run on the same machine resumes the first.
 
-``--device cpu`` is the dry run: the same stages and code on plans sized for a CPU (``tests/benchmark_suite/
-test_gpu_lease.py`` runs it end to end). ``import`` files a returned ``lease.tgz`` under ``data/v3/<gpu-slug>/``
+``--device cpu`` is the dry run: the same stages and code on plans sized for a CPU, each stage ending once it has
+measured a few rows (``tests/benchmark_suite/test_gpu_lease.py`` runs it end to end). ``import`` files a returned ``lease.tgz`` under ``data/v3/<gpu-slug>/``
 (:mod:`benchmarks.lease_import`).
 """
 

@@ -38,6 +38,10 @@ NVSMI_FIELDS = (
 #: the dry run's op caps: ops a 2-core CPU times in milliseconds
 CPU_MAX_IO_BYTES = 8 * MIB
 CPU_MAX_FLOPS = 5e7
+#: the dry run checks the wiring, not the labels: it measures the plan's first ops and the collector's first rows,
+#: then gives its time to the next stage (a GPU stage fills its share)
+CPU_OPS = 16
+CPU_MODEL_ROWS = 2
 ROUND_BLOCK = {"cpu": 8, "cuda": 32}  # ops whose rounds interleave (and whose tensors live together)
 
 
@@ -143,7 +147,7 @@ def _version(package: str) -> str | None:
 
 def run_ops(folder: Path, device: str, budget_s: float) -> Any:
     """The planned op rows (:func:`perfpredict.profiling.op_plan.lease_plan`) into ``folder/ops``, resumably; the
-    plan's counts go to ``folder/ops/plan.json`` first."""
+    plan's counts go to ``folder/ops/plan.json`` first. The CPU dry run measures the plan's first ``CPU_OPS``."""
     import torch
 
     from perfpredict.profiling import op_plan
@@ -173,7 +177,8 @@ def run_ops(folder: Path, device: str, budget_s: float) -> Any:
         round_block=ROUND_BLOCK["cpu" if dry else "cuda"],
         compact=False,
     )
-    summary = collect_ops(cfg, plan=((p.op, p.source, False) for p in plan), build_on_device=True)
+    todo = plan[:CPU_OPS] if dry else plan
+    summary = collect_ops(cfg, plan=((p.op, p.source, False) for p in todo), build_on_device=True)
     print(
         f"ops: {summary.measured} op rows ({summary.errors} failed, {summary.skipped_existing} already there) in "
         f"{summary.seconds:.0f} s ({summary.rows_per_minute:.0f} rows/min); stopped by {summary.stopped_by}",
@@ -216,7 +221,7 @@ def models_argv(python: str, device: str, folder: Path, budget_s: float) -> list
             *common,
             *("--profile", "tiny", "--families", "mlp", "--dtypes", "float32", "--batches", "1,2"),
             *("--min-seconds", "0.05", "--warmup-max-seconds", "0.2", "--round-block", "1"),
-            *("--min-rounds", "1", "--max-rounds", "1"),  # the dry run checks the wiring, not the labels
+            *("--min-rounds", "1", "--max-rounds", "1", "--max-rows", str(CPU_MODEL_ROWS)),  # the wiring, not labels
             *("--power-sample-interval-s", "0"),
         ]
     return [

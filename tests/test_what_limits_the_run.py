@@ -5,6 +5,8 @@ reports say when their ranks are host-bound."""
 from __future__ import annotations
 
 import json
+import statistics
+from pathlib import Path
 
 import pytest
 
@@ -132,16 +134,51 @@ def test_multi_gpu_reports_say_when_ranks_are_host_bound_and_what_it_does_to_sca
     assert graphed.bound != "host" and graphed.notes == ()
 
 
-def test_the_shipped_server_profile_states_its_source_and_its_fit():
-    """h100-server: the dispatch scale is the median of the per-row scales fitted on the H100 host's measured host
-    time (benchmarks/host_profile_h100.py); every shipped profile names where its figures come from."""
-    import statistics
+MEASURED_H100 = Path(__file__).resolve().parents[1] / "perfpredict" / "data" / "measured" / "h100-sxm.json"
+H100_ROWS = Path(__file__).resolve().parents[1] / "data" / "v3" / "nvidia-h100-80gb-hbm3"
+
+
+def test_the_shipped_server_profile_is_what_the_h100_host_measured(tmp_path):
+    """h100-server, re-derived from the measurements it names rather than checked against its own file: the launch
+    cost from the H100 roofline run's raw samples, the GPU dispatch scale from the host time of the nine eager steps
+    measured on the H100's host (data/v3), each step's against its graph's bare dispatch
+    (benchmarks/host_profile_h100.py's fit), and the median step's graph traced again with today's code."""
+    from dataclasses import replace
+
+    from perfpredict.learning.training_data import GraphCache, arrays_for
+    from perfpredict.profiling import zoo
+    from perfpredict.profiling.dataset import load_dataset
 
     server = host_model.load_profile(host="h100-server")
-    rows = server.details["rows"]
-    assert len(rows) >= 5 and all(r["host_dispatch_ms"] > 0 for r in rows)
-    assert server.dispatch_scale["gpu"] == pytest.approx(statistics.median(r["scale"] for r in rows), abs=1e-3)
-    assert server.gpu_launch_us == pytest.approx(6.698, abs=0.01)  # the H100 roofline run's back-to-back launch
+    # launch: 10,000 empty kernels back to back, timed whole 30 times; the fastest, 0.066980 s / 10,000 = 6.698 us
+    (launch,) = [k for k in json.loads(MEASURED_H100.read_text())["kernels"] if k["kernel"] == "launch_back_to_back"]
+    launch_s = min(launch["times_s"]) / launch["params"]["launches"]
+    assert server.gpu_launch_us == pytest.approx(launch_s * 1e6, abs=5e-4) and 6.6 < launch_s * 1e6 < 6.8
+
+    # dispatch scale: per batch-1 eager step measured there, (host time - kernels x launch) / bare dispatch (the dev
+    # VM's per-op figures at scale 1, which the profile records per step); the profile holds the median
+    measured = {
+        r["family"]: r
+        for r in load_dataset(H100_ROWS).rows
+        if r.get("host_dispatch_ms") and r["batch_size"] == 1 and r["phase"] == "inference"
+    }
+    recorded = {x["family"]: x for x in server.details["rows"]}
+    assert len(measured) == 9 and set(recorded) == set(measured)
+    scales = {}
+    for family, x in recorded.items():
+        host_s = measured[family]["host_dispatch_ms"] * 1e-3
+        assert x["host_dispatch_ms"] == pytest.approx(host_s * 1e3, abs=5e-4)  # the step it names was measured
+        scales[family] = (host_s - x["graph_kernels"] * launch_s) / (x["bare_dispatch_ms"] * 1e-3)
+    # BERT's step is the median of the nine: (10.593 ms - 322 kernels x 6.698 us) / 1.488 ms = 5.669
+    assert statistics.median(scales.values()) == scales["bert"]
+    assert server.dispatch_scale["gpu"] == pytest.approx(scales["bert"], abs=2e-3)  # bare dispatch rounded to 1 us
+    assert server.dispatch_scale["gpu"] == pytest.approx(5.669, abs=1e-3)
+    # and that step's graph is what today's code traces (on meta, at the sweep's anchor batch, as the fit did)
+    graph = arrays_for(zoo.ModelSpec.from_key(measured["bert"]["key"]), GraphCache(tmp_path)).graph
+    unit = replace(host_model.HostProfile.from_file(host_model.REFERENCE), dispatch_scale={"gpu": 1.0})
+    bare_ms = float(host_model.node_host_s(graph, unit, 0.0, gpu=True).sum()) * 1e3
+    assert sum(not n.is_view for n in graph.nodes) == recorded["bert"]["graph_kernels"] == 322
+    assert bare_ms == pytest.approx(recorded["bert"]["bare_dispatch_ms"], abs=5e-4)
     assert "16 vCPUs" in server.cpu_model and "host_dispatch_ms" in server.source
     for name in host_model.HOSTS:
         profile = host_model.load_profile(host=name)

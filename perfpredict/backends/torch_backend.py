@@ -258,7 +258,9 @@ def _session() -> _Session:
 
 
 def _current_call() -> tuple:
-    """(id of the outermost eval_frame wrapper frame, weakrefs to its tensor arguments); () outside dynamo."""
+    """(id of the outermost eval_frame wrapper frame, weakrefs to the torch.compile context that made the wrapper and
+    to its tensor arguments); () outside dynamo. The context tells two compiled models apart that are called one
+    after the other with the same input: the second call's frame may reuse the first one's id."""
     import weakref
 
     suffix = os.path.join("_dynamo", "eval_frame.py")
@@ -272,7 +274,8 @@ def _current_call() -> tuple:
     if found is None:
         return ()
     refs = []
-    for value in list(found.f_locals.get("args", ())) + list(found.f_locals.get("kwargs", {}).values()):
+    context = [found.f_locals.get("self", found.f_locals.get("callback"))]  # the wrapper's closure: one per compile
+    for value in context + list(found.f_locals.get("args", ())) + list(found.f_locals.get("kwargs", {}).values()):
         try:
             refs.append(weakref.ref(value))
         except TypeError:

@@ -126,6 +126,19 @@ def test_training_phase_leaves_autograd_alone():
     torch.testing.assert_close(grad2, ref2, rtol=0, atol=1e-6)
 
 
+def test_two_models_compiled_one_after_the_other_on_the_same_input_get_their_own_reports():
+    # The second call's wrapper frame may reuse the first one's id, and the input is the same tensor: only the
+    # torch.compile context tells the calls apart. It once added the first model's graph to the second's report.
+    x = torch.randn(4, 16)
+    torch.compile(torch.nn.Linear(16, 16).eval(), backend="perfpredict")(x)
+    first = perfpredict.last_report()
+    torch.compile(torch.nn.Linear(16, 64).eval(), backend="perfpredict")(x)
+    second = perfpredict.last_report()
+    # 2 x 4 x 16 x 16 = 2,048 and 2 x 4 x 16 x 64 = 8,192 FLOPs of matmul, one subgraph each
+    assert (first.graph.subgraphs, first.graph.total_flops) == (1, 2048)
+    assert (second.graph.subgraphs, second.graph.total_flops) == (1, 8192)
+
+
 def test_backend_keeps_no_reference_to_user_inputs():
     import gc
     import weakref
@@ -203,7 +216,15 @@ def test_inner_inductor_gives_the_same_result():
     model, x = torch.nn.Linear(16, 16).eval(), torch.randn(4, 16)
     got = torch.compile(model, backend="perfpredict", options={"inner": "inductor"})(x)
     torch.testing.assert_close(got, model(x))
-    assert perfpredict.last_report() is not None
+    inductor = perfpredict.last_report()
+    torch._dynamo.reset()
+    torch.compile(model, backend="perfpredict")(x)  # the default inner backend, eager
+    eager = perfpredict.last_report()
+    # perfpredict reads dynamo's graph before the inner compiler sees it: the inner backend changes no answer
+    assert inductor.graph == eager.graph and inductor.graph.source == "fx" and inductor.per_op == eager.per_op
+    assert inductor.latency_ms == eager.latency_ms and inductor.memory == eager.memory
+    # and that graph is the Linear alone: 2 x 4 x 16 x 16 = 2,048 FLOPs (its bias is costed with the GEMM)
+    assert inductor.graph.total_flops == 2 * 4 * 16 * 16 and inductor.graph.subgraphs == 1
 
 
 def test_import_is_light():

@@ -14,7 +14,7 @@ pytest.importorskip("torch_geometric")
 pytest.importorskip("safetensors")
 
 import torch
-from synthetic_graphs import mlp, traced_set
+from synthetic_graphs import mlp
 from torch import nn
 
 FAST = {"members": 2, "target_steps": 150, "min_epochs": 4, "max_epochs": 40, "min_holdout_rows": 8}
@@ -22,8 +22,8 @@ FAST_GAE = {**FAST, "gae_epochs": 4}
 
 
 @pytest.fixture(scope="module")
-def traced():
-    return traced_set()
+def traced(synthetic_traced):
+    return synthetic_traced
 
 
 def _split(n: int) -> tuple[np.ndarray, np.ndarray]:

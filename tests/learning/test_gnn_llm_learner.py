@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +20,7 @@ pytest.importorskip("peft")
 pytest.importorskip("transformers")
 
 import torch
-from synthetic_graphs import mlp, traced_set
+from synthetic_graphs import mlp
 
 TINY = {
     "stage1_corpus": 0,
@@ -97,8 +95,8 @@ def tiny_lms(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def traced():
-    return traced_set()
+def traced(synthetic_traced):
+    return synthetic_traced
 
 
 @pytest.fixture(scope="module")
@@ -225,12 +223,14 @@ def test_artifact_holds_adapters_not_the_base_and_round_trips(traced, fitted):
         GNNLLMLearner.from_files(None, {**files, "config.json": json.dumps(config).encode()})
 
 
-def test_causal_base_lm_trains_with_next_token_alignment(traced, tiny_lms, tmp_path, monkeypatch):
+def test_causal_base_lm_trains_with_next_token_alignment(traced, tiny_lms, cache_dir, monkeypatch):
     from perfpredict.learning.gnn_llm_learner import GNNLLMLearner
 
-    monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path))
+    # stage 1 (the GIN alone) is the one `fitted` cached; stage 3 only has to run with the causal LM inside
+    monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(cache_dir))
     ts, _ = traced
-    learner = GNNLLMLearner(base_lm=tiny_lms["causal"], **{**TINY, "stage2_epochs": 4, "stage2_lr": 3e-3})
+    hyper = {**TINY, "stage2_epochs": 4, "stage2_lr": 3e-3, "target_steps": 10, "min_epochs": 1, "max_epochs": 2}
+    learner = GNNLLMLearner(base_lm=tiny_lms["causal"], **hyper)
     learner.fit(ts, ["latency_ms"], seed=0)
     stage2 = learner.fit_info["stages"]["stage2"]
     assert learner.base().causal and stage2["objective"] == "next-token"
@@ -258,22 +258,38 @@ def test_fine_tune_adapts_to_a_shifted_device(traced, fitted):
     assert info["rows"] == 16 and after < 0.5 * before, (before, after)
 
 
-def test_adapt_command_registers_an_artifact_for_the_device(tiny_lms, tmp_path, monkeypatch):
+def test_adapt_command_registers_an_artifact_for_the_device(tiny_lms, tmp_path, monkeypatch, capsys):
     """End to end on real measured rows: train a tiny artifact, adapt it with `perfpredict adapt`, serve it."""
     if not (DATA / "rows.parquet").exists():
         pytest.skip("the committed CPU dataset is missing")
     import perfpredict
+    from perfpredict.cli import main
     from perfpredict.hardware.devices import get_device
     from perfpredict.learning.train import train
+    from perfpredict.predictors import registry
     from perfpredict.predictors.base import RunConfig
     from perfpredict.predictors.registry import get_predictor
-    from perfpredict.profiling.dataset import load_dataset
+    from perfpredict.profiling import zoo
+    from perfpredict.profiling.dataset import load_dataset, quiet_host
 
-    ok = [r for r in load_dataset(DATA).rows if r.get("status") == "ok" and r["family"] in ("mlp", "vgg")]
+    # whole inference sweeps (one trace serves a sweep's batches), 20 rows a family to train on and 12 to adapt on
+    by_family = {
+        family: sorted(
+            (
+                r
+                for r in load_dataset(DATA).rows
+                if r.get("status") == "ok" and r["family"] == family and r["phase"] == "inference" and quiet_host(r)
+            ),
+            key=lambda r: (zoo.ModelSpec.from_key(r["key"]).group_key(), r["batch_size"]),
+        )
+        for family in ("mlp", "vgg")
+    }
+    base = [r for rows in by_family.values() for r in rows[:20]]
+    adapt = [r for rows in by_family.values() for r in rows[20:32]]
     (tmp_path / "base").mkdir()
-    (tmp_path / "base" / "rows.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in ok[:40]))
+    (tmp_path / "base" / "rows.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in base))
     new_rows = tmp_path / "new_rows.jsonl"
-    new_rows.write_text("".join(json.dumps(r, default=str) + "\n" for r in ok[40:64]))
+    new_rows.write_text("".join(json.dumps(r, default=str) + "\n" for r in adapt))
     monkeypatch.setenv("PERFPREDICT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PERFPREDICT_ARTIFACTS", str(tmp_path / "shipped"))
     train(
@@ -283,35 +299,18 @@ def test_adapt_command_registers_an_artifact_for_the_device(tiny_lms, tmp_path, 
         evaluate=False,
         hyper={"base_lm": tiny_lms["encoder"], **TINY},
     )
-    env = {**__import__("os").environ, "PERFPREDICT_ARTIFACTS": f"{tmp_path / 'user'}:{tmp_path / 'shipped'}"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "perfpredict.cli",
-            "adapt",
-            "--device",
-            "cpu",
-            "--data",
-            str(new_rows),
-            "--shots",
-            "8",
-            "--steps",
-            "10",
-            "--out",
-            str(tmp_path / "user"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
+    monkeypatch.setenv("PERFPREDICT_ARTIFACTS", f"{tmp_path / 'user'}:{tmp_path / 'shipped'}")
+    code = main(
+        ["adapt", "--device", "cpu", "--data", str(new_rows), "--shots", "8", "--steps", "10"]
+        + ["--out", str(tmp_path / "user")]
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "adapted on 8 rows; checked on the other 16" in done.stdout and "latency_ms: MAPE" in done.stdout
+    out = capsys.readouterr()
+    assert code == 0, out.err[-2000:]
+    assert "adapted on 8 rows; checked on the other 16" in out.out and "latency_ms: MAPE" in out.out
     manifest = json.loads((tmp_path / "user" / "gnn-llm-cpu" / "manifest.json").read_text())
     assert manifest["extra"]["shots"] == 8 and len(manifest["extra"]["shot_keys"]) == 8
     assert manifest["metrics"]["adaptation_heldout"]["latency_ms"]["mape_after"] >= 0
-    monkeypatch.setenv("PERFPREDICT_ARTIFACTS", env["PERFPREDICT_ARTIFACTS"])
+    monkeypatch.setattr(registry, "_INSTANCES", {})  # predictors cache loaded artifacts: the adapted one must load
     graph = perfpredict.featurize(mlp(64, 3), (torch.randn(8, 64),), name="mlp")
     out = get_predictor("gnn_llm").predict(graph, get_device("cpu"), RunConfig())
     assert out.latency_ms.predictor == "gnn_llm" and out.latency_ms.value > 0

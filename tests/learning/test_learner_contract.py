@@ -11,7 +11,6 @@ import importlib
 
 import numpy as np
 import pytest
-from synthetic_graphs import traced_set
 
 from perfpredict.core.errors import NotFittedError
 from perfpredict.learning.learner import ArtifactLearner, Learner
@@ -54,8 +53,8 @@ def _learner_class(name: str):
 
 
 @pytest.fixture(scope="module")
-def data():
-    ts, _ = traced_set()
+def data(synthetic_traced):
+    ts, _ = synthetic_traced
     return ts
 
 

@@ -32,7 +32,7 @@ _bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_bench)
 PUBLISHED = _bench.PUBLISHED
 # NVLink SHARP, the default 8-GPU all-reduce on Hopper, reaches ~480 GB/s; it is not modelled, so the prediction
-# stays at the ring's 360 GB/s: a known, stated gap of -25%.
+# stays at the ring's (~370 GB/s published): a known, stated gap of about -25%.
 NVLS = (_bench.NVLS[1], _bench.NVLS[2], _bench.NVLS[4], _bench.NVLS[5])
 
 
@@ -48,10 +48,16 @@ def test_large_message_bus_bandwidth_within_5_percent(system, device, ranks, per
 
 
 def test_nvlink_sharp_is_not_modelled_and_the_gap_is_the_stated_one():
-    device, ranks, kind, published = NVLS
+    device, ranks, kind, nvls_published = NVLS
     predicted = bus_bandwidth_gb_per_s(kind, 8 * GIB, ranks, interconnect_for(device).group(ranks, 1, 8))
-    assert predicted == pytest.approx(450 * 0.80, rel=0.01)  # the ring: line rate x NCCL's ~20% overhead
-    assert (predicted - published) / published == pytest.approx(-0.25, abs=0.01)
+    # Without NVLS an 8-GPU all-reduce is a ring, and nccl-tests report a ring's bus bandwidth on the same scale
+    # for every collective: the maintainer's ~370 GB/s "for non-allreduce collectives or NCCL_ALGO=RING"
+    # (nccl-tests#212, the DGX H100 all-gather row of PUBLISHED) is the ring all-reduce's figure too.
+    (ring_published,) = [row[5] for row in PUBLISHED if row[1] == device and row[4] == "all_gather"]
+    assert ring_published == 370.0
+    assert predicted == pytest.approx(ring_published, rel=0.05)
+    # so the gap to NVLS is the published one, 370 / 480 - 1 = -22.9%, give or take the ring's 5% above
+    assert (predicted - nvls_published) / nvls_published == pytest.approx(370 / 480 - 1, abs=0.05 * 370 / 480)
 
 
 def test_nccl_tests_bus_factors():

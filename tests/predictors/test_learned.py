@@ -24,30 +24,46 @@ FAMILIES = ["mlp", "vgg", "bert"]
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
-    """A small slice of the committed CPU dataset (real measurements), traced into a temporary graph cache."""
+    """The training steps of three families in the committed CPU dataset (real measurements, quiet host only): 27
+    batch sweeps of batches 1-16, 115 rows, traced into a temporary graph cache (one trace per sweep)."""
+    from perfpredict.profiling.dataset import load_dataset
+
     if not (DATA / "rows.jsonl").exists() and not (DATA / "rows.parquet").exists():
         pytest.skip("the committed CPU dataset is missing")
-    return load_training_set(
-        [DATA], families=FAMILIES, max_rows=45, cache=GraphCache(tmp_path_factory.mktemp("graphs"))
-    )
+    picked = [r for r in load_dataset(DATA).rows if r.get("family") in FAMILIES and r.get("phase") == "training"]
+    folder = tmp_path_factory.mktemp("rows")
+    (folder / "rows.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in picked))
+    return load_training_set([folder], cache=GraphCache(tmp_path_factory.mktemp("graphs")))
 
 
 @pytest.fixture(scope="module")
-def fitted(rows):
+def held_out(rows):
+    """The middle batch of every sweep (4 of 1, 2, 4, 8, 16) is held out; the learner fits the others."""
+    from perfpredict.profiling import zoo
+
+    return np.array([zoo.ModelSpec.from_key(k).batch == 4 for k in rows.keys])
+
+
+@pytest.fixture(scope="module")
+def fitted(rows, held_out):
     from perfpredict.learning.xgboost_learner import XGBoostLearner
 
     learner = XGBoostLearner()
-    learner.fit(rows, ["latency_ms", "peak_memory_bytes"])
+    learner.fit(rows.subset(np.flatnonzero(~held_out)), ["latency_ms", "peak_memory_bytes"])
     return learner
 
 
-def test_xgboost_learns_the_measured_latency(rows, fitted):
-    # A loose bound that only learning can meet: the analytical roofline is far off on this CPU, and the fitted
-    # booster explains its own training rows far better. Held-out accuracy is the benchmark's job
-    # (benchmarks/accuracy.py), not a test's: a 45-row slice is too small to judge it.
-    analytical = metrics(rows.y["latency_ms"], rows.analytical("latency_ms"))["mape"]
-    fit = metrics(rows.y["latency_ms"], fitted.predict(rows)["latency_ms"].value)["mape"]
-    assert fit < 25 and fit < analytical / 2
+def test_xgboost_learns_the_measured_latency(rows, held_out, fitted):
+    # On rows it never trained on (each sweep's batch 4, between the 2 and the 8 it saw: the research's row split;
+    # benchmarks/accuracy.py scores new architectures on the whole dataset). The analytical roofline is 52.9% off
+    # on these CPU training steps, the booster 14.5%; on the memory peak, 42.2% and 11.7%.
+    held = rows.subset(np.flatnonzero(held_out))
+    assert len(held.keys) == 24 and set(held.families) == set(FAMILIES)  # a row of every sweep that measured a 4
+    pred = fitted.predict(held)
+    for target in ("latency_ms", "peak_memory_bytes"):
+        analytical = metrics(held.y[target], held.analytical(target))["mape"]
+        fit = metrics(held.y[target], pred[target].value)["mape"]
+        assert fit < 25 and fit < analytical / 2, (target, fit, analytical)
 
 
 def test_interval_contains_the_point_and_ood_grows_far_from_data(rows, fitted):

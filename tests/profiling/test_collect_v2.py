@@ -70,7 +70,7 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
         "--out",
         str(out),
         "--min-seconds",
-        "0.25",
+        "0.05",
         "--protocol",
         "2",
         *FAST,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import statistics
 import time
 
 import pytest
@@ -66,8 +67,22 @@ def test_windows_errors():
 def test_measure_compiled_on_cpu():
     model, x = _mlp(), torch.randn(4, 64)
     compiled = torch.compile(model, backend="eager")
-    m = measure_compiled(compiled, (x,), min_runs=5, min_seconds=0.01)
-    assert m.batch_size == 4 and m.latency_ms > 0
+    calls = []
+
+    def slow(inputs):  # the compiled model and a 2 ms sleep: every timed call must take at least 2 ms
+        calls.append(torch.is_grad_enabled())
+        time.sleep(0.002)
+        return compiled(inputs)
+
+    m = measure_compiled(slow, (x,), min_runs=5, min_seconds=0.01, warmup_min=2)
+    assert m.batch_size == 4  # read from the first input's leading size
+    assert len(calls) == m.warmup_runs + m.runs and m.runs == len(m.samples_ms) >= 5  # every call was counted
+    assert not any(calls)  # inference: run under no_grad
+    assert min(m.samples_ms) >= 2.0 and m.latency_ms >= 2.0  # it timed the call: no sample is under the sleep
+    assert m.latency_ms == statistics.median(m.samples_ms)
+    calls.clear()
+    measure_compiled(slow, (x,), grad=True, min_runs=1, min_seconds=0.0, warmup_min=1, floor_runs=1)
+    assert calls and all(calls)  # grad=True: a training step's forward keeps its graph
 
 
 def test_spread_statistics():
