@@ -23,53 +23,75 @@ from perfpredict.llm.generation_report import BatchPoint, DecodePoint, Generatio
 from perfpredict.llm.scheduler import Scheduler
 from perfpredict.llm.step_costs import EngineModel, StepCosts
 from perfpredict.llm.tp_ranks import link_for
-from perfpredict.llm.vllm_config import VLLM_VERSION, EngineConfig, resolve
+from perfpredict.llm.vllm_config import EngineConfig, resolve
 
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True)
 class Setup:
-    """Everything decided before the run: the engine model, its KV pool and its host time."""
+    """Everything decided before the run: the engine model, its KV pool, its host time and its version."""
 
     model: EngineModel
     kv: paged_kv.KvPlan
     costs: StepCosts
     fmt: Any
     constants: dict
+    options: Any = None  # the EngineOptions asked
+    host_cost: Any = None  # host_costs.HostCost: the engine's host phases per step
+    gpus: int = 1  # GPUs the model runs on (tensor-parallel ranks, or llama.cpp's layer split)
+
+    @property
+    def version(self):
+        return self.model.engine.engine_version
 
 
 def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None = None, weights: str | None = None,
           kv_dtype: str | None = None, engine: EngineConfig | None = None, constants: dict | None = None,
-          host: str | None = None) -> Setup:  # fmt: skip
-    """The engine for one model on ``tp`` GPUs of ``device``; refuses what vLLM would refuse at start-up."""
+          host: str | None = None, options: Any = None) -> Setup:  # fmt: skip
+    """The engine for one model on ``tp`` GPUs of ``device``; refuses what the engine would refuse at start-up.
+    ``options``: an ``EngineOptions`` (engine, version, frontend; default: vLLM's current version, offline)."""
     from perfpredict.hardware.devices import get_device
     from perfpredict.llm.decoder_spec import spec_from
+    from perfpredict.llm.engine_versions import get_version
+    from perfpredict.llm.generation_options import EngineOptions
+    from perfpredict.llm.host_costs import host_cost
 
+    opts = options or EngineOptions(engine="vllm")
+    version = get_version(opts.engine if opts.serving else "vllm", opts.version)
     dev = get_device(device)
     if dev.kind != "gpu":
-        raise InvalidInputError(f"the vLLM-class engine runs on CUDA GPUs; {dev.name} is a {dev.kind}: use --engine hf")
+        raise InvalidInputError(f"{version.name} runs on CUDA GPUs; {dev.name} is a {dev.kind}: use --engine hf")
     spec = spec_from(model_or_config)
     compute = weight_formats.compute_dtype(dtype, weights, spec.declared_dtype, dev)
     fmt = weight_formats.check(weights or {"float16": "fp16", "float32": "fp32"}.get(compute, "bf16"), dev)
+    weight_formats.check_engine(fmt, version.engine)
     kv_dtype = kv_dtype or compute
-    rank = rank_shape(spec, tp)
-    config = engine or EngineConfig()
+    split = not version.tensor_parallel and tp > 1  # llama.cpp: the layers split over the GPUs, run in turn
+    rank = rank_shape(spec, 1 if split else tp)
+    config = engine if engine is not None else (opts.settings or EngineConfig())
     resolved = resolve(config, max_positions=spec.max_positions, window=spec.window, head_dim=spec.head_dim,
-                       kv_dtype=kv_dtype, dtype=compute, device=dev)  # fmt: skip
+                       kv_dtype=kv_dtype, dtype=compute, device=dev, version=version,
+                       frontend=opts.frontend)  # fmt: skip
     num = _numerics(fmt, dev, compute, kv_dtype)
-    c = constants or engine_calibration.constants()
+    c = constants or engine_calibration.constants(version.key)
     layer, other = weight_elements(spec, rank)
     weights_bytes = int(layer * num.weight_bytes + other * DTYPE_BYTES[compute])
     tokens = resolved.max_num_batched_tokens
-    activation = paged_kv.profile_activation_bytes(spec, rank, tokens, min(config.max_num_seqs, tokens), compute)
-    kv = paged_kv.plan(spec, rank, device=dev, utilization=config.gpu_memory_utilization, weights_bytes=weights_bytes,
-                       activation_bytes=activation, runtime_bytes=runtime_bytes(c, tp),
-                       block_size=config.block_size, kv_dtype=kv_dtype)  # fmt: skip
+    activation = paged_kv.profile_activation_bytes(spec, rank, tokens, min(resolved.max_num_seqs, tokens), compute)
+    gpus = tp
+    layers = -(-spec.layers // tp) if split else spec.layers
+    kv = paged_kv.plan(spec, rank, device=dev, utilization=resolved.memory_fraction,
+                       weights_bytes=weights_bytes // (tp if split else 1), activation_bytes=activation,
+                       runtime_bytes=runtime_bytes(c, tp), block_size=resolved.block_size, kv_dtype=kv_dtype,
+                       memory=version.memory, layers=layers)  # fmt: skip
     paged_kv.check_starts(kv, max_model_len=resolved.max_model_len, name=spec.name, device=dev.name, tp=tp,
-                          utilization=config.gpu_memory_utilization)  # fmt: skip
-    model = EngineModel(spec, rank, num, dev, resolved, link_for(dev, tp), bool(c["paged_v1_rereads_kv"]), host)
-    return Setup(model, kv, StepCosts(model, config.max_num_seqs), fmt, c)
+                          utilization=resolved.memory_fraction, engine=version.name)  # fmt: skip
+    link = None if split else link_for(dev, tp)
+    model = EngineModel(spec, rank, num, dev, resolved, link, bool(c["paged_v1_rereads_kv"]), host,
+                        c["decode_kernel_scale"], c["prefill_kernel_scale"])  # fmt: skip
+    cost = host_cost(version, opts.host_choices())
+    return Setup(model, kv, StepCosts(model, resolved.max_num_seqs), fmt, c, opts, cost, gpus)
 
 
 def runtime_bytes(constants: dict, tp: int) -> int:
@@ -92,11 +114,12 @@ def _numerics(fmt, device, compute: str, kv_dtype: str) -> Numerics:
 def predict_vllm(model_or_config: Any, *, prompt_tokens: int, new_tokens: int, batch: int, device: str,
                  tp: int = 1, dtype: str | None = None, weights: str | None = None, kv_dtype: str | None = None,
                  engine: EngineConfig | None = None, price_usd_per_hour: float | None = None,
-                 sweep: bool = True, host: str | None = None) -> GenerationReport:  # fmt: skip
-    """The GenerationReport of ``batch`` requests through a vLLM-class engine on ``tp`` GPUs; ``host`` times the
-    launches of its eager steps (the scheduler's own time per step is the engine's, ``engine_calibration``)."""
+                 sweep: bool = True, host: str | None = None, options: Any = None) -> GenerationReport:  # fmt: skip
+    """The GenerationReport of ``batch`` requests through a serving engine (``options``: an EngineOptions; default
+    vLLM's current version, offline) on ``tp`` GPUs; ``host`` times the launches of its eager steps (the engine's
+    own host time per step is ``host_costs``')."""
     s = setup(model_or_config, device=device, tp=tp, dtype=dtype, weights=weights, kv_dtype=kv_dtype, engine=engine,
-              host=host)  # fmt: skip
+              host=host, options=options)  # fmt: skip
     limit = s.model.engine.max_model_len
     if prompt_tokens + new_tokens > limit:
         what = (
@@ -112,10 +135,10 @@ def predict_vllm(model_or_config: Any, *, prompt_tokens: int, new_tokens: int, b
     return _report(s, trace, batch, prompt_tokens, new_tokens, price_usd_per_hour, sweep)
 
 
-def run(s: Setup, batch: int, prompt: int, new: int):
-    """The scheduler's run of ``batch`` requests (a ``scheduler.Trace``)."""
-    host = engine_calibration.host_time(s.constants)
-    return Scheduler(s.costs, s.kv, s.model.engine, host, s.model.rank.tp).run(batch, prompt, new)
+def run(s: Setup, batch: int, prompt: int, new: int, host: Any = None):
+    """The scheduler's run of ``batch`` requests (a ``scheduler.Trace``); ``host`` replaces the engine's host
+    cost (a fit's trial)."""
+    return Scheduler(s.costs, s.kv, s.model.engine, host or s.host_cost, s.gpus).run(batch, prompt, new)
 
 
 def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bool) -> GenerationReport:
@@ -126,14 +149,14 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
     ttft = np.array(trace.ttft_s) * 1e3
     tpot = float(np.mean(trace.tpot_s)) * 1e3 if new > 1 else 0.0
     points = _decode_points(s, batch, prompt, new)
-    busy_w = _busy_power_w(s, batch, prompt + new // 2)
-    gpu_s = trace.e2e_s - trace.host_s
-    energy_j = m.rank.tp * (busy_w * gpu_s + dev.idle_power_w * trace.host_s)
+    power_w = run_power_w(s, trace, batch, prompt, new)
+    energy_j = s.gpus * power_w * trace.e2e_s
     tokens = batch * new
     price = price if price is not None else cost.price_usd_per_hour(dev)
     kv_used = trace.peak_blocks * kv.block_bytes
-    largest = min(kv.max_seqs_at(prompt + new), m.engine.config.max_num_seqs)
+    largest = min(kv.max_seqs_at(prompt + new), m.engine.max_num_seqs)
     running = max(1, min(batch, largest))  # the sequences decoding together: the others wait for cache space
+    v = s.version
     return GenerationReport(
         model_name=m.spec.name,
         device=dev.name,
@@ -144,7 +167,7 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
         weights=s.fmt.name,
         kv_dtype=m.num.kv_dtype,
         cache="paged",
-        mode="cuda_graph decode" if not m.engine.config.enforce_eager else "eager",
+        mode=_mode_label(s),
         predictor="two_timeline",
         ttft_ms=float(ttft.mean()),
         tpot_mean_ms=tpot,
@@ -162,14 +185,14 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
         fits=True,
         max_batch=largest,
         energy_per_token_j=energy_j / tokens,
-        cost_per_million_tokens_usd=None if price is None else price * m.rank.tp * e2e_ms / 3.6e6 / tokens * 1e6,
+        cost_per_million_tokens_usd=None if price is None else price * s.gpus * e2e_ms / 3.6e6 / tokens * 1e6,
         decode_points=tuple(points),
         batch_sweep=_sweep(s, prompt, new, largest) if sweep else (),
         assumptions=assumptions(s),
         warnings=_warnings(trace, batch, largest, prompt + new),
         notes=(),
-        engine="vllm",
-        tp=m.rank.tp,
+        engine=v.engine,
+        tp=s.gpus,
         ttft_max_ms=float(ttft.max()),
         tp_communication_ms=s.costs.collectives_s(min(batch, largest), min(batch, largest)) * 1e3,
         kv_pool_bytes=kv.kv_pool_bytes,
@@ -179,41 +202,62 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
         decode_steps=trace.decode_steps,
         host_ms=trace.host_s * 1e3,
         running_batch=running,
+        engine_version=v.version,
+        engine_label=v.label,
+        frontend=s.options.frontend if s.options else "offline",
+        gpu_busy_fraction=(trace.prefill_gpu_s + trace.decode_gpu_s) / trace.e2e_s if trace.e2e_s else 0.0,
+        power_per_gpu_w=power_w,
     )
+
+
+def _mode_label(s: Setup) -> str:
+    if s.model.engine.config.enforce_eager:
+        return "eager"
+    return {"decode": "cuda_graph decode", "piecewise": "piecewise cuda_graph", "one-token": "cuda_graph decode",
+            "none": "c++ launches" if s.version.runtime == "c++" else "eager"}[s.version.graphs]  # fmt: skip
 
 
 def _decode_points(s: Setup, batch: int, prompt: int, new: int) -> list[DecodePoint]:
     """The decode step (GPU and host) at the first, middle and last context, for the batch that runs together."""
-    host = engine_calibration.host_time(s.constants)
-    running = max(1, min(batch, s.kv.max_seqs_at(prompt + new), s.model.engine.config.max_num_seqs))
+    running = max(1, min(batch, s.kv.max_seqs_at(prompt + new), s.model.engine.max_num_seqs))
     out = []
     for context in sorted({prompt + 1, prompt + max(new // 2, 1), prompt + max(new - 1, 1)}):
         gpu = s.costs.decode_s(running, running * context, context)
-        host_s = host.seconds(running, 0, s.model.rank.tp)
+        host_s = s.host_cost.step(running, 0, running, s.gpus).exposed_s(gpu)
         streaming = s.kv.weights_bytes / s.model.device.memory_bandwidth_bytes_per_s
         out.append(DecodePoint(context, (gpu + host_s) * 1e3, gpu * 1e3, host_s * 1e3, streaming * 1e3))
     return out
 
 
-def _busy_power_w(s: Setup, batch: int, context: int) -> float:
-    """The GPU's power while it runs a decode step (the roofline power model of the device)."""
-    from perfpredict.llm.engine_graph import StepShape, step_graph
-    from perfpredict.predictors.base import RunConfig
-    from perfpredict.predictors.registry import get_predictor
+def run_power_w(s: Setup, trace, batch: int, prompt: int, new: int) -> float:
+    """One GPU's mean power over the run (``hardware.power``): busy the share of the wall time its kernels run,
+    at the activity of a prefill step in prefill steps and of the middle decode step in decode steps, and of
+    NCCL's collectives while a tensor-parallel rank waits in them."""
+    from perfpredict.hardware.power import COMM_ACTIVITY, gpu_power_w, mean_activity
 
-    seqs = max(1, min(batch, s.model.engine.config.max_num_seqs))
-    graph = step_graph(s.model.spec, s.model.rank, StepShape(seqs, 1, context), s.model.num)
-    out = get_predictor("two_timeline").predict(
-        graph, s.model.device, RunConfig(weights_built_in=None, mode="cuda_graph", host=s.model.host)
-    )
-    return float(out.avg_power_w.value)
+    running = max(1, min(batch, s.kv.max_seqs_at(prompt + new), s.model.engine.max_num_seqs))
+    context = prompt + new // 2
+    decode_gpu = s.costs.decode_s(running, running * context, context)
+    decode_comm = s.costs.collectives_s(running, running)
+    chunk = min(prompt, s.model.engine.max_num_batched_tokens)
+    prefill_gpu = s.costs.prefill_s([(chunk, chunk)])
+    prefill_comm = s.costs.collectives_s(chunk, 1)
+    decode_share = 1 - decode_comm / decode_gpu if decode_gpu else 1.0
+    prefill_share = 1 - prefill_comm / prefill_gpu if prefill_gpu else 1.0
+    parts = [
+        (trace.decode_gpu_s * decode_share, s.costs.activity(running, 1, context, decode_gpu - decode_comm)),
+        (trace.prefill_gpu_s * prefill_share, s.costs.activity(1, chunk, chunk, prefill_gpu - prefill_comm)),
+        (trace.decode_gpu_s * (1 - decode_share) + trace.prefill_gpu_s * (1 - prefill_share), COMM_ACTIVITY),
+    ]
+    busy = sum(p for p, _ in parts)
+    return gpu_power_w(s.model.device, busy / trace.e2e_s if trace.e2e_s else 0.0, mean_activity(parts))
 
 
 def _sweep(s: Setup, prompt: int, new: int, largest: int) -> tuple[BatchPoint, ...]:
     """Tokens/s of the whole run for batch 1, 2, 4, ... up to max_num_seqs: past the largest batch the KV pool
     holds, the engine preempts, and tokens/s flattens."""
     out = []
-    batches = [b for b in SWEEP_BATCHES if b <= s.model.engine.config.max_num_seqs]
+    batches = [b for b in SWEEP_BATCHES if b <= s.model.engine.max_num_seqs]
     shares = s.costs.compute_share(batches, prompt + new // 2)
     for b, share in zip(batches, shares):
         trace = run(s, b, prompt, new)
@@ -232,32 +276,36 @@ def _warnings(trace, batch: int, largest: int, tokens: int) -> tuple[str, ...]:
 
 
 def assumptions(s: Setup) -> dict[str, str]:
-    m, kv, e = s.model, s.kv, s.model.engine
+    m, kv, e, v = s.model, s.kv, s.model.engine, s.version
     c = s.constants
-    out = {
-        "engine": f"vLLM {VLLM_VERSION} (V0 engine) defaults unless set: block size {e.config.block_size}, "
-        f"gpu_memory_utilization {e.config.gpu_memory_utilization:g}, max_num_seqs {e.config.max_num_seqs}, "
-        f"max_model_len {e.max_model_len}, max_num_batched_tokens {e.max_num_batched_tokens}, chunked prefill "
-        f"{'on' if e.chunked_prefill else 'off'}",
-        "kv cache": f"{kv.blocks:,} blocks of {e.config.block_size} tokens ({kv.kv_pool_bytes / GIB:.1f} GiB per GPU, "
-        f"{kv.capacity_tokens:,} tokens): {kv.budget_bytes / GIB:.1f} GiB less weights "
+    memory = (
+        f"{e.memory_fraction:g} of the memory left after the weights, activations and runtime"
+        if v.memory == "free-fraction"
+        else f"{kv.budget_bytes / GIB:.1f} GiB ({e.memory_fraction:g} of the GPU) less weights "
         f"{kv.weights_bytes / GIB:.1f}, start-up profile activations {kv.activation_bytes / GIB:.2f} and "
-        f"{kv.runtime_bytes / GIB:.2f} GiB outside torch",
+        f"{kv.runtime_bytes / GIB:.2f} GiB outside torch"
+    )
+    out = {
+        "engine": f"{v.label} ({v.released}); its defaults unless set: block size {e.block_size}, memory share "
+        f"{e.memory_fraction:g}, max_num_seqs {e.max_num_seqs}, max_model_len {e.max_model_len}, "
+        f"max_num_batched_tokens {e.max_num_batched_tokens}, chunked prefill {'on' if e.chunked_prefill else 'off'}"
+        + (", prefix caching on (no shared prefixes here: no hits)" if v.prefix_caching else "")
+        + (f"; {v.note}" if v.note else ""),
+        "kv cache": f"{kv.blocks:,} blocks of {e.block_size} tokens ({kv.kv_pool_bytes / GIB:.1f} GiB per GPU, "
+        f"{kv.capacity_tokens:,} tokens): {memory}",
         "attention": f"{e.backend}: {e.backend_reason}",
-        "cuda graphs": "decode steps of up to 256 sequences replay the captured graph of the next size up (1, 2, 4, "
-        "8, 16, ..., 256); larger steps, prefills and contexts over 8,192 tokens run eagerly",
+        "cuda graphs": _graphs_line(s),
         "kernels": "one GEMM for q/k/v and one for gate/up, fused add+RMSNorm, rotary, SiLU-and-mul and KV-cache "
-        "write kernels; logits for one position per sequence",
-        "scheduler": (
-            "chunked prefill: each step decodes the running sequences, then fills its token budget with prompt chunks"
-            if e.chunked_prefill
-            else "prefill-first: a step runs waiting prompts alone, else decodes"
-        )
-        + "; preemption by recompute; host time per step "
-        f"{c['host_step_s'] * 1e3:.2f} ms + {c['host_per_seq_s'] * 1e6:.1f} us per sequence + "
-        f"{c['host_per_prefill_token_s'] * 1e6:.2f} us per prefill token"
-        + (f" + {c['host_tp_step_s'] * 1e3:.2f} ms with tensor parallelism" if m.rank.tp > 1 else "")
-        + f" ({c['source']})",
+        "write kernels; logits for one position per sequence"
+        + (
+            f"; {v.name}'s kernels at {c['decode_kernel_scale']:.2f}x (decode) and {c['prefill_kernel_scale']:.2f}x "
+            "(prefill) the device model's time, fitted on its 7-8B rows"
+            if (c["decode_kernel_scale"], c["prefill_kernel_scale"]) != (1.0, 1.0)
+            else ""
+        ),
+        "scheduler": _scheduler_line(e, v),
+        "host cost": f"{s.host_cost.label}: {s.host_cost.describe(s.gpus)} ({_host_sources(s)})",
+        "frontend": _frontend_line(s),
         "weights": f"{s.fmt.name}, {m.num.weight_bytes:g} bytes per layer weight",
     }
     if m.rank.tp > 1:
@@ -266,9 +314,60 @@ def assumptions(s: Setup) -> dict[str, str]:
             "intermediate features per GPU; two all-reduces per block, the embedding's all-reduce and the logits' "
             f"gather per step on {m.link.description} (NCCL's ring; vLLM's custom all-reduce is not modelled)"
         )
+    elif s.gpus > 1:
+        out["layer split"] = (
+            f"{s.gpus} GPUs each hold a share of the layers and run in turn (llama.cpp's --split-mode layer): a step "
+            "takes as long as on one GPU holding them all, plus a hand-over per GPU boundary (in the host cost)"
+        )
     if m.spec.experts:
         out["experts"] = (
             f"{m.spec.experts} experts, {m.spec.experts_per_token} per token, routed uniformly: a step reads the "
             "experts its tokens reach; each expert's intermediate features are split over tp"
         )
     return out
+
+
+def _graphs_line(s: Setup) -> str:
+    v, e = s.version, s.model.engine
+    if e.config.enforce_eager:
+        return "none (--enforce-eager): every kernel launched from Python"
+    return {
+        "decode": f"decode steps of up to {v.graph_max} sequences replay the captured graph of the next size up (1, 2, "
+        f"4, 8, 16, ...); larger steps, prefills and contexts over {e.config.max_seq_len_to_capture:,} tokens run "
+        "eagerly",
+        "piecewise": f"piecewise CUDA graphs (torch.compile): every step of up to {v.graph_max} tokens replays the "
+        "graph of the next size up, attention launched between the pieces; larger steps run eagerly",
+        "one-token": "one-token steps replay a CUDA graph; prompt batches launch from C++",
+        "none": "none: the C++ runtime launches each kernel (no Python dispatch)"
+        if v.runtime == "c++"
+        else "none: every kernel launched from Python",
+    }[v.graphs]
+
+
+def _scheduler_line(e, v) -> str:
+    policy = (
+        "mixed batching: whole prompts join the decodes of a step while its token budget holds them"
+        if v.policy == "mixed"
+        else "chunked prefill: each step decodes the running sequences, then fills its token budget with prompt chunks"
+        if e.chunked_prefill
+        else "prefill-first: a step runs waiting prompts alone, else decodes"
+    )
+    admission = (
+        "a request is admitted only when its prompt and all its new tokens fit (no preemption)"
+        if v.admission == "reserve"
+        else "preemption by recompute"
+    )
+    return f"{policy}; {admission}"
+
+
+def _frontend_line(s: Setup) -> str:
+    o = s.options
+    if o is None or o.frontend == "offline":
+        return "offline: the engine's generate call in a script (no API server)"
+    process = o.frontend_process or s.version.frontend_process
+    where = "in the engine's process, in turn with each step" if process == "engine" else "in its own process"
+    return f"{o.frontend}: streams every new token to its client and takes every request, {where}"
+
+
+def _host_sources(s: Setup) -> str:
+    return "; ".join(sorted({p.source for p in s.host_cost.phases if p.source}))
