@@ -25,7 +25,7 @@ SOURCE = "github.com/argonne-lcf/LLM-Inference-Bench"
 CSV_IN_REPO = "Plots/All_results.csv"
 OUT_DIR = Path(__file__).resolve().parents[2] / "data" / "external" / "llm_inference_bench"
 TABLE = "all_results.parquet"
-DEVICE_OF = {"Nvidia H100 GPU": "H100-SXM", "Nvidia A100 GPU": "A100-40GB"}
+DEVICE_OF = {"Nvidia H100 GPU": "H100-SXM", "Nvidia A100 GPU": "A100-40GB", "Nvidia GH200 GPU": "GH200"}
 COLUMNS = (
     ("hardware", "Hardware", str),
     ("gpus", "Num of Hardware", int),
