@@ -37,15 +37,10 @@ POST = "vLLM v0.6.0 performance post (blog.vllm.ai/2024/09/05/perf-update.html):
 
 
 def fitted_0_6() -> dict:
-    """vLLM 0.6's serial host time: the record in engine_host_costs.json, else engine_calibration.json's."""
-    from perfpredict.llm import engine_calibration, host_costs
+    """vLLM 0.6's serial host time: the record ``benchmarks/llm_serving.py`` keeps in the ``vllm-0.6`` entry."""
+    from perfpredict.llm import host_costs
 
-    try:
-        return dict(host_costs.figures("vllm-0.6")["fitted_serial"])
-    except (KeyError, Exception):  # noqa: BLE001 - no record yet: bootstrap from the calibration's
-        c = engine_calibration.constants("vllm-0.6")
-        return {k: c[k] for k in ("host_step_s", "host_per_seq_s", "host_per_prefill_token_s", "host_tp_step_s",
-                                  "source")}  # fmt: skip
+    return dict(host_costs.figures("vllm-0.6")["fitted_serial"])
 
 
 def frontend_from_profile() -> tuple[dict, dict]:

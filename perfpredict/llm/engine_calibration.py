@@ -25,16 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from perfpredict.core.units import GIB
-from perfpredict.llm.scheduler import HostTime
 
 CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "data" / "engine_calibration.json"
 ENGINE_KEY = "vllm-0.6"
-#: before any fit: a few ms of host time per step, no broadcast cost, 1 GiB outside torch
+#: before any fit: 1 GiB outside torch, the device model's kernels (the host time is ``host_costs``')
 DEFAULTS = {
-    "host_step_s": 2.0e-3,
-    "host_per_seq_s": 2.0e-5,
-    "host_per_prefill_token_s": 0.0,
-    "host_tp_step_s": 0.0,
     "runtime_bytes": GIB,
     "runtime_tp_bytes": 0.0,  # more per GPU with tensor parallelism: NCCL communicators, custom all-reduce buffers
     "paged_v1_rereads_kv": 1.0,  # 1: PagedAttention v1 reads a key/value head once per query head of its group
@@ -63,11 +58,6 @@ def constants(key: str = ENGINE_KEY) -> dict[str, Any]:
     if key not in data and entry:
         out["source"] = f"{FALLBACK[key.split('-')[0]]}'s: {out['source']}"
     return out
-
-
-def host_time(values: dict[str, Any] | None = None) -> HostTime:
-    c = values or constants()
-    return HostTime(c["host_step_s"], c["host_per_seq_s"], c["host_per_prefill_token_s"], c["host_tp_step_s"])
 
 
 def save(values: dict[str, Any], key: str = ENGINE_KEY) -> None:

@@ -73,6 +73,7 @@ class StepShape:
     seqs: int
     query_tokens: int
     context: int
+    identical: bool = False  # the sequences are one request repeated: their tokens route to the same experts
 
     @property
     def tokens(self) -> int:
@@ -137,7 +138,8 @@ def _block(b: _Builder, spec: DecoderSpec, rank: RankShape, step: StepShape, pat
     b.linear(f"{path}.self_attn.o_proj", t, q, h)
     b.norm(f"{path}.post_attention_layernorm", t, h, fused_add=True)
     if spec.experts:
-        _experts(b, spec, rank, t, f"{path}.block_sparse_moe")
+        routed = step.query_tokens if step.identical else t  # distinct tokens: what spreads over the experts
+        _experts(b, spec, rank, t, f"{path}.block_sparse_moe", routed)
     elif spec.gated_mlp:
         b.linear(f"{path}.mlp.gate_up_proj", t, h, 2 * rank.intermediate)
         b.pointwise(f"{path}.mlp.act_fn", "silu_and_mul", t * 2 * rank.intermediate, t * rank.intermediate)
@@ -148,11 +150,14 @@ def _block(b: _Builder, spec: DecoderSpec, rank: RankShape, step: StepShape, pat
         b.linear(f"{path}.mlp.fc2", t, rank.intermediate, h, bias=True)
 
 
-def _experts(b: _Builder, spec: DecoderSpec, rank: RankShape, tokens: int, path: str) -> None:
-    """vLLM's fused MoE: the router, top-k, one grouped GEMM for gate+up and one for down over the experts the
-    tokens reach (``moe.expected_experts``, uniform routing), SiLU-and-mul between, and the sum over the k."""
+def _experts(
+    b: _Builder, spec: DecoderSpec, rank: RankShape, tokens: int, path: str, routed: int | None = None
+) -> None:
+    """A fused MoE (vLLM's Triton kernels, TensorRT-LLM's and DeepSpeed's): the router, top-k, the gate+up GEMMs
+    and the down GEMMs of the experts the tokens reach (``moe.expected_experts``, uniform routing), SiLU-and-mul
+    between, and the sum over the k."""
     e, k, h, inter = spec.experts, spec.experts_per_token, spec.hidden, rank.intermediate
-    reached = moe.expected_experts(e, k, tokens)
+    reached = moe.expected_experts(e, k, routed or tokens)
     b.linear(f"{path}.gate", tokens, h, e, quantized=False)
     b.pointwise(f"{path}.topk", "topk_softmax", tokens * e, tokens * k * 2)
     b.grouped_linear(f"{path}.experts.w13", tokens * k, h, 2 * inter, e, reached)

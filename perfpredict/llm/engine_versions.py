@@ -161,7 +161,6 @@ VERSIONS: tuple[EngineVersion, ...] = (
         runtime="c++",
         attention="trtllm_fmha",
         frontend_process="separate",
-        async_output=True,
     ),  # fmt: skip
     EngineVersion(
         "mii",
@@ -222,8 +221,8 @@ def get_version(engine: str, version: str | None = None) -> EngineVersion:
         raise InvalidInputError(
             f"engine {engine!r} has no versions; the serving engines are {', '.join(SERVING_ENGINES)}"
         )
-    wanted = str(version).lower().removeprefix("v") if version and str(version).lower() != "v1" else version
-    wanted = ALIASES.get((engine, str(version).lower()), wanted) if version else CURRENT[engine]
+    asked = str(version).strip().lower() if version else ""
+    wanted = ALIASES.get((engine, asked), asked.removeprefix("v")) if asked else CURRENT[engine]
     for v in VERSIONS:
         if v.engine == engine and v.version == wanted:
             return v

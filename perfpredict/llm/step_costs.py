@@ -54,6 +54,8 @@ class EngineModel:
     # the engine's kernels against the device model's (fitted per engine on its 7-8B rows; 1: the device model's)
     decode_kernel_scale: float = 1.0
     prefill_kernel_scale: float = 1.0
+    # every request the same prompt (a benchmark's dummy input): a MoE step's tokens all route to the same experts
+    identical_requests: bool = False
 
     @property
     def group_size(self) -> int:
@@ -94,7 +96,10 @@ class StepCosts:
         from perfpredict.predictors.cost_arrays import CostArrays
         from perfpredict.predictors.registry import get_predictor
 
-        graph = lambda seqs: step_graph(self.m.spec, self.m.rank, StepShape(seqs, query, context), self.m.num, parts)
+        same = self.m.identical_requests
+        graph = lambda seqs: step_graph(
+            self.m.spec, self.m.rank, StepShape(seqs, query, context, same), self.m.num, parts
+        )
         arrays = CostArrays.from_graph(graph(at)) if at else CostArrays.fit(graph(2), graph(3))
         config = RunConfig(weights_built_in=None, mode=mode, host=self.m.host)
         ev = get_predictor("two_timeline").evaluate(arrays, self.m.device, config, np.asarray(columns, dtype=float))
@@ -238,7 +243,9 @@ class StepCosts:
         from perfpredict.predictors.base import RunConfig
         from perfpredict.predictors.cost_arrays import CostArrays
 
-        graph = step_graph(self.m.spec, self.m.rank, StepShape(seqs, query, context), self.m.num)
+        graph = step_graph(
+            self.m.spec, self.m.rank, StepShape(seqs, query, context, self.m.identical_requests), self.m.num
+        )
         ev = AnalyticalPredictor().evaluate(
             CostArrays.from_graph(graph), self.m.device, RunConfig(weights_built_in=None), np.array([seqs], float)
         )

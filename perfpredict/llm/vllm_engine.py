@@ -48,9 +48,11 @@ class Setup:
 
 def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None = None, weights: str | None = None,
           kv_dtype: str | None = None, engine: EngineConfig | None = None, constants: dict | None = None,
-          host: str | None = None, options: Any = None) -> Setup:  # fmt: skip
+          host: str | None = None, options: Any = None, identical_requests: bool = False) -> Setup:  # fmt: skip
     """The engine for one model on ``tp`` GPUs of ``device``; refuses what the engine would refuse at start-up.
-    ``options``: an ``EngineOptions`` (engine, version, frontend; default: vLLM's current version, offline)."""
+    ``options``: an ``EngineOptions`` (engine, version, frontend; default: vLLM's current version, offline).
+    ``identical_requests``: every request is the same prompt (a benchmark's dummy input), so a mixture of experts
+    routes a step's tokens to the same experts."""
     from perfpredict.hardware.devices import get_device
     from perfpredict.llm.decoder_spec import spec_from
     from perfpredict.llm.engine_versions import get_version
@@ -89,7 +91,7 @@ def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None =
                           utilization=resolved.memory_fraction, engine=version.name)  # fmt: skip
     link = None if split else link_for(dev, tp)
     model = EngineModel(spec, rank, num, dev, resolved, link, bool(c["paged_v1_rereads_kv"]), host,
-                        c["decode_kernel_scale"], c["prefill_kernel_scale"])  # fmt: skip
+                        c["decode_kernel_scale"], c["prefill_kernel_scale"], identical_requests)  # fmt: skip
     cost = host_cost(version, opts.host_choices())
     return Setup(model, kv, StepCosts(model, resolved.max_num_seqs), fmt, c, opts, cost, gpus)
 

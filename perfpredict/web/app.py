@@ -158,13 +158,13 @@ def answer(
     pp=1,
     fsdp=False,
     engine="auto",
-    engine_version="default",
-    frontend="offline",
     mode=DEFAULT_MODE,
     host="default",
     new_tokens=128,
     weights="default",
     generation_mode="default",
+    engine_version="default",
+    frontend="offline",
 ):
     """The page's handler: every error becomes one line in the page, never a traceback. ``mode`` is a step's
     (inference, training); ``generation_mode``, ``new_tokens`` and ``weights`` are generation's, as `perfpredict
