@@ -52,12 +52,13 @@ def rows(framework: Framework, models: tuple[str, ...] | None = None) -> list[di
          "repeats": len(v), "half": "calibration" if k[0] in CALIBRATION else "test"}
         for k, v in sorted(groups.items())
     ]  # fmt: skip
-    return [_impossible(r) for r in out]
+    return [_impossible(r, framework.identical_prompts) for r in out]
 
 
-def _impossible(row: dict) -> dict:
+def _impossible(row: dict, identical: bool = False) -> dict:
     """``row``, refused where its time is under what streaming the weights once per new token takes on all its
-    GPUs together at the datasheet bandwidth (new tokens x weight bytes / (GPUs x bandwidth)): no engine decodes
+    GPUs together at the datasheet bandwidth (new tokens x weight bytes / (GPUs x bandwidth); a mixture of experts
+    reads the experts a step's distinct tokens reach, ``identical``: the batch repeats one prompt): no engine decodes
     faster, so such a row records a run that did not generate what it says (LLM-Inference-Bench's TensorRT-LLM
     Qwen2-7B rows at 2,048 tokens on an H100: 0.08 s for 2,048 new tokens)."""
     from perfpredict.core.errors import PerfPredictError
@@ -70,9 +71,10 @@ def _impossible(row: dict) -> dict:
     except PerfPredictError as err:
         return {**row, "error": str(err).split(";")[0]}
     params = spec.params()
-    if spec.experts:  # a decode step streams only the experts its tokens reach (at most all of them)
+    if spec.experts:  # a decode step streams only the experts its tokens reach (one prompt repeated: one token's)
         expert = spec.layers * spec.experts * 3 * spec.hidden * spec.intermediate
-        reached = expected_experts(spec.experts, spec.experts_per_token, row["batch"]) / spec.experts
+        distinct = 1 if identical else row["batch"]
+        reached = expected_experts(spec.experts, spec.experts_per_token, distinct) / spec.experts
         params = params - expert + expert * reached
     bound = row["tokens"] * params * 2 / (row["tp"] * get_device(row["device"]).memory_bandwidth_bytes_per_s)
     if row["measured_s"] < bound:

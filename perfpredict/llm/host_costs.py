@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +76,11 @@ class HostPhase:
 
 @dataclass(frozen=True)
 class HostStep:
-    """The host's seconds in one step, by where they run, and by phase."""
+    """The host's seconds in one step, by where they run (``HostCost.breakdown`` gives them by phase)."""
 
     serial_s: float = 0.0
     beside_gpu_s: float = 0.0
     other_process_s: float = 0.0
-    parts: tuple[tuple[str, str, float], ...] = ()  # (phase, where, seconds)
 
     def wall_s(self, gpu_s: float) -> float:
         """The step's wall time with ``gpu_s`` of GPU work (see the module docstring)."""
@@ -104,13 +103,29 @@ class HostCost:
         """The host time of a step running ``seqs`` sequences, computing ``prefill_tokens`` prompt tokens and
         emitting ``output_tokens`` new tokens (default: one per sequence), with ``new_requests`` admitted."""
         out = seqs if output_tokens is None else output_tokens
-        sums = dict.fromkeys(WHERE, 0.0)
-        parts = []
-        for p in self.phases:
-            s = p.seconds(seqs, prefill_tokens, out, new_requests, tp)
-            sums[p.where] += s
-            parts.append((p.name, p.where, s))
-        return HostStep(sums["serial"], sums["beside_gpu"], sums["other_process"], tuple(parts))
+        x = (1.0, seqs, prefill_tokens, out, new_requests, 1.0 if tp > 1 else 0.0)
+        serial, beside, other = (sum(c * v for c, v in zip(coef, x)) for coef in self._coefficients)
+        return HostStep(serial, beside, other)
+
+    def breakdown(self, seqs: int, prefill_tokens: int = 0, output_tokens: int | None = None, tp: int = 1,
+                  new_requests: int = 0) -> tuple[tuple[str, str, float], ...]:  # fmt: skip
+        """(phase, where, seconds) of each phase of such a step."""
+        out = seqs if output_tokens is None else output_tokens
+        return tuple((p.name, p.where, p.seconds(seqs, prefill_tokens, out, new_requests, tp)) for p in self.phases)
+
+    @cached_property
+    def _coefficients(self) -> tuple[tuple[float, ...], ...]:
+        """Per place (serial, beside the GPU, another process): the summed terms, each over its phase's
+        ``every_steps`` (the scheduler asks this for every step: a few multiplications, not a loop of phases)."""
+        out = []
+        for where in WHERE:
+            terms = [0.0] * 6
+            for p in (p for p in self.phases if p.where == where):
+                values = (p.step_s, p.per_seq_s, p.per_prefill_token_s, p.per_output_token_s, p.per_new_request_s,
+                          p.tp_step_s)  # fmt: skip
+                terms = [t + v / p.every_steps for t, v in zip(terms, values)]
+            out.append(tuple(terms))
+        return tuple(out)
 
     def serial(self) -> HostCost:
         """The same work with nothing overlapped (what an engine without those features would pay)."""

@@ -34,8 +34,6 @@ from perfpredict.core.units import KIB, TIB
 from perfpredict.llm.engine_graph import Numerics, RankShape, StepShape, step_graph
 from perfpredict.llm.vllm_config import ResolvedEngine, capture_bucket, paged_attention_kernel
 
-KERNEL_SCALES = ("decode_kernel_scale", "prefill_kernel_scale")
-
 STREAM_ANCHORS = np.geomspace(KIB, TIB, 31)  # bytes a decode attention kernel reads, tabulated then interpolated
 
 
@@ -51,7 +49,8 @@ class EngineModel:
     link: Any = None  # the tensor-parallel group's GroupLink (tp > 1)
     v1_rereads_kv: bool = True  # PagedAttention v1 reads each key/value head once per query head (calibrated)
     host: str | None = None  # the host profile that times dispatch and launches (RunConfig.host); None: the default
-    # the engine's kernels against the device model's (fitted per engine on its 7-8B rows; 1: the device model's)
+    # the engine's steps against the device model's (decode-only steps, and steps that prefill), collectives included:
+    # fitted per engine on its 7-8B rows (TensorRT-LLM's fused kernels, llama.cpp's ggml); 1: the device model's
     decode_kernel_scale: float = 1.0
     prefill_kernel_scale: float = 1.0
     # every request the same prompt (a benchmark's dummy input): a MoE step's tokens all route to the same experts
@@ -184,8 +183,8 @@ class StepCosts:
         seconds += self._lookup(self._head[mode], self._seq_columns, min(padded, self.max_seqs))
         attention_mode = "eager" if self.version.graphs == "piecewise" else mode  # between V1's graph pieces
         seconds += self._decode_attention(seqs, context_sum / seqs, max_context, attention_mode)
-        seconds *= self.m.decode_kernel_scale
-        return seconds + self.collectives_s(padded, padded)
+        gpu = (seconds + self.collectives_s(padded, padded)) * self.m.decode_kernel_scale
+        return self._offloaded(gpu, seqs, 1, int(context_sum / seqs))
 
     def prefill_s(self, chunks: list[tuple[int, int]], decode_seqs: int = 0, decode_context_sum: float = 0.0) -> float:
         """A step that prefills ``chunks`` ((query tokens, context) per sequence) and, with chunked prefill or
@@ -200,11 +199,38 @@ class StepCosts:
         pairs_axis, pair_s = self._prefill_attention
         pairs = sum(q * c - q * (q - 1) / 2 for q, c in chunks)
         seconds += self._lookup(pair_s, pairs_axis, pairs)  # several prompts in one step may pass the grid
-        seconds *= self.m.prefill_kernel_scale
         if decode_seqs:
-            attention = self._decode_attention(decode_seqs, decode_context_sum / decode_seqs, 0, "eager")
-            seconds += attention * self.m.decode_kernel_scale
-        return seconds + self.collectives_s(padded, seqs)
+            seconds += self._decode_attention(decode_seqs, decode_context_sum / decode_seqs, 0, "eager")
+        gpu = (seconds + self.collectives_s(padded, seqs)) * self.m.prefill_kernel_scale
+        longest = max((q for q, _ in chunks), default=1)
+        return self._offloaded(gpu, seqs, max(longest, 1), max((c for _, c in chunks), default=1))
+
+    @cached_property
+    def cpu_layers(self) -> int:
+        """Layers llama.cpp leaves on the host CPU (``--n-gpu-layers``)."""
+        n = self.m.engine.config.n_gpu_layers
+        return 0 if n is None else max(self.m.spec.layers - n, 0)
+
+    def _offloaded(self, gpu_s: float, seqs: int, query: int, context: int) -> float:
+        """A step with ``cpu_layers`` of the layers on the host CPU: the GPU's share of the step, then those
+        layers one after another on the CPU (the catalog's ``cpu``: this machine's, or a device file's), at their
+        roofline (weights streamed from host memory, FLOPs at the CPU's peak)."""
+        if not self.cpu_layers:
+            return gpu_s
+        share = 1 - self.cpu_layers / self.m.spec.layers
+        return gpu_s * share + self.cpu_layers * self._cpu_layer_s(seqs, query, max(context, 1))
+
+    def _cpu_layer_s(self, seqs: int, query: int, context: int) -> float:
+        from dataclasses import replace
+
+        from perfpredict.hardware.devices import get_device
+        from perfpredict.predictors.analytical import AnalyticalPredictor
+        from perfpredict.predictors.base import RunConfig
+
+        block = replace(self.m.spec, layers=1)
+        graph = step_graph(block, self.m.rank, StepShape(seqs, query, context), self.m.num, frozenset({"dense",
+                           "attention"}))  # fmt: skip
+        return float(AnalyticalPredictor().latency_s(graph, get_device("cpu"), RunConfig(weights_built_in=None)))
 
     def collectives_s(self, tokens: int, seqs: int) -> float:
         """Tensor-parallel communication of one step on the critical path."""

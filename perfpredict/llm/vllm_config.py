@@ -23,6 +23,7 @@ requirements pin vllm-flash-attn 2.6.1 and xformers 0.0.27.post2, vLLM 0.6.0/0.6
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -170,9 +171,14 @@ def capture_bucket(batch: int, max_num_seqs: int, largest: int = 256) -> int | N
     size up), or None: eager. vLLM captures 1, 2, 4 and multiples of 8 up to ``largest`` (256 in V0, 512 in V1,
     160 in SGLang), and in V0 no more than max_num_seqs rounded up to 1, 2, 4 or a multiple of 8."""
     top = max_num_seqs if max_num_seqs <= 4 else -(-max_num_seqs // 8) * 8
-    sizes = [b for b in (1, 2, 4, *range(8, largest + 1, 8)) if b <= min(top, largest)] or [1]
+    sizes = _capture_sizes(min(top, largest))
     i = bisect.bisect_left(sizes, batch)
     return sizes[i] if i < len(sizes) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _capture_sizes(top: int) -> tuple[int, ...]:
+    return tuple(b for b in (1, 2, 4, *range(8, top + 1, 8)) if b <= top) or (1,)
 
 
 def _ampere_or_newer(device) -> bool:

@@ -78,11 +78,12 @@ def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None =
     num = _numerics(fmt, dev, compute, kv_dtype)
     c = constants or engine_calibration.constants(version.key)
     layer, other = weight_elements(spec, rank)
-    weights_bytes = int(layer * num.weight_bytes + other * DTYPE_BYTES[compute])
+    on_gpu = _gpu_layers(config, spec, version)
+    weights_bytes = int(layer * on_gpu / spec.layers * num.weight_bytes + other * DTYPE_BYTES[compute])
     tokens = resolved.max_num_batched_tokens
     activation = paged_kv.profile_activation_bytes(spec, rank, tokens, min(resolved.max_num_seqs, tokens), compute)
     gpus = tp
-    layers = -(-spec.layers // tp) if split else spec.layers
+    layers = -(-on_gpu // tp) if split else on_gpu
     kv = paged_kv.plan(spec, rank, device=dev, utilization=resolved.memory_fraction,
                        weights_bytes=weights_bytes // (tp if split else 1), activation_bytes=activation,
                        runtime_bytes=runtime_bytes(c, tp), block_size=resolved.block_size, kv_dtype=kv_dtype,
@@ -94,6 +95,19 @@ def setup(model_or_config: Any, *, device: str, tp: int = 1, dtype: str | None =
                         c["decode_kernel_scale"], c["prefill_kernel_scale"], identical_requests)  # fmt: skip
     cost = host_cost(version, opts.host_choices())
     return Setup(model, kv, StepCosts(model, resolved.max_num_seqs), fmt, c, opts, cost, gpus)
+
+
+def _gpu_layers(config: EngineConfig, spec, version) -> int:
+    """The layers on the GPU(s): all, or llama.cpp's ``--n-gpu-layers`` (the rest, and their KV cache, stay on the
+    host CPU); refused for another engine."""
+    if config.n_gpu_layers is None:
+        return spec.layers
+    if version.engine != "llamacpp":
+        raise InvalidInputError(
+            f"--n-gpu-layers is llama.cpp's (offloading layers to the CPU); {version.name} keeps every layer on the "
+            "GPU: drop it, or use --engine llamacpp"
+        )
+    return min(config.n_gpu_layers, spec.layers)
 
 
 def runtime_bytes(constants: dict, tp: int) -> int:
@@ -325,6 +339,14 @@ def assumptions(s: Setup) -> dict[str, str]:
         out["experts"] = (
             f"{m.spec.experts} experts, {m.spec.experts_per_token} per token, routed uniformly: a step reads the "
             "experts its tokens reach; each expert's intermediate features are split over tp"
+        )
+    if s.costs.cpu_layers:
+        from perfpredict.hardware.devices import get_device
+
+        out["layer offload"] = (
+            f"{s.costs.cpu_layers} of {m.spec.layers} layers (and their KV cache) on the host CPU "
+            f"({get_device('cpu').name}: the catalog's cpu, this machine unless a device file says otherwise), run "
+            "after the GPU's share of each step at their roofline; the GPU holds the rest"
         )
     return out
 

@@ -64,3 +64,21 @@ def test_the_report_names_the_engine_its_version_and_frontend_and_hf_refuses_ser
         predict_generation("gpt2", engine="hf", engine_version="0.6")
     with pytest.raises(InvalidInputError, match="is a llama.cpp GGUF format; use --engine llamacpp"):
         predict_generation("llama-3-8b", engine="vllm", weights="q4_k_m")
+
+
+def test_llama_cpp_runs_gguf_weights_and_leaves_the_layers_it_is_told_to_on_the_cpu():
+    from perfpredict.llm.generation import predict_generation
+    from perfpredict.llm.vllm_config import EngineConfig
+    from perfpredict.llm.weight_formats import FORMATS
+
+    ask = dict(device="L4", engine="llamacpp", prompt_tokens=64, new_tokens=8)
+    q4 = predict_generation("Qwen/Qwen2-0.5B", weights="q4_k_m", **ask)
+    half = predict_generation("Qwen/Qwen2-0.5B", weights="q4_k_m", engine_config=EngineConfig(n_gpu_layers=12), **ask)
+    # Q4_K_M: 4.85 bits per layer weight; half the 24 layers on the CPU: the GPU holds half the layer weights
+    assert FORMATS["q4_k_m"].bytes_per_weight == pytest.approx(4.85 / 8)
+    assert half.weights_bytes < q4.weights_bytes and "12 of 24 layers" in half.assumptions["layer offload"]
+    assert half.tpot_mean_ms > q4.tpot_mean_ms  # host memory streams the other half, slower than the GPU's
+    with pytest.raises(InvalidInputError, match="--n-gpu-layers is llama.cpp's"):
+        predict_generation("Qwen/Qwen2-0.5B", engine="vllm", engine_config=EngineConfig(n_gpu_layers=4))
+    with pytest.raises(InvalidInputError, match="llama.cpp runs GGUF weights: --weights int4 is not one of"):
+        predict_generation("Qwen/Qwen2-0.5B", engine="llamacpp", weights="int4", device="L4")
