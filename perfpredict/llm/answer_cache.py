@@ -54,12 +54,15 @@ def package_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def key(source: Any, generation: Any) -> str | None:
+def key(source: Any, generation: Any = None, **options: Any) -> str | None:
     """The cache key of generating from ``source`` (a shipped id, alias or config path) as ``generation`` (a
-    ``generation_options.Generation``, every option with its default where it was left out) asks; None where the
-    source is an object (a config or model built in Python), which is never cached."""
+    ``generation_options.Generation``, every option with its default where it was left out; or its fields as
+    keywords) asks; None where the source is an object (a config or model built in Python), never cached."""
     if not isinstance(source, (str, os.PathLike)):
         return None
+    from perfpredict.llm.generation_options import Generation
+
+    generation = generation.but(**options) if generation is not None else Generation.of(**options)
     from perfpredict.compiler_hooks.hf_frontend import raw_config
     from perfpredict.hardware.devices import get_device
     from perfpredict.predictors import host_model
