@@ -33,6 +33,8 @@ GPU_OP_SPLITS = f"{RESULTS}/gpu_op_efficiency_splits.md"
 LLM_FOUNDRY = f"{RESULTS}/external_llm_foundry.md"
 COLLECTIVES = f"{RESULTS}/collective_validation.md"
 TP_SCALING = f"{RESULTS}/tp_scaling.md"
+FRAMEWORKS = f"{RESULTS}/llm_frameworks.md"
+POWER = f"{RESULTS}/llm_power.md"
 
 QUOTES: tuple[Quote, ...] = (
     # README.md, "How accurate is it?"
@@ -43,6 +45,31 @@ QUOTES: tuple[Quote, ...] = (
     Quote(README, "every layer GEMM of 43 of the 80 single-GPU runs", NEUSIGHT, "| all | 80 | 43 | 71 | 79 | 1 |"),
     Quote(README, "| 21.4% (A100 9.8-12.4%, H100 40%) |", LLM_FOUNDRY, "| **all** | 216 | **21.4%** |"),
     Quote(README, "9.6% (median 7.1%)", LLM_SERVING, "| **all** | | | 171 / 171 | **9.6%** | **7.1%** |"),
+    Quote(
+        README,
+        "11.4%, 14.9%, 9.6%; 9.6% (medians 9.7%, 11.2%, 7.5%; 9.7%)",
+        FRAMEWORKS,
+        "**TensorRT-LLM 0.11 (C++ runtime)**, test half: MAPE **11.4%**, median **9.7%**",
+    ),  # fmt: skip
+    Quote(
+        README,
+        "11.4%, 14.9%, 9.6%; 9.6% (medians 9.7%, 11.2%, 7.5%; 9.7%)",
+        FRAMEWORKS,
+        "**DeepSpeed-MII (FastGen)**, test half: MAPE **14.9%**, median **11.2%**",
+    ),  # fmt: skip
+    Quote(
+        README,
+        "11.4%, 14.9%, 9.6%; 9.6% (medians 9.7%, 11.2%, 7.5%; 9.7%)",
+        FRAMEWORKS,
+        "**llama.cpp (llama-bench)**, test half: MAPE **9.6%**, median **7.5%**",
+    ),  # fmt: skip
+    Quote(
+        README,
+        "11.4%, 14.9%, 9.6%; 9.6% (medians 9.7%, 11.2%, 7.5%; 9.7%)",
+        FRAMEWORKS,
+        "**vLLM 0.5.3 on GH200 (nothing fitted)**, every row: MAPE **9.6%**, median **9.7%**",
+    ),  # fmt: skip
+    Quote(README, "| 16.1% (median 11.3%) |", POWER, "48 runs: MAPE **16.1%**, median 11.3%"),
     Quote(
         README,
         "52% of sizes within 10% (median 9.1%)",
