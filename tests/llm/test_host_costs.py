@@ -131,3 +131,19 @@ def test_versions_resolve_aliases_default_to_the_current_one_and_refuse_the_unkn
         get_version("vllm", "0.3")
     with pytest.raises(InvalidInputError, match="has no versions"):
         get_version("hf")
+
+
+def test_the_fitted_cost_per_gpu_worker_reaches_the_phases_and_pipelines_share_the_driver():
+    """The serial host time fitted on LLM-Inference-Bench has a part per GPU worker beyond the driver (each step's
+    inputs broadcast to each); split over vLLM 0.6's serial phases, it sums back: 8 workers cost 4 workers' worth
+    more than 4 (the fixed tensor-parallel part is the same for both)."""
+    from perfpredict.llm.host_costs import HostStep
+
+    v = get_version("vllm", "0.6")
+    per_worker = figures(v.key)["fitted_serial"]["host_per_worker_s"]
+    four, eight = (host_cost(v).step(16, 0, 16, workers=w).serial_s for w in (4, 8))
+    assert per_worker > 0 and eight - four == pytest.approx(4 * per_worker)
+    # two virtual engines share the driver: a step of 14 ms of GPU and 20 ms of serial host time lasts
+    # max(14 + 20, 2 x 20) = 40 ms; 5 ms of it beside the GPU counts on the driver too: max(20 + 14, 2 x 25) = 50
+    assert HostStep(serial_s=0.020).wall_s(0.014, pp=2) == pytest.approx(0.040)
+    assert HostStep(serial_s=0.020, beside_gpu_s=0.005).wall_s(0.014, pp=2) == pytest.approx(0.050)
