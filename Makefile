@@ -10,7 +10,9 @@ PY := $(VENV)/bin/python
 # torch 2.13.0 is pinned so a CPU-only machine gets the CPU build that lies on its disk; override on a GPU host
 # (make TORCH_SPEC="torch==2.13.0 --index-url ...").
 TORCH_SPEC ?= torch==2.13.0
-PYTEST_ARGS ?=
+# two workers (pytest-xdist), each test module on one of them so its module fixtures are built once; the 20
+# slowest tests are listed at the end (docs/development.md keeps a recent list)
+PYTEST_ARGS ?= -n 2 --dist loadfile --durations=20
 
 .PHONY: demo test bench install install-dev clean
 

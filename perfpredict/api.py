@@ -38,6 +38,11 @@ class ModuleSource:
                 "example inputs of that length instead"
             )
         args = tuple(self.example_inputs) if isinstance(self.example_inputs, (list, tuple)) else (self.example_inputs,)
+        if request.model_class is not None:
+            raise InvalidInputError(
+                f"model_class={request.model_class!r} builds a HuggingFace config; a module in hand has its head: "
+                "drop model_class, or build the module with the head wanted"
+            )
         if request.batch is not None:
             args = rebatch(args, request.batch, self.capture)
         name = request.model_name or type(self.model).__name__

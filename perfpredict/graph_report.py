@@ -17,7 +17,7 @@ from perfpredict.predictors.base import MEASURED_BUILD_DTYPE
 from perfpredict.request import Request
 
 #: Request fields a captured graph has already fixed: asking for another value must not pass silently
-FIXED_BY_THE_GRAPH = ("dtype", "batch", "seq", "attn_implementation")
+FIXED_BY_THE_GRAPH = ("dtype", "batch", "seq", "attn_implementation", "model_class")
 
 
 def refuse_fixed_by_the_graph(values: Mapping[str, Any]) -> None:

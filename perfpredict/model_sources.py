@@ -42,6 +42,7 @@ class HFSource:
             use_cache=self.use_cache,
             attn_implementation=request.attn_implementation,
             lora=lora_of(request),
+            model_class=request.model_class,
         )
         return Captured(graph, name, run.precision, {"dtype": run.source}, None)
 
@@ -82,6 +83,11 @@ class OnnxSource:
             raise InvalidInputError(
                 f"attn_implementation={request.attn_implementation!r} cannot change an ONNX file's attention (its "
                 "exporter fixed it): drop --attn-implementation, or export the model with the implementation wanted"
+            )
+        if request.model_class is not None:
+            raise InvalidInputError(
+                f"model_class={request.model_class!r} builds a HuggingFace config; an ONNX file's head is in it: "
+                "drop --model-class, or export the model with the head wanted"
             )
         phase = request.phase or "inference"
         run = resolve_run_dtype(None, request.dtype, request.precision, phase == "training", device)

@@ -56,6 +56,9 @@ class Request:
     host: str | None = field(default=None, metadata=_RUN)  # None: the calibrated host, else h100-server
     # a HuggingFace model's attention: sdpa, eager or flash_attention_2; None: the model's own (a config: sdpa)
     attn_implementation: str | None = field(default=None, metadata=_RUN)
+    # the transformers class a config is built with ("AutoModelForSequenceClassification", "BertForPreTraining",
+    # "AutoModelForSeq2SeqLM", ...); None: the head a config declares where it is deployed as is, else its base model
+    model_class: str | None = field(default=None, metadata=_RUN)
     # the dtype the weights exist in before their cast to the run dtype; None: loaded in it; "auto": the source's
     weights_built_in: str | None = field(default=AUTO, metadata=_RUN)
     parallel: Mapping[str, Any] | None = field(default=None, metadata=_RUN)  # {"dp", "tp", "pp", ...}; None: 1 GPU

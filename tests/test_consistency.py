@@ -174,12 +174,17 @@ def test_fx_relax_onnx_agree(build):
         for what, got, want, tol in checks:
             if abs(got - want) > tol * want:
                 problems.append(f"{name} {what} {got:.6g} vs fx {want:.6g} ({got / want - 1:+.2%}, allowed {tol:.0%})")
-    # Known, explained gap: GPT-2 builds its causal mask from ~20 tiny integer ops (one 3 us launch each on
-    # H100). torch.onnx's optimizer constant-folds them; Relax keeps them plus a few int casts; the FX frontend's
-    # treatment of those casts has been changing. FLOPs and bytes still agree; only launch counts differ.
-    known = {"_gpt2": ("onnx latency", "relax latency")}.get(build.__name__, ())
-    if problems and all(p.startswith(known) for p in problems) and known:
-        pytest.xfail("known gap: " + "; ".join(problems))
+    # GPT-2 builds its causal mask from ~20 tiny integer ops. torch.onnx's optimizer constant-folds them (37
+    # kernels against dynamo's 57); Relax keeps them plus a few int casts and index copies (62). FLOPs and bytes
+    # agree (checked above); the roofline's latency moves by each kernel's host cost alone (launch 6.7 us plus
+    # dispatch on the h100-server profile, under 10 us): ONNX -0.136 ms for 20 kernels, Relax +0.033 ms for 5.
+    if build is _gpt2:
+        problems = [p for p in problems if not p.startswith(("onnx latency ", "relax latency "))]
+        kernels = {k: sum(n.op != "view" for n in g.nodes) for k, g in graphs.items()}
+        for name in ("relax", "onnx"):
+            gap_ms, launches = abs(latency[name] - latency["fx"]), abs(kernels[name] - kernels["fx"])
+            if gap_ms > launches * 0.010 + 0.02 * latency["fx"]:
+                problems.append(f"{name}: a latency gap of {gap_ms:.4f} ms is more than {launches} kernels' host cost")
     assert not problems, (
         "\n".join(problems)
         + "\n"

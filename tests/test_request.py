@@ -28,6 +28,7 @@ VALUES = {
     "tf32": True,
     "host": "dev-vm",
     "attn_implementation": "eager",
+    "model_class": "AutoModelForSequenceClassification",
     "weights_built_in": "float16",
     # issue 46's plan keys ride on the same field through every door
     "parallel": {
@@ -66,6 +67,7 @@ CLI_FLAGS = {
     "tf32": ["--tf32"],
     "host": ["--host", "dev-vm"],
     "attn_implementation": ["--attn-implementation", "eager"],
+    "model_class": ["--model-class", "AutoModelForSequenceClassification"],
     "weights_built_in": ["--weights-built-in", "float16"],
     "parallel": ["--dp", "2", "--cp", "2", "--fsdp", "shard_grad_op", "--schedule", "gpipe", "--global-batch", "8"],
     "activation_checkpointing": ["--activation-checkpointing", "full"],
@@ -90,6 +92,7 @@ NOT_BY_DOOR = {
         "batch": "the compiled graph has its batch",
         "seq": "the compiled graph has its shapes",
         "attn_implementation": "the compiled graph has its attention",
+        "model_class": "the compiled graph has its head",
         "lora_rank": "the compiled graph has its trainable weights",
         "lora_targets": "the compiled graph has its trainable weights",
     },
@@ -200,12 +203,22 @@ def test_a_new_field_needs_no_code_in_the_api_the_backend_or_the_web_page():
 
 def test_refusals_name_the_fix():
     from perfpredict.api import ModuleSource
-    from perfpredict.model_sources import OnnxSource
+    from perfpredict.hardware.devices import get_device
+    from perfpredict.model_sources import HFSource, OnnxSource
 
+    h100 = get_device("H100-SXM")
     with pytest.raises(InvalidInputError, match="pass example inputs of that length"):
         ModuleSource(torch.nn.Linear(2, 2), torch.randn(1, 2)).graph_for(Request(seq=8), None)
     with pytest.raises(InvalidInputError, match="cannot change an ONNX file's attention.*drop --attn-implementation"):
         OnnxSource("model.onnx").graph_for(Request(attn_implementation="eager"), None)
+    with pytest.raises(InvalidInputError, match="an ONNX file's head is in it: drop --model-class"):
+        OnnxSource("model.onnx").graph_for(Request(model_class="AutoModelForCausalLM"), None)
+    with pytest.raises(InvalidInputError, match="a module in hand has its head: drop model_class"):
+        perfpredict.predict(torch.nn.Linear(2, 2), torch.randn(1, 2), model_class="AutoModelForCausalLM")
+    with pytest.raises(InvalidInputError, match="'BertForPretraining' is not a transformers model class"):
+        HFSource("bert-base-uncased", use_cache=False).graph_for(Request(model_class="BertForPretraining"), h100)
+    with pytest.raises(InvalidInputError, match="'LlamaForCausalLM' builds LlamaConfig models, not a 'bert' config"):
+        HFSource("bert-base-uncased", use_cache=False).graph_for(Request(model_class="LlamaForCausalLM"), h100)
     with pytest.raises(InvalidInputError, match="attn_implementation 'flash' is not one of sdpa, eager, flash_att"):
         Request(attn_implementation="flash")
     with pytest.raises(InvalidInputError, match="applies to a HuggingFace model; Linear is not one"):

@@ -47,6 +47,8 @@ _FIXED_BY_GRAPH = {
     "seq": "call the compiled model on inputs of that length",
     "attn_implementation": "build the model with attn_implementation=... (or model.set_attn_implementation) before "
     "torch.compile",
+    "model_class": "build the model with the head wanted (AutoModelForSequenceClassification.from_config(...)) "
+    "before torch.compile",
     "lora_rank": "wrap the model with peft's get_peft_model(model, LoraConfig(r=...)) before torch.compile",
     "lora_targets": "wrap the model with peft's get_peft_model(model, LoraConfig(target_modules=...)) first",
 }

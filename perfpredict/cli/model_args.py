@@ -57,6 +57,13 @@ def add_model_args(p: argparse.ArgumentParser, top_default: int) -> None:
         help="the attention transformers runs (default: the model's own, sdpa for most configs; eager materialises "
         "the scores; flash_attention_2 is captured as one fused attention op)",
     )
+    _run_flag(
+        p,
+        "--model-class",
+        help="the transformers class to build a config with, e.g. AutoModelForSequenceClassification or "
+        "BertForPreTraining (default: the head the config declares if it is a deployed one, causal LM, "
+        "classification; else the base model)",
+    )
     p.add_argument("--training", action="store_true", help="predict a training step (fwd + bwd + optimizer)")
     _run_flag(
         p,

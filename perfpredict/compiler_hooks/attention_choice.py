@@ -69,7 +69,8 @@ def note(name: str | None, asked: bool) -> str:
     if name == "flash_attention_2":
         return (
             f"{NOTE_PREFIX}flash_attention_2 ({why}): captured as one fused attention op per layer, torch's "
-            "FlashAttention-2 kernel (no scores or mask materialised; flash_attn itself needs a CUDA GPU)"
+            "FlashAttention-2 kernel (no scores or mask materialised; flash_attn itself needs a CUDA GPU), on a "
+            "Hopper GPU no faster than FlashAttention-2's published rates (predictors/attention_kernels.py)"
         )
     if name == "eager":
         return f"{NOTE_PREFIX}eager ({why}): the scores materialised (matmul, softmax, matmul)"

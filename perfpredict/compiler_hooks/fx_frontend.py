@@ -259,9 +259,9 @@ def _attrs(kind: str, name: str, node: Any) -> dict[str, Any]:
         attrs["kind"] = elementwise_costs.cost_class(name)
     if kind == ops.ATTENTION:
         attrs["backward"] = attention_is_backward(name)
-        causal = node.kwargs.get("is_causal")
+        causal = _attention_causal(name, node)
         if causal is not None:
-            attrs["is_causal"] = bool(causal)
+            attrs["is_causal"] = causal
         dropout = _attention_dropout(name, node)
         if dropout:
             attrs["dropout_p"] = dropout
@@ -288,6 +288,28 @@ _DROPOUT_ARG = {
     "_scaled_dot_product_flash_attention": 3,
     "_scaled_dot_product_flash_attention_for_cpu": 3,
 }
+
+
+#: where each attention overload takes ``is_causal`` positionally (an AOT graph passes every argument so): a causal
+#: kernel skips the masked half of the score tiles, which a kernel library's published rate counts (attention_kernels)
+_CAUSAL_ARG = {
+    "scaled_dot_product_attention": 5,
+    "_scaled_dot_product_efficient_attention": 6,
+    "_scaled_dot_product_efficient_attention_backward": 11,
+    "_scaled_dot_product_flash_attention": 4,
+    "_scaled_dot_product_flash_attention_backward": 11,
+    "_scaled_dot_product_flash_attention_for_cpu": 4,
+    "_scaled_dot_product_cudnn_attention": 6,
+}
+
+
+def _attention_causal(name: str, node: Any) -> bool | None:
+    """Whether the attention is causal (None when the op does not say)."""
+    value = node.kwargs.get("is_causal")
+    pos = _CAUSAL_ARG.get(name)
+    if value is None and pos is not None and len(node.args) > pos:
+        value = node.args[pos]
+    return value if isinstance(value, bool) else None
 
 
 def _attention_dropout(name: str, node: Any) -> float:

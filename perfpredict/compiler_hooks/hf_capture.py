@@ -25,6 +25,7 @@ def cached(
     use_cache: bool = True,
     attn_implementation: str | None = None,
     lora: tuple[int, str | None] | None = None,
+    model_class: str | None = None,
 ) -> tuple[OpGraph, str]:
     """``capture``, answered from the on-disk graph cache when the same question was captured before. A config
     given as a dict (an uploaded config.json) is keyed by its fields. ``lora``: (rank, targets) of LoRA adapters
@@ -39,6 +40,8 @@ def cached(
     )
     question = {"batch": batch_size, "seq": seq_len, "phase": phase, "dtype": dtype, "attn": attn_implementation}
     extra = {"lora": list(lora)} if lora else {}
+    if model_class:
+        extra["model_class"] = model_class
     key = graph_store.key(config=fields, name=name, **question, **extra)
     graph = graph_store.load(key) if use_cache else None
     if graph is None:
@@ -51,6 +54,7 @@ def cached(
             phase=phase,
             attn_implementation=attn_implementation,
             lora=lora,
+            model_class=model_class,
         )
         graph_store.save(key, graph)
     return graph, graph.name or name
@@ -71,10 +75,12 @@ def capture(
     phase: str,
     attn_implementation: str | None = None,
     lora: tuple[int, str | None] | None = None,
+    model_class: str | None = None,
 ) -> tuple[OpGraph, str]:
     """(the OpGraph, the model's name) for a shipped id, alias or config.json, built on the meta device, with
-    ``attn_implementation`` (None: transformers' default for it) and ``lora``'s (rank, targets) adapters, where
-    given; an MoE routes statically (``moe_routing``)."""
+    ``attn_implementation`` (None: transformers' default for it), ``lora``'s (rank, targets) adapters and
+    ``model_class`` (a transformers class name; None: the config's deployed head or its base model), where given;
+    an MoE routes statically (``moe_routing``)."""
     from perfpredict.compiler_hooks import hf_frontend as hf
     from perfpredict.compiler_hooks.featurize import featurize
     from perfpredict.compiler_hooks.lora import describe, with_lora
@@ -84,10 +90,12 @@ def capture(
 
     def trace(model: Any, cfg: Any) -> OpGraph:
         inputs = hf.example_inputs(config, batch_size, seq_len, device="meta", dtype=dtype)
+        if hf.needs_decoder_inputs(model):  # a seq2seq head: its decoder runs on as many tokens as the encoder
+            inputs = hf.with_decoder_inputs(config, inputs)
         return featurize(model, inputs, phase=phase, name=name, attn_implementation=attn_implementation)
 
     def build(cfg: Any) -> Any:
-        model = hf.build_model(cfg, dtype=dtype)
+        model = hf.build_model(cfg, dtype=dtype, model_class=model_class)
         return with_lora(model, *lora) if lora else model
 
     graph = traced_stack(config, build, trace)

@@ -295,11 +295,13 @@ def torch_dtype(dtype: Any) -> torch.dtype:
     return names[key]
 
 
-def build_model(config_or_id: Any, dtype: Any = "float32", device: Any = "meta"):
+def build_model(config_or_id: Any, dtype: Any = "float32", device: Any = "meta", model_class: str | None = None):
     """Build the model for a config or shipped id on ``device`` (meta: no memory), in eval mode.
 
-    Causal LMs get ``use_cache=False`` (a KV cache is generation state, not part of one forward pass). T5 builds
-    its encoder only, and other encoder-decoder configs their ``get_encoder()``: the decoder needs generation inputs.
+    Causal LMs get ``use_cache=False`` (a KV cache is generation state, not part of one forward pass). Without a
+    ``model_class`` (a transformers class name, ``AutoModelFor...`` or a concrete one), T5 builds its encoder only,
+    and other encoder-decoder configs their ``get_encoder()``: the decoder needs generation inputs. A seq2seq
+    ``model_class`` builds both halves (:func:`with_decoder_inputs` gives the decoder its inputs).
     """
     transformers = require("transformers", "hf")
     import torch
@@ -307,18 +309,62 @@ def build_model(config_or_id: Any, dtype: Any = "float32", device: Any = "meta")
     config = copy.deepcopy(load_config(config_or_id))
     if hasattr(config, "use_cache"):
         config.use_cache = False
-    class_name = _model_class_name(config)
-    cls = transformers.AutoModel if class_name == "AutoModel" else getattr(transformers, class_name, None)
-    if cls is None:
-        raise UnknownModelError(f"transformers {transformers.__version__} has no {class_name}; upgrade transformers")
+    class_name = model_class or _model_class_name(config)
+    cls = _transformers_class(transformers, class_name, config, asked=model_class is not None)
     with torch.device(device):
-        if cls is transformers.AutoModel:
-            model = cls.from_config(config, dtype=torch_dtype(dtype))
-        else:
-            model = cls._from_config(config, dtype=torch_dtype(dtype))
-    if class_name == "AutoModel" and getattr(config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
+        try:
+            if class_name.startswith("AutoModel"):
+                model = cls.from_config(config, dtype=torch_dtype(dtype))
+            else:
+                model = cls._from_config(config, dtype=torch_dtype(dtype))
+        except ValueError as exc:  # an Auto class with no mapping for this config type
+            raise InvalidInputError(
+                f"model_class {class_name!r} has no model for a {config.model_type!r} config ({exc}); name a head "
+                "this architecture has (--model-class)"
+            ) from None
+    encoder_only = class_name == "AutoModel" and model_class is None
+    if encoder_only and getattr(config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
         model = model.get_encoder()
     return model.eval()
+
+
+def _transformers_class(transformers: Any, class_name: str, config: Any, *, asked: bool) -> Any:
+    """transformers' class ``class_name``, refused in one line where it is not one, or (a concrete class) is one
+    for another architecture's config."""
+    cls = getattr(transformers, class_name, None)
+    if cls is None or not isinstance(cls, type):
+        if not asked:
+            raise UnknownModelError(
+                f"transformers {transformers.__version__} has no {class_name}; upgrade transformers"
+            )
+        raise InvalidInputError(
+            f"model_class {class_name!r} is not a transformers model class (transformers {transformers.__version__}); "
+            "name one such as AutoModelForSequenceClassification, AutoModelForCausalLM or BertForPreTraining"
+        )
+    wanted = getattr(cls, "config_class", None)
+    if asked and isinstance(wanted, type) and not isinstance(config, wanted):
+        raise InvalidInputError(
+            f"model_class {class_name!r} builds {wanted.__name__} models, not a {config.model_type!r} config; name "
+            f"an AutoModelFor... class or a {type(config).__name__.removesuffix('Config')} one"
+        )
+    return cls
+
+
+def needs_decoder_inputs(model: Any) -> bool:
+    """Whether ``model`` runs a decoder that takes its own inputs (a seq2seq head such as T5's or Switch's)."""
+    import inspect
+
+    return "decoder_input_ids" in inspect.signature(model.forward).parameters
+
+
+def with_decoder_inputs(config: Any, inputs: tuple) -> tuple:
+    """``inputs`` (ids, and an attention mask where the model takes one) with decoder inputs of the same length, as
+    a seq2seq head is called on them positionally: ``(input_ids, attention_mask, decoder_input_ids)``."""
+    import torch
+
+    ids = inputs[0]
+    mask = inputs[1] if len(inputs) > 1 else torch.ones_like(ids)
+    return (ids, mask, torch.zeros_like(ids))
 
 
 def max_seq_len(config) -> int | None:

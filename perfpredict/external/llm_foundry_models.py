@@ -15,8 +15,10 @@ llm-foundry v0.4 (the version of the tables' runs) runs it:
 
 - attention through its ``flash_attn_fn``: q, k and v gathered out of the padded batch
   (``bert_padding.unpad_input``, an index select each: nothing is padded here, but the copies are made), one
-  fused causal attention (``flash_attn_varlen_func``; captured as ``scaled_dot_product_attention(is_causal=True)``,
-  one fused op), and the output scattered back (``pad_input``);
+  fused causal attention (``flash_attn_varlen_func``, flash-attn 2.x; captured as torch's FlashAttention-2 op,
+  ``_scaled_dot_product_flash_attention(is_causal=True)``, one fused op, which on a Hopper GPU runs no faster than
+  FlashAttention-2's published rates: ``predictors.attention_kernels``), and the output scattered back
+  (``pad_input``);
 - the loss: ``ComposerMPTCausalLM``'s default ``fused_crossentropy`` (flash-attn's one-pass cross-entropy on the
   bf16 logits), captured as cross-entropy on the bf16 logits, with no float32 copy of them.
 """
@@ -120,7 +122,7 @@ def _classes() -> Any:
             tokens = torch.arange(b * s, device=x.device)  # every token kept: no padding in these runs
             q, k, v = (t.reshape(b * s, d).index_select(0, tokens) for t in self.Wqkv(x).chunk(3, dim=-1))
             q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, is_causal=True)[0]  # flash_attn 2
             out = out.transpose(1, 2).reshape(b * s, d)
             out = torch.zeros_like(out).index_copy(0, tokens, out)  # pad_input
             return self.out_proj(out.view(b, s, d))

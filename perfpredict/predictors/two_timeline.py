@@ -31,7 +31,14 @@ import numpy as np
 
 from perfpredict.core import breakdown, op_kinds, ops
 from perfpredict.core.report import OpContribution, Prediction, TimelineSummary, step_bound
-from perfpredict.predictors import gpu_device_time, host_model, op_efficiency, optimizer_step, timeline
+from perfpredict.predictors import (
+    attention_kernels,
+    gpu_device_time,
+    host_model,
+    op_efficiency,
+    optimizer_step,
+    timeline,
+)
 from perfpredict.predictors.analytical import (
     HIGH_FACTOR,
     AnalyticalPredictor,
@@ -227,6 +234,10 @@ class TwoTimelinePredictor:
             flops, moved, _, _ = arrays.at(batches)
             bound = np.maximum(flops / rates[:, None], moved / device.memory_bandwidth_bytes_per_s)
             work = bound / self._efficiency_at(_cpu_efficiency(model, device), arrays, np.asarray(batches, dtype=float))
+        if gpu:  # the flash_attn package's kernel on a Hopper GPU runs no faster than its published rate
+            work = np.maximum(
+                work, arrays.at(batches)[0] * attention_kernels.seconds_per_graph_flop(graph, device)[:, None]
+            )
         return np.where(views, 0.0, work)
 
     def _efficiency_at(self, efficiency, arrays: CostArrays, batches: np.ndarray) -> np.ndarray:

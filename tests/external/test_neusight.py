@@ -83,3 +83,33 @@ def test_e2e_table_keeps_labels_and_peer_predictions(tmp_path):
     )
     (row,) = neusight.e2e_table(SourceTree.open(tmp_path))
     assert row["label_e2e_ms"] == 100.0 and row["neusight_e2e_ms"] == 103.0 and row["device"] == "NVIDIA_L4"
+
+
+@pytest.mark.parametrize(
+    "model, model_class, flags",
+    [
+        ("switchxl4", "AutoModelForSeq2SeqLM", []),  # encoder and decoder, the decoder on as many tokens
+        ("bert_large", "AutoModelForPreTraining", ["--training", "--optimizer", "none"]),  # MLM and NSP heads
+    ],
+)
+def test_the_cli_asks_what_neusights_table_ran_and_gets_the_python_paths_answer(model, model_class, flags, capsys):
+    """NeuSight's rows through the CLI (--model-class, --attn-implementation eager, fp32, no optimizer step in
+    training) give the graph and the latency its Python path gives (external.neusight_models, as the benchmark
+    captures them): the same FLOPs to the FLOP and the same milliseconds."""
+    from perfpredict.cli import main
+    from perfpredict.external import neusight_models
+    from perfpredict.graph_report import report_for_graph
+
+    phase = "training" if "--training" in flags else "inference"
+    graph = neusight_models.capture(model, 2, 128, phase)
+    want = report_for_graph(graph, device="H100-SXM", optimizer="none")
+    config = neusight_models.CONFIGS / f"{model}.json"
+    args = ["predict", "--config", str(config), "--model-class", model_class, "--attn-implementation", "eager"]
+    args += ["--dtype", "float32", "--batch", "2", "--seq", "128", "--device", "H100-SXM", "--json", "-", *flags]
+    main([*args, "--no-cache"])
+    got = json.loads(capsys.readouterr().out)
+    assert got["graph"]["total_flops"] == graph.total_flops
+    assert got["latency_ms"]["value"] == pytest.approx(want.latency_ms.value, rel=1e-9)
+    # without the head NeuSight ran, the CLI builds the config's declared one: another graph
+    main([*args[:3], *args[5:], "--no-cache"])
+    assert json.loads(capsys.readouterr().out)["graph"]["total_flops"] != graph.total_flops
