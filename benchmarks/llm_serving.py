@@ -29,24 +29,20 @@ from __future__ import annotations
 import argparse
 import csv
 import itertools
-import statistics
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.llm_serving_report import fit_summary, markdown  # noqa: E402
 from benchmarks.provenance import header, write_result  # noqa: E402
+from benchmarks.serving_fit import CALIBRATION, HOST_TERMS, Framework, fit, predict, simulate  # noqa: E402
 from perfpredict.core.units import GIB  # noqa: E402
 
-#: what the figures read beyond perfpredict and this script: the rows, and the report's layout
-INPUTS = ("data/external/llm_inference_bench", "benchmarks/llm_serving_report.py")
-CALIBRATION = ("meta-llama/Llama-2-7b-hf", "meta-llama/Meta-Llama-3-8B", "mistralai/Mistral-7B-v0.1")
+#: what the figures read beyond perfpredict and this script: the rows, the report's layout and the shared fit
+INPUTS = ("data/external/llm_inference_bench", "benchmarks/llm_serving_report.py", "benchmarks/serving_fit.py")
 TEST = (
     "Qwen/Qwen2-7B",
     "meta-llama/Llama-2-70b-hf",
@@ -54,10 +50,10 @@ TEST = (
     "mistralai/Mixtral-8x7B-v0.1",
     "Qwen/Qwen2-72B",
 )
+VLLM = Framework("vLLM", "vllm", "0.6", "vLLM 0.6 (V0, offline llm.generate)", ("H100-SXM", "A100-40GB"))
 RUNTIME_GIB = (0.5, 1.0, 2.0)  # the grid of memory outside torch, per GPU
 RUNTIME_TP_GIB = (0.0, 1.0, 2.0)  # and its part with tensor parallelism
 V1_REREADS = (0.0, 1.0)  # whether PagedAttention v1 reads a key/value head once per query head
-HOST_TERMS = ("host_step_s", "host_per_seq_s", "host_per_prefill_token_s", "host_tp_step_s", "host_per_worker_s")
 # gpt-fast (github.com/pytorch-labs/gpt-fast README; pytorch.org/blog/accelerating-generative-ai-2): A100-80GB at
 # 330 W, batch 1, 5-token prompt, 200 new tokens, bf16 unless quantized; tokens/s of the whole generate call
 GPT_FAST = (
@@ -74,84 +70,17 @@ GPT_FAST = (
 
 
 def vllm_rows() -> list[dict]:
-    """LLM-Inference-Bench's vLLM rows on the two NVIDIA GPUs, one per configuration (the median of repeats)."""
-    from perfpredict.external.llm_inference_bench import read
+    """LLM-Inference-Bench's vLLM 0.6 rows on the two NVIDIA GPUs, one per configuration (the median of repeats)."""
+    from benchmarks.serving_fit import rows
 
-    groups: dict[tuple, list[float]] = defaultdict(list)
-    for r in read():
-        if r["framework"] == "vLLM" and r["device"] and r["model"] in CALIBRATION + TEST:
-            groups[(r["model"], r["device"], r["gpus"], r["input_tokens"], r["batch"])].append(r["latency_s"])
-    return [
-        {"model": k[0], "device": k[1], "tp": k[2], "tokens": k[3], "batch": k[4], "measured_s": statistics.median(v),
-         "repeats": len(v), "half": "calibration" if k[0] in CALIBRATION else "test"}
-        for k, v in sorted(groups.items())
-    ]  # fmt: skip
-
-
-def simulate(rows: list[dict], constants: dict) -> list[dict]:
-    """Each row's run with host time zero: its GPU seconds and what the host constants multiply (the scheduler's
-    decisions do not depend on time, so the host terms add linearly). A row vLLM would refuse gets ``error``."""
-    from perfpredict.core.errors import PerfPredictError
-    from perfpredict.llm.vllm_config import EngineConfig
-    from perfpredict.llm.vllm_engine import run, setup
-
-    zero = {**constants, **dict.fromkeys(HOST_TERMS, 0.0)}
-    engine = EngineConfig(chunked_prefill=False)  # LLM-Inference-Bench's script passes enable_chunked_prefill=False
-    setups: dict[tuple, object] = {}
-    out = []
-    for r in rows:
-        key = (r["model"], r["device"], r["tp"])
-        if key not in setups:
-            try:
-                setups[key] = setup(r["model"], device=r["device"], tp=r["tp"], dtype="float16", engine=engine,
-                                    constants=zero)  # fmt: skip
-            except PerfPredictError as err:
-                setups[key] = err
-        s = setups[key]
-        if isinstance(s, PerfPredictError):
-            out.append({**r, "error": str(s)})
-            continue
-        t = run(s, r["batch"], r["tokens"], r["tokens"])
-        terms = [t.steps, t.seq_steps, t.prefill_tokens, t.steps if r["tp"] > 1 else 0, t.steps * (r["tp"] - 1)]
-        out.append({**r, "gpu_s": t.gpu_s, "terms": terms, "preemptions": t.preemptions})
-    return out
-
-
-def nnls(A: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Non-negative least squares for a handful of unknowns: the best unconstrained fit over every subset."""
-    best, best_err = np.zeros(A.shape[1]), float(np.sum(b**2))
-    for mask in range(1, 2 ** A.shape[1]):
-        cols = [j for j in range(A.shape[1]) if mask >> j & 1]
-        x, *_ = np.linalg.lstsq(A[:, cols], b, rcond=None)
-        if (x >= 0).all():
-            err = float(np.sum((A[:, cols] @ x - b) ** 2))
-            if err < best_err:
-                best, best_err = np.zeros(A.shape[1]), err
-                best[cols] = x
-    return best
-
-
-def fit_host(simulated: list[dict]) -> np.ndarray:
-    """Host constants minimising the calibration rows' squared relative error."""
-    ok = [r for r in simulated if "error" not in r]
-    A = np.array([np.array(r["terms"], dtype=float) / r["measured_s"] for r in ok])
-    b = np.array([(r["measured_s"] - r["gpu_s"]) / r["measured_s"] for r in ok])
-    return nnls(A, b)
-
-
-def predict(simulated: list[dict], host: np.ndarray) -> list[dict]:
-    out = []
-    for r in simulated:
-        if "error" in r:
-            out.append({**r, "predicted_s": None, "error_pct": None})
-            continue
-        p = r["gpu_s"] + float(np.dot(r["terms"], host))
-        out.append({**r, "predicted_s": p, "error_pct": (p / r["measured_s"] - 1) * 100})
-    return out
+    return rows(VLLM, CALIBRATION + TEST)
 
 
 def calibrate(rows: list[dict]) -> tuple[dict, list[dict]]:
-    """The engine constants fitted on the calibration half: the runtime memory by grid, host terms by NNLS."""
+    """The engine constants fitted on the calibration half: the runtime memory by grid, host terms by NNLS (the
+    kernels are the device model's: no scale is fitted for vLLM)."""
+    import numpy as np
+
     from perfpredict.llm import engine_calibration
 
     calibration = [r for r in rows if r["half"] == "calibration"]
@@ -159,16 +88,32 @@ def calibrate(rows: list[dict]) -> tuple[dict, list[dict]]:
     for gib, tp_gib, v1 in itertools.product(RUNTIME_GIB, RUNTIME_TP_GIB, V1_REREADS):
         grid = {"runtime_bytes": gib * GIB, "runtime_tp_bytes": tp_gib * GIB, "paged_v1_rereads_kv": v1}
         constants = {**engine_calibration.DEFAULTS, **grid}
-        sim = simulate(calibration, constants)
-        host = fit_host(sim)
-        scored = predict(sim, host)
+        sim = simulate(VLLM, calibration, constants)
+        fitted = fit(sim, scales="none")
+        scored = predict(sim, fitted)
         errors = [abs(r["error_pct"]) if r["error_pct"] is not None else 100.0 for r in scored]
         mape = float(np.mean(errors))
+        host = np.array([fitted[k] for k in HOST_TERMS])
         print(f"  runtime {gib:g} + {tp_gib:g} GiB, v1 re-reads {v1:g}: calibration MAPE {mape:.2f}% "
               f"(host {np.round(host * 1e6, 2)} us)")  # fmt: skip
         if best is None or mape < best[0]:
-            best = (mape, constants | dict(zip(HOST_TERMS, map(float, host))))
+            best = (mape, constants | fitted)
     return best[1], calibration
+
+
+def save_fit(constants: dict, key: str = "vllm-0.6") -> None:
+    """The fitted constants: memory and kernel scales to ``engine_calibration.json``, the serial host time to
+    ``engine_host_costs.json`` (vLLM 0.6's split over its phases, and the versions derived from it)."""
+    from perfpredict.external import vidur_cpu
+    from perfpredict.llm import engine_calibration, host_cost_fit, host_costs
+
+    engine_calibration.save({k: v for k, v in constants.items() if k not in HOST_TERMS}, key)
+    fitted = {k: constants[k] for k in HOST_TERMS} | {"source": constants["source"]}
+    if key == "vllm-0.6":
+        vidur = host_cost_fit.fit_vidur(vidur_cpu.read())
+        host_costs.save(host_cost_fit.derived_entries(vidur, fitted))
+    else:
+        host_costs.save({key: host_cost_fit.serial_entry(fitted, constants["source"])})
 
 
 def gpt_fast_rows(extra: list[dict]) -> list[dict]:
@@ -197,6 +142,14 @@ def score_hf(rows: list[dict]) -> list[dict]:
     return out
 
 
+def host_serial(key: str) -> dict:
+    """The serial host terms last fitted for ``key`` (the record kept in ``engine_host_costs.json``)."""
+    from perfpredict.llm import host_costs
+
+    serial = host_costs.figures(key)["fitted_serial"]
+    return {k: float(serial.get(k, 0.0)) for k in HOST_TERMS}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--no-fit", action="store_true", help="score with the saved constants instead of refitting them")
@@ -209,13 +162,13 @@ def main() -> int:
     t0 = time.perf_counter()
     rows = vllm_rows()
     if args.no_fit:
-        constants = engine_calibration.constants()
+        constants = engine_calibration.constants("vllm-0.6")
+        constants.update(host_serial("vllm-0.6"))
     else:
         constants, _ = calibrate(rows)
         constants["source"] = fit_summary(rows, constants)
-        engine_calibration.save(constants)
-    host = np.array([constants[k] for k in HOST_TERMS])
-    scored = predict(simulate(rows, constants), host)
+        save_fit(constants)
+    scored = predict(simulate(VLLM, rows, constants), constants)
     extra = list(csv.DictReader(args.hf_rows.open())) if args.hf_rows else []
     anchors = [] if args.skip_hf else score_hf(gpt_fast_rows(extra))
     text = markdown(

@@ -33,6 +33,8 @@ GPU_OP_SPLITS = f"{RESULTS}/gpu_op_efficiency_splits.md"
 LLM_FOUNDRY = f"{RESULTS}/external_llm_foundry.md"
 COLLECTIVES = f"{RESULTS}/collective_validation.md"
 TP_SCALING = f"{RESULTS}/tp_scaling.md"
+FRAMEWORKS = f"{RESULTS}/llm_frameworks.md"
+POWER = f"{RESULTS}/llm_power.md"
 
 QUOTES: tuple[Quote, ...] = (
     # README.md, "How accurate is it?"
@@ -44,6 +46,31 @@ QUOTES: tuple[Quote, ...] = (
     Quote(README, "| 16.5% (A100 11.8-12.5%, H100 25%) |", LLM_FOUNDRY, "| **all** | 216 | **16.5%** |"),
     Quote(README, "| 16.5% (A100 11.8-12.5%, H100 25%) |", LLM_FOUNDRY, "| H100-SXM bf16 | 70 | 25.2% |"),
     Quote(README, "9.6% (median 7.1%)", LLM_SERVING, "| **all** | | | 171 / 171 | **9.6%** | **7.1%** |"),
+    Quote(
+        README,
+        "11.8%, 14.8%, 9.6%; 9.6% (medians 10.4%, 10.2%, 7.5%; 9.7%)",
+        FRAMEWORKS,
+        "**TensorRT-LLM 0.11 (C++ runtime)**, test half: MAPE **11.8%**, median **10.4%**",
+    ),  # fmt: skip
+    Quote(
+        README,
+        "11.8%, 14.8%, 9.6%; 9.6% (medians 10.4%, 10.2%, 7.5%; 9.7%)",
+        FRAMEWORKS,
+        "**DeepSpeed-MII (FastGen)**, test half: MAPE **14.8%**, median **10.2%**",
+    ),  # fmt: skip
+    Quote(
+        README,
+        "11.8%, 14.8%, 9.6%; 9.6% (medians 10.4%, 10.2%, 7.5%; 9.7%)",
+        FRAMEWORKS,
+        "**llama.cpp (llama-bench)**, test half: MAPE **9.6%**, median **7.5%**",
+    ),  # fmt: skip
+    Quote(
+        README,
+        "11.8%, 14.8%, 9.6%; 9.6% (medians 10.4%, 10.2%, 7.5%; 9.7%)",
+        FRAMEWORKS,
+        "**vLLM 0.5.3 on GH200 (nothing fitted)**, every row: MAPE **9.6%**, median **9.7%**",
+    ),  # fmt: skip
+    Quote(README, "| 15.9% (median 11.0%) |", POWER, "48 runs: MAPE **15.9%**, median 11.0%"),
     Quote(
         README,
         "52% of sizes within 10% (median 9.1%)",

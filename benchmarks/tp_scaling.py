@@ -10,7 +10,8 @@ about as fast as on 4." LLM-Inference-Bench has no NVIDIA row of a 70B model abo
 AMD MI300X's), so the measured side of the symptom is shown where it has rows: the 7-8B models on one H100 against
 2 and 4, whose end-to-end time barely falls from 2 to 4 GPUs. ``--before`` adds the figures the same script gave at
 another commit (``tp_scaling_before.json``: commit 2be7f00, before the measured collectives). It uses only
-``predict_generation``'s long-standing arguments, so it runs at either commit.
+``predict_generation``'s long-standing arguments (and vLLM 0.6, the version the rows ran, where the engine has
+versions), so it runs at either commit.
 """
 
 from __future__ import annotations
@@ -34,6 +35,15 @@ LIB_POINTS = ((1024, 1), (1024, 64), (128, 1))  # (input = output tokens, batch)
 SEVENTY = ("meta-llama/Llama-2-70b-hf", "meta-llama/Meta-Llama-3-70B")
 
 
+def _v0_6() -> dict:
+    """vLLM 0.6 (the version LLM-Inference-Bench ran), where the engine has versions; nothing at older commits."""
+    try:
+        import perfpredict.llm.engine_versions  # noqa: F401
+    except ImportError:
+        return {}
+    return {"engine_version": "0.6"}
+
+
 def lib_rows() -> list[dict]:
     """LLM-Inference-Bench's vLLM end-to-end times of the 7-8B models at tp 1, 2, 4 on the H100, and predictions."""
     from perfpredict.external.llm_inference_bench import read
@@ -49,7 +59,7 @@ def lib_rows() -> list[dict]:
     for (model, tokens, batch, tp), latencies in sorted(groups.items()):
         report = predict_generation(model, prompt_tokens=tokens, new_tokens=tokens, batch=batch, device="H100-SXM",
                                     tp=tp, engine="vllm", dtype="float16",
-                                    engine_config=EngineConfig(chunked_prefill=False))  # fmt: skip
+                                    engine_config=EngineConfig(chunked_prefill=False), **_v0_6())  # fmt: skip
         out.append({"model": model, "tokens": tokens, "batch": batch, "tp": tp,
                     "measured_s": statistics.median(latencies), "predicted_s": report.e2e_ms / 1e3})  # fmt: skip
     return out
@@ -66,7 +76,7 @@ def seventy_rows() -> list[dict]:
                 for tp in (2, 4, 8):
                     try:
                         r = predict_generation(model, prompt_tokens=512, new_tokens=128, batch=batch, device=device,
-                                               tp=tp, engine="vllm", dtype="float16")  # fmt: skip
+                                               tp=tp, engine="vllm", dtype="float16", **_v0_6())  # fmt: skip
                         row = {"tpot_ms": r.tpot_mean_ms, "comm_ms": r.tp_communication_ms}
                     except PerfPredictError:
                         row = {"tpot_ms": None, "comm_ms": None}

@@ -81,7 +81,7 @@ def training_memory(graph: OpGraph, device: Device, config: RunConfig) -> dict[s
     """The training-memory options a report rests on: checkpointing, LoRA and QLoRA, float8, the optimizer's
     implementation and ZeRO-Offload, a power cap (docs/parallel.md, "Memory, checkpointing and fine-tuning")."""
     from perfpredict.compiler_hooks.recompute import recompute_summary
-    from perfpredict.hardware.power import describe
+    from perfpredict.hardware.power_limit import describe
     from perfpredict.hardware.precision import FLOAT8_RECIPES
 
     found: dict[str, str] = {}

@@ -73,7 +73,7 @@ def report_for_graph(
             f"the graph of {request.model_name or graph.name or 'the model'!r} holds no operation to predict (source "
             f"{graph.source!r}); check that the model computes something with these inputs and input shapes"
         )
-    from perfpredict.hardware.power import power_limited
+    from perfpredict.hardware.power_limit import power_limited
 
     device = request.device
     dev = power_limited(device if isinstance(device, Device) else get_device(device), request.power_limit_w)

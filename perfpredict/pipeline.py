@@ -42,7 +42,7 @@ def _check_device_options(request: Request, device: Any) -> None:
     """What the device cannot do, refused before the capture: float8 without float8 tensor cores, a power cap
     outside the board's range."""
     from perfpredict.compiler_hooks.float8_linears import check_device
-    from perfpredict.hardware.power import power_limited
+    from perfpredict.hardware.power_limit import power_limited
 
     check_device(request.float8, device)
     power_limited(device, request.power_limit_w)

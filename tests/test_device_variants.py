@@ -11,7 +11,8 @@ import pytest
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.hardware import devices
 from perfpredict.hardware.devices import get_device, load_device_file
-from perfpredict.hardware.power import clock_share, host_link_bytes_per_s, power_limited
+from perfpredict.hardware.host_link import host_link_bytes_per_s
+from perfpredict.hardware.power_limit import clock_share, power_limited
 
 
 @pytest.fixture(autouse=True)

@@ -38,6 +38,9 @@ REQUIRED = [
     "L40S",
     "T4",
     "RTX-4090",
+    "GH200",
+    "A10G",
+    "H20",
 ]
 
 
@@ -104,6 +107,32 @@ def test_datasheet_numbers_match_per_sm_arithmetic():
     assert h100.l2_bytes == 50 * MIB
     assert h100.launch_overhead_s == pytest.approx(3e-6)
     assert h100.runtime_overhead_bytes == 512 * MIB
+
+
+def test_the_serving_gpus_public_sets_cover_have_their_datasheet_numbers_links_and_prices():
+    from perfpredict.hardware import cost
+    from perfpredict.parallel.interconnect import interconnect_for
+
+    gh200, a10g, h20, l40s = (get_device(n) for n in ("NVIDIA GH200 480GB", "A10G", "H20", "L40S"))
+    assert gh200.name == "GH200" and gh200.memory_bytes == 96 * GIB and gh200.memory_bandwidth_bytes_per_s == 4.0e12
+    # the superchip's GPU is an H100's: 132 SMs x 4096 FLOP/clk/SM x 1.83 GHz = 989.4 TF dense BF16
+    assert gh200.peak_flops_per_s["bf16_tensor"] == pytest.approx(132 * 4096 * 1.83e9, rel=0.001)
+    assert gh200.tdp_w == 1000 and gh200.idle_power_w == 125  # the module's upper setting; idle 12.5% of it
+    # A10G: 80 SMs x 128 FP32 lanes x 2 x 1.71 GHz = 35.0 TF; GeForce-rate tensor cores 80 x 512 x 1.71 GHz = 70 TF
+    assert a10g.peak_flops_per_s["fp32"] == pytest.approx(80 * 128 * 2 * 1.71e9, rel=0.001)
+    assert a10g.peak_flops_per_s["fp16_tensor"] == pytest.approx(80 * 512 * 1.71e9, rel=0.001)
+    assert a10g.memory_bandwidth_bytes_per_s == 600e9 and a10g.memory_bytes == 23028 * MIB
+    # H20: Hopper with its tensor rate capped at 148 TF (15% of an H100 SXM's 989), 96 GB at 4 TB/s, 400 W
+    assert h20.peak_flops_per_s["bf16_tensor"] == 148e12 and h20.peak_flops("float8_e4m3fn", True)[0] == 296e12
+    assert h20.memory_bytes == 96 * GIB and h20.tdp_w == 400 and h20.arch == "hopper"
+    assert l40s.peak_flops_per_s["fp8_tensor"] == 733e12
+    for d in (gh200, a10g, h20, l40s):
+        assert "[src]" in d.sources or "[secondary]" in d.sources
+    links = {d.name: interconnect_for(d) for d in (gh200, a10g, h20)}
+    assert links["A10G"].intra.name == "pcie" and links["H20"].intra.name == "nvlink"
+    assert links["GH200"].intra_per_direction_gb_per_s == 450
+    assert cost.price_usd_per_hour(gh200) == 1.5 and cost.price_usd_per_hour(a10g) == 1.0
+    assert cost.price_usd_per_hour(h20) is None  # no public Western price
 
 
 def test_peak_flops_picks_tensor_core_keys():

@@ -29,10 +29,12 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     grid.add_argument("--pps", type=_counts, default=(1,), help="pipeline stages (default 1; only 1 is modelled)")
     grid.add_argument("--max-num-seqs", dest="max_num_seqs_grid", type=_counts, default=(256,),
                       help="vLLM's max_num_seqs values, e.g. 64,128,256 (default 256)")  # fmt: skip
-    grid.add_argument("--engines", type=_names, default=("vllm",), help="engines (default vllm)")
+    grid.add_argument("--engines", type=_names, default=("vllm",),
+                      help="serving engines, each with or without its version: vllm, vllm-0.6, sglang, trtllm, mii, "
+                      "llamacpp (default vllm, its current version)")  # fmt: skip
     grid.add_argument("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS,
                       help=f"the most replicas a configuration may use (default {DEFAULT_MAX_REPLICAS})")  # fmt: skip
-    add_fields(p, Serving, skip=frozenset({"device", "tp"}))
+    add_fields(p, Serving, skip=frozenset({"device", "tp", "engine", "engine_version"}))
     add_fields(p.add_argument_group("the load"), RequestStream)
     add_fields(p.add_argument_group("the SLO"), Slo)
     add_fields(p.add_argument_group("prefix caching, on every candidate"), PrefixCache)

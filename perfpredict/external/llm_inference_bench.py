@@ -23,9 +23,11 @@ from pathlib import Path
 
 SOURCE = "github.com/argonne-lcf/LLM-Inference-Bench"
 CSV_IN_REPO = "Plots/All_results.csv"
+POWER_IN_REPO = "Plots/Fig_16_a_b/power_results.csv"  # the same runs' mean power (the paper's Fig. 16)
+POWER = "power.csv"
 OUT_DIR = Path(__file__).resolve().parents[2] / "data" / "external" / "llm_inference_bench"
 TABLE = "all_results.parquet"
-DEVICE_OF = {"Nvidia H100 GPU": "H100-SXM", "Nvidia A100 GPU": "A100-40GB"}
+DEVICE_OF = {"Nvidia H100 GPU": "H100-SXM", "Nvidia A100 GPU": "A100-40GB", "Nvidia GH200 GPU": "GH200"}
 COLUMNS = (
     ("hardware", "Hardware", str),
     ("gpus", "Num of Hardware", int),
@@ -48,6 +50,36 @@ def rows_of(text: str) -> list[dict]:
         row["source_line"] = line
         out.append(row)
     return out
+
+
+def power_rows(text: str) -> list[dict]:
+    """The power table's rows (``avg_power`` is milliwatts, NVML's unit: here ``power_w``, watts per GPU), its
+    blank separator lines dropped."""
+    out = []
+    for line, raw in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+        if not (raw.get("Hardware") or "").strip():
+            continue
+        row = {name: kind(raw[src].strip()) for name, src, kind in COLUMNS}
+        row.update(output_tokens=row["input_tokens"], device=DEVICE_OF.get(row["hardware"], ""), source_line=line,
+                   power_w=float(raw["avg_power"]) / 1e3)  # fmt: skip
+        out.append(row)
+    return out
+
+
+def write_power(rows: list[dict], out_dir: Path = OUT_DIR) -> Path:
+    path = out_dir / POWER
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def read_power(path: Path = OUT_DIR / POWER) -> list[dict]:
+    with path.open() as f:
+        return [{k: (int(v) if k in ("gpus", "input_tokens", "output_tokens", "batch", "source_line") else
+                     float(v) if k in ("latency_s", "throughput_tokens_per_s", "power_w") else v)
+                 for k, v in r.items()} for r in csv.DictReader(f)]  # fmt: skip
 
 
 def write(rows: list[dict], commit: str, out_dir: Path = OUT_DIR) -> Path:
@@ -83,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = rows_of(tree.read_text(CSV_IN_REPO))
     path = write(rows, commit, args.out)
     print(f"{len(rows)} rows from {SOURCE}@{commit[:12] or '?'} -> {path}")
+    power = power_rows(tree.read_text(POWER_IN_REPO))
+    print(f"{len(power)} power rows -> {write_power(power, args.out)}")
     return 0
 
 

@@ -15,18 +15,26 @@ from perfpredict.core.errors import InvalidInputError
 
 @dataclass(frozen=True)
 class SourceTree:
-    """Files of one repository at ``root``: a checkout (files on disk) or a git directory (read at ``HEAD``)."""
+    """Files of one repository at ``root``: a checkout (files on disk) or a git directory, read at ``rev``
+    (``HEAD`` unless a converter needs an older commit: Vidur's CPU profiles are not at its HEAD)."""
 
     root: Path
+    rev: str = "HEAD"
 
     @classmethod
-    def open(cls, path: str | Path) -> SourceTree:
+    def open(cls, path: str | Path, rev: str = "HEAD") -> SourceTree:
         root = Path(path).expanduser()
         if not root.exists():
             raise InvalidInputError(
                 f"source {str(root)!r} does not exist; clone the repository (git clone ...) and pass its folder"
             )
-        return cls(root)
+        tree = cls(root, rev)
+        if rev != "HEAD" and not tree.is_git_dir:
+            raise InvalidInputError(
+                f"reading {str(root)!r} at {rev!r} needs its git directory (a checkout's files are its work tree): "
+                "pass the fetched mirror, or check the commit out and leave the revision out"
+            )
+        return tree
 
     @property
     def is_git_dir(self) -> bool:
@@ -36,14 +44,14 @@ class SourceTree:
     def files(self, prefix: str = "") -> list[str]:
         """Paths (relative, ``/``-separated) of every file under ``prefix``, sorted."""
         if self.is_git_dir:
-            out = self._git("ls-tree", "-r", "--name-only", "HEAD", "--", prefix or ".")
+            out = self._git("ls-tree", "-r", "--name-only", self.rev, "--", prefix or ".")
             return sorted(line for line in out.splitlines() if line)
         base = self.root / prefix
         return sorted(str(p.relative_to(self.root)).replace("\\", "/") for p in base.rglob("*") if p.is_file())
 
     def read_text(self, path: str) -> str:
         if self.is_git_dir:
-            return self._git("show", f"HEAD:{path}")
+            return self._git("show", f"{self.rev}:{path}")
         try:
             return (self.root / path).read_text()
         except OSError as err:
@@ -51,7 +59,7 @@ class SourceTree:
 
     def commit(self) -> str:
         """The commit a git directory is read at (``""`` for a checkout, whose files may be edited)."""
-        return self._git("rev-parse", "HEAD").strip() if self.is_git_dir else ""
+        return self._git("rev-parse", self.rev).strip() if self.is_git_dir else ""
 
     def _git(self, *args: str) -> str:
         try:

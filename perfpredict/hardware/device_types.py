@@ -74,10 +74,12 @@ class Device:
     sources: str = ""  # where the datasheet numbers come from
     price_source: str = ""  # where price_usd_per_hour comes from
     memory_type: str = ""  # "HBM3", "GDDR6", ... as the datasheet names it; "" when unknown
-    # the GPU's link to its host ("PCIe Gen5 x16"): ZeRO-Offload's copies run on it (hardware/power.py reads it)
+    # the GPU's link to its host ("PCIe Gen5 x16"): ZeRO-Offload's copies run on it (hardware/host_link.py reads it)
     host_link: str = ""
     min_power_limit_w: float | None = None  # the lowest board power limit the driver accepts (nvidia-smi -pl)
-    power_limit_w: float | None = None  # a board power cap below tdp_w, clocks lowered to meet it (hardware/power.py)
+    power_limit_w: float | None = (
+        None  # a board power cap below tdp_w, clocks lowered to meet it (hardware/power_limit.py)
+    )
     base: str = ""  # a variant's catalog device (a device file's ``base:``): its fields unless the record gives them
 
     @property

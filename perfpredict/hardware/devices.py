@@ -143,7 +143,7 @@ def datasheet_device(device: Device) -> Device:
     if sheet is None:
         return device
     if device.power_limit_w:  # the same cap on the datasheet basis (of the whole GPU, before any MIG slice)
-        from perfpredict.hardware.power import power_limited
+        from perfpredict.hardware.power_limit import power_limited
 
         sheet = power_limited(sheet, device.power_limit_w)
     return sheet.with_mig(device.name.split("/", 1)[1]) if device.parent else sheet
@@ -298,8 +298,8 @@ def _catalog() -> _Catalog:
 
 def _apply_power_limits(catalog: _Catalog) -> None:
     """A record's ``power_limit_w`` (a power-capped variant in a device file) lowers its clocks as
-    ``--power-limit`` does (hardware/power.py), measured ceilings included."""
-    from perfpredict.hardware.power import power_limited
+    ``--power-limit`` does (hardware/power_limit.py), measured ceilings included."""
+    from perfpredict.hardware.power_limit import power_limited
 
     for name, device in list(catalog.devices.items()):
         if device.power_limit_w:

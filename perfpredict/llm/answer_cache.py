@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import inspect
 import json
 import logging
 import os
@@ -55,29 +54,28 @@ def package_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def key(source: Any, device: str, **question: Any) -> str | None:
-    """The cache key of generating from ``source`` (a shipped id, alias or config path) on ``device``; None where
-    the source is an object (a config or model built in Python), which is never cached."""
+def key(source: Any, generation: Any = None, **options: Any) -> str | None:
+    """The cache key of generating from ``source`` (a shipped id, alias or config path) as ``generation`` (a
+    ``generation_options.Generation``, every option with its default where it was left out; or its fields as
+    keywords) asks; None where the source is an object (a config or model built in Python), never cached."""
     if not isinstance(source, (str, os.PathLike)):
         return None
+    from perfpredict.llm.generation_options import Generation
+
+    generation = generation.but(**options) if generation is not None else Generation.of(**options)
     from perfpredict.compiler_hooks.hf_frontend import raw_config
     from perfpredict.hardware.devices import get_device
-    from perfpredict.llm.generation import predict_generation
     from perfpredict.predictors import host_model
 
-    # the same question however it was asked: every option, with its default where it was left out
-    bound = inspect.signature(predict_generation).bind(source, device=device, **question)
-    bound.apply_defaults()
-    question = {k: v for k, v in bound.arguments.items() if k not in ("model_or_config", "device")}
     fields, name = raw_config(source)
-    dev = get_device(device)
+    dev = get_device(generation.device)
     parts = {
         "code": package_digest(),
         "config": fields,
         "name": name,
         "device": dev,
-        "host": host_model.load_profile(host=question["host"], kind=dev.kind),  # the one asked, else the default now
-        "question": question,
+        "host": host_model.load_profile(host=generation.host, kind=dev.kind),  # the one asked, else the default now
+        "question": generation,
     }
     text = json.dumps(canonical(parts), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -136,14 +134,19 @@ def report_from_dict(data: dict[str, Any]) -> GenerationReport:
     return GenerationReport(**fields)
 
 
-def cached_generation(source: Any, *, use_cache: bool = True, **question: Any) -> GenerationReport:
-    """``predict_generation(source, **question)``, answered from the cache where the same question was answered
-    under the same code, device and host profile."""
-    cache_key = key(source, **question)
+def cached_generation(
+    source: Any, generation: Any = None, *, use_cache: bool = True, **options: Any
+) -> GenerationReport:
+    """``predict_generation(source, generation, **options)``, answered from the cache where the same question was
+    answered under the same code, device and host profile."""
+    from perfpredict.llm.generation_options import Generation
+
+    g = generation.but(**options) if generation is not None else Generation.of(**options)
+    cache_key = key(source, g)
     report = load(cache_key) if use_cache else None
     if report is None:
         from perfpredict.llm.generation import predict_generation
 
-        report = predict_generation(source, **question)
+        report = predict_generation(source, g)
         save(cache_key, report)
     return report

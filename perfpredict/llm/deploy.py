@@ -1,7 +1,9 @@
 """``search_deployments``: ``deploy_search`` on the real engine (``perfpredict deploy``, the web page's view).
 
-Each candidate is a ``serving.build`` of the model on its GPUs with its max batch (the engine's other settings,
-numerics and host as the question gives them), priced from the catalog (``hardware.cost``) unless a price is given.
+Each candidate is a ``serving.build`` of the model on its GPUs with its max batch and engine (a serving engine, with
+or without its version: ``vllm``, ``vllm-0.6``, ``sglang``; ``engine_versions.parse_engine``), the engine's other
+settings, numerics, frontend and host as the question gives them, priced from the catalog (``hardware.cost``) unless
+a price is given.
 """
 
 from __future__ import annotations
@@ -13,24 +15,24 @@ from perfpredict.core.errors import InvalidInputError
 from perfpredict.llm.deploy_search import DEFAULT_MAX_REPLICAS, Candidate, DeployReport, Grid, Replica, search
 from perfpredict.llm.serving_options import Serving
 
-ENGINES = ("vllm",)  # the engines a replica can run (the vLLM-class engine's versions join here)
-
 
 def engine_backend(model: Any, base: Serving):
     """A candidate's ``Replica``: ``base``'s question on the candidate's device, tp and max batch."""
     from perfpredict.hardware import cost
     from perfpredict.llm import serving
+    from perfpredict.llm.engine_versions import parse_engine
     from perfpredict.llm.vllm_config import EngineConfig
 
     def replica(c: Candidate) -> Replica:
-        if c.engine not in ENGINES:
-            raise InvalidInputError(f"engine {c.engine!r} is not one of {', '.join(ENGINES)}")
+        version = parse_engine(c.engine)
         if c.pp > 1:
             raise InvalidInputError(
                 "pipeline parallelism is not modelled for serving (vLLM 0.6 runs a scheduler per stage); use pp 1"
             )
         config = dataclasses.replace(base.engine_config or EngineConfig(), max_num_seqs=c.max_num_seqs)
-        built = serving.build(model, dataclasses.replace(base, device=c.device, tp=c.tp, engine_config=config))
+        question = dataclasses.replace(base, device=c.device, tp=c.tp, engine_config=config, engine=version.engine,
+                                       engine_version=version.version)  # fmt: skip
+        built = serving.build(model, question)
         price = base.price_usd_per_hour
         if price is None:
             price = cost.price_usd_per_hour(built.setup.model.device)

@@ -104,6 +104,7 @@ class StepShape:
     seqs: int
     query_tokens: int
     context: int
+    identical: bool = False  # the sequences are one request repeated: their tokens route to the same experts
 
     @property
     def tokens(self) -> int:
@@ -168,7 +169,8 @@ def _block(b: _Builder, spec: DecoderSpec, rank: RankShape, step: StepShape, pat
     b.linear(f"{path}.self_attn.o_proj", t, q, h)
     b.norm(f"{path}.post_attention_layernorm", t, h, fused_add=True)
     if spec.experts:
-        _experts(b, spec, rank, t, f"{path}.block_sparse_moe")
+        routed = step.query_tokens if step.identical else t  # distinct tokens: what spreads over the experts
+        _experts(b, spec, rank, t, f"{path}.block_sparse_moe", routed)
     elif spec.gated_mlp:
         b.linear(f"{path}.mlp.gate_up_proj", t, h, 2 * rank.intermediate)
         b.pointwise(f"{path}.mlp.act_fn", "silu_and_mul", t * 2 * rank.intermediate, t * rank.intermediate)
@@ -179,14 +181,17 @@ def _block(b: _Builder, spec: DecoderSpec, rank: RankShape, step: StepShape, pat
         b.linear(f"{path}.mlp.fc2", t, rank.intermediate, h, bias=True)
 
 
-def _experts(b: _Builder, spec: DecoderSpec, rank: RankShape, tokens: int, path: str) -> None:
-    """vLLM's fused MoE: the router, top-k, one grouped GEMM for gate+up and one for down over the experts the
-    tokens reach (``moe.expected_experts``, uniform routing), SiLU-and-mul between, and the sum over the k. With
-    expert parallelism the step waits for the busiest rank: an even share of the token-expert pairs rounded up, on
-    an even share of the experts reached, at least one."""
+def _experts(
+    b: _Builder, spec: DecoderSpec, rank: RankShape, tokens: int, path: str, routed: int | None = None
+) -> None:
+    """A fused MoE (vLLM's Triton kernels, TensorRT-LLM's and DeepSpeed's): the router, top-k, the gate+up GEMMs
+    and the down GEMMs of the experts the tokens reach (``moe.expected_experts`` of the ``routed`` distinct tokens,
+    uniform routing), SiLU-and-mul between, and the sum over the k. With expert parallelism the step waits for the
+    busiest rank: an even share of the token-expert pairs rounded up, on an even share of the experts reached, at
+    least one."""
     e, k, h = spec.experts, spec.experts_per_token, spec.hidden
     inter, held = rank.expert_intermediate or rank.intermediate, rank.experts or e
-    reached = min(float(held), max(1.0, moe.expected_experts(e, k, tokens) / rank.ep))
+    reached = min(float(held), max(1.0, moe.expected_experts(e, k, routed or tokens) / rank.ep))
     pairs = -(-tokens * k // rank.ep)
     b.linear(f"{path}.gate", tokens, h, e, quantized=False)
     b.pointwise(f"{path}.topk", "topk_softmax", tokens * e, tokens * k * 2)

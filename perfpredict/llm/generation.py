@@ -18,6 +18,7 @@ or transformers' ``generate``, modelled here from traced graphs, on ``tp`` tenso
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -26,93 +27,78 @@ import numpy as np
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.core.units import GIB
 from perfpredict.llm.generation_report import BatchPoint, DecodePoint, GenerationReport
-from perfpredict.request import DEFAULT_DEVICE
 
 DECODE_POINTS = 3
 SWEEP_MAX_BATCH = 1024
 
 
-ENGINES = ("auto", "hf", "vllm")
-
-
-def predict_generation(
-    model_or_config: Any,
-    *,
-    prompt_tokens: int = 512,
-    new_tokens: int = 128,
-    batch: int = 1,
-    device: str = DEFAULT_DEVICE,
-    dtype: str | None = None,
-    weights: str | None = None,
-    kv_dtype: str | None = None,
-    engine: str = "auto",
-    tp: int = 1,
-    pp: int = 1,
-    mode: str | None = None,
-    cache: str | None = None,
-    engine_config: Any = None,
-    price_usd_per_hour: float | None = None,
-    quant_kernel: str | None = None,
-    host: str | None = None,
-    attn_implementation: str | None = None,
-) -> GenerationReport:
+def predict_generation(model_or_config: Any, generation: Any = None, **options: Any) -> GenerationReport:
     """Predict generating ``new_tokens`` after a ``prompt_tokens`` prompt for ``batch`` sequences on ``device``.
 
     ``model_or_config``: a shipped HuggingFace id or alias, a config.json path, a ``PretrainedConfig``, or a HF
-    model (its ``.config``). ``engine``: ``"vllm"`` (a vLLM-class serving engine: paged KV cache, CUDA-graph decode,
-    fused kernels, its scheduler; ``engine_config`` a ``vllm_config.EngineConfig``), ``"hf"`` (transformers'
-    ``generate``, with ``mode`` eager, cuda_graph, compiled or compiled_cuda_graph and ``cache`` dynamic or
-    static), or ``"auto"``: vllm for a decoder it covers on a GPU unless ``mode`` or ``cache`` is given, else hf.
-    ``tp``: tensor-parallel GPUs (memory figures are then per GPU); ``pp`` (``engine="vllm"``): pipeline stages of
-    tp GPUs each (vLLM's virtual engines; ``vllm_engine``). ``weights``: bf16, fp16, fp8, int8, nf4, int4
-    or int4-g32 (``weight_formats``; default: the compute dtype). ``kv_dtype``: the cache's dtype (default: the
-    compute dtype). ``quant_kernel`` (``--engine hf``): how a weight-only format's matmuls widen the weights,
-    "fused" dequant-GEMM or "dequantize"-then-GEMM; default "auto", as the common libraries do
-    (``weight_formats.kernel_for``). ``host``: the host CPU that drives the GPU, a shipped profile name or
-    ``"calibrated"`` (``predictors.host_model``; default: this machine's calibrated profile, else a GPU server); it
-    times each step's dispatch and kernel launches (a vLLM-class engine's scheduler time is the engine's own).
-    ``attn_implementation`` (``--engine hf``): the attention transformers runs, "sdpa", "eager" or
-    "flash_attention_2" (``compiler_hooks.attention_choice``; None: the model's own); a vLLM-class engine runs its
-    own FlashAttention-2 kernels.
+    model (its ``.config``). The question is one ``generation_options.Generation`` (``generation``), or its fields
+    as keywords: ``prompt_tokens`` (512), ``new_tokens`` (128), ``batch`` (1), ``device``, ``dtype``, ``weights``
+    (bf16, fp16, fp8, int8, nf4, int4, int4-g32; GGUF q4_k_m, q8_0, ... with llama.cpp), ``kv_dtype``, ``tp``,
+    ``pp`` (a serving engine's pipeline stages of tp GPUs each: vLLM's virtual engines, ``vllm_engine``), ``host``
+    (the host CPU profile that times dispatch and launches), ``price_usd_per_hour``, and the engine's:
+
+    - ``engine``: ``"vllm"``, ``"sglang"``, ``"trtllm"``, ``"mii"`` or ``"llamacpp"`` (serving engines: paged KV
+      cache, CUDA graphs, fused kernels, their schedulers; ``engine_config`` a ``vllm_config.EngineConfig``),
+      ``"hf"`` (transformers' ``generate``, with ``mode`` eager, cuda_graph, compiled or compiled_cuda_graph,
+      ``cache`` dynamic or static, ``quant_kernel`` fused or dequantize, ``attn_implementation`` sdpa, eager or
+      flash_attention_2: ``compiler_hooks.attention_choice``), or ``"auto"``: vllm for a decoder it covers on a GPU
+      unless ``mode``, ``cache``, ``quant_kernel`` or ``attn_implementation`` is given, else hf;
+    - ``engine_version`` (default: the engine's current one; vLLM: 0.5, 0.6, 0.8, 0.10), ``frontend`` ("offline"
+      or "openai-server"), ``frontend_process`` ("engine" or "separate"), ``scheduler_steps`` and
+      ``async_output`` (vLLM 0.6), ``async_scheduling`` (vLLM V1).
+
+    Memory figures are per GPU with ``tp`` > 1.
     """
     from perfpredict.compiler_hooks.attention_choice import check
     from perfpredict.compiler_hooks.hf_frontend import load_config
     from perfpredict.llm.decode_trace import check_decoder
+    from perfpredict.llm.generation_options import Generation
     from perfpredict.predictors import host_model
 
-    check(attn_implementation)
-    host_model.profile_file(host)  # an unknown host (or "calibrated" before calibrate-host) fails here, in one line
+    g = generation.but(**options) if generation is not None else Generation.of(**options)
+    check(g.attn_implementation)
+    host_model.profile_file(g.host)  # an unknown host (or "calibrated" before calibrate-host) fails here, in one line
     check_decoder(load_config(getattr(model_or_config, "config", model_or_config)))  # BERT generates nothing
-    if batch < 1 or prompt_tokens < 1 or new_tokens < 1:
-        raise InvalidInputError("--prompt-tokens, --new-tokens and --batch must be at least 1")
-    hf_only = cache if quant_kernel is None and attn_implementation is None else "given"
-    chosen = choose_engine(engine, model_or_config, device, mode, hf_only)
-    if chosen == "vllm":
-        if mode is not None or cache is not None or quant_kernel is not None or attn_implementation is not None:
+    opts = g.engine
+    hf_only = g.cache if g.quant_kernel is None and g.attn_implementation is None else "given"
+    chosen = choose_engine(opts.engine, model_or_config, g.device, g.mode, hf_only)
+    if chosen != "hf":
+        if g.mode is not None or g.cache is not None or g.quant_kernel is not None or g.attn_implementation:
             raise InvalidInputError(
                 "--mode, --cache, --quant-kernel and --attn-implementation describe transformers' generate; drop "
-                "them with --engine vllm (it runs its own FlashAttention-2 kernels), or use --engine hf"
+                f"them with --engine {chosen} (it runs its own attention kernels), or use --engine hf"
             )
         from perfpredict.llm.vllm_engine import predict_vllm
 
-        report = predict_vllm(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
-                              device=device, tp=tp, pp=pp, dtype=dtype, weights=weights, kv_dtype=kv_dtype,
-                              engine=engine_config, price_usd_per_hour=price_usd_per_hour, host=host)  # fmt: skip
-        return _with_host(report, host)
-    if engine_config is not None:
-        raise InvalidInputError("engine settings (block size, memory utilization, ...) apply to --engine vllm only")
-    if pp != 1:
+        report = predict_vllm(model_or_config, prompt_tokens=g.prompt_tokens, new_tokens=g.new_tokens, batch=g.batch,
+                              device=g.device, tp=g.tp, pp=g.pp, dtype=g.dtype, weights=g.weights, kv_dtype=g.kv_dtype,
+                              price_usd_per_hour=g.price_usd_per_hour, host=g.host,
+                              options=dataclasses.replace(opts, engine=chosen))  # fmt: skip
+        return _with_host(report, g.host)
+    if opts.settings is not None:
+        raise InvalidInputError("engine settings (block size, memory utilization, ...) apply to serving engines only")
+    if opts.version is not None or opts.frontend != "offline":
         raise InvalidInputError(
-            f"--pp {pp}: pipeline parallelism is modelled for the vLLM-class engine (its virtual engines); use "
+            "--engine-version and --frontend describe a serving engine; transformers' generate has neither: "
+            "drop them, or choose --engine vllm (or sglang, trtllm, mii, llamacpp)"
+        )
+    if g.pp != 1:
+        raise InvalidInputError(
+            f"--pp {g.pp}: pipeline parallelism is modelled for the serving engines (vLLM's virtual engines); use "
             "--engine vllm, or --tp alone with --engine hf"
         )
-    mode, cache = hf_mode_and_cache(mode, cache)
-    report = _predict_hf(model_or_config, prompt_tokens=prompt_tokens, new_tokens=new_tokens, batch=batch,
-                         device=device, dtype=dtype, weights=weights, kv_dtype=kv_dtype, mode=mode,
-                         cache=cache, tp=tp, price_usd_per_hour=price_usd_per_hour,
-                         quant_kernel=quant_kernel or "auto", host=host,
-                         attn_implementation=attn_implementation)  # fmt: skip
-    return _with_host(report, host)
+    mode, cache = hf_mode_and_cache(g.mode, g.cache)
+    report = _predict_hf(model_or_config, prompt_tokens=g.prompt_tokens, new_tokens=g.new_tokens, batch=g.batch,
+                         device=g.device, dtype=g.dtype, weights=g.weights, kv_dtype=g.kv_dtype, mode=mode,
+                         cache=cache, tp=g.tp, price_usd_per_hour=g.price_usd_per_hour,
+                         quant_kernel=g.quant_kernel or "auto", host=g.host,
+                         attn_implementation=g.attn_implementation)  # fmt: skip
+    return _with_host(report, g.host)
 
 
 def _with_host(report: GenerationReport, host: str | None) -> GenerationReport:
@@ -153,6 +139,8 @@ def hf_mode_and_cache(mode: str | None, cache: str | None) -> tuple[str, str]:
 def choose_engine(engine: str, model_or_config: Any, device: str, mode: str | None, cache: str | None) -> str:
     """``engine`` itself, or for "auto": vllm for a decoder the engine covers on a GPU, unless ``mode`` or
     ``cache`` (transformers' generate's own settings) is given."""
+    from perfpredict.llm.engine_versions import ENGINES
+
     if engine not in ENGINES:
         raise InvalidInputError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
     if engine != "auto":
@@ -206,6 +194,7 @@ def _predict_hf(
     _check_lengths(prompt_tokens, new_tokens, batch, geometry)
     compute = weight_formats.compute_dtype(dtype, weights, hf.declared_dtype(config), dev)
     fmt = weight_formats.check(weights or {"float16": "fp16", "float32": "fp32"}.get(compute, "bf16"), dev)
+    weight_formats.check_engine(fmt, "hf")
     kv_dtype = kv_dtype or compute
     if quant_kernel != "auto" and weight_formats.kernel_for(fmt, dev, prefill=False, rows=batch) is None:
         raise InvalidInputError(

@@ -78,7 +78,7 @@ class GenerationReport(JsonReport):
     assumptions: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
-    engine: str = "hf"  # "hf" (transformers' generate) or "vllm" (a vLLM-class serving engine)
+    engine: str = "hf"  # "hf" (transformers' generate), or a serving engine: vllm, sglang, trtllm, mii, llamacpp
     tp: int = 1  # tensor-parallel GPUs
     ttft_max_ms: float | None = None
     tp_communication_ms: float = 0.0  # per decode step, on the critical path
@@ -92,6 +92,16 @@ class GenerationReport(JsonReport):
     # (``max_batch``) where that is fewer; 0 in a report written before this field
     running_batch: int = 0
     pp: int = 1  # pipeline stages (each of tp GPUs)
+    engine_version: str = ""  # the serving engine's version ("0.10", "0.6", ...); "" for transformers
+    engine_label: str = ""  # what that version is ("vLLM 0.10, V1 engine (engine-core process)")
+    frontend: str = "offline"  # "offline" (the engine's generate call) or "openai-server"
+    gpu_busy_fraction: float = 0.0  # of the wall time, the share each GPU runs kernels (0: not modelled)
+    power_per_gpu_w: float = 0.0  # each GPU's mean power over the run (0: not modelled)
+
+    @property
+    def serving(self) -> bool:
+        """Whether a serving engine answered (not transformers' generate)."""
+        return self.engine != "hf"
 
     @property
     def memory_bound_below_batch(self) -> int | None:

@@ -7,6 +7,11 @@ At start-up vLLM loads the weights, runs one forward of ``max_num_batched_tokens
     kv_bytes = utilization x memory - weights - activation peak of that forward - memory outside torch
     blocks   = kv_bytes // block_bytes,  block_bytes = 2 (K, V) x block_size x kv_heads/rank x head_dim x layers x dtype
 
+Other engines size it their way (``engine_versions``): SGLang gives ``mem_fraction_static`` (0.88) of the memory
+to weights and cache the same way; TensorRT-LLM gives the KV cache ``kv_cache_free_gpu_mem_fraction`` (0.9) of
+the memory left once the engine is loaded (``memory="free-fraction"``), DeepSpeed-MII all but a reserve, and
+llama.cpp the context it is asked for. With llama.cpp's layer split each GPU holds its share of the layers.
+
 A sequence of t tokens holds ceil(t / block_size) blocks (at most ceil(window / block_size) + 1 with a sliding
 window). vLLM refuses to start when one sequence of ``max_model_len`` tokens would not fit.
 """
@@ -72,11 +77,18 @@ def profile_activation_bytes(spec, rank, tokens: int, seqs: int, dtype: str) -> 
 
 
 def plan(spec, rank, *, device, utilization: float, weights_bytes: int, activation_bytes: int, runtime_bytes: int,
-         block_size: int, kv_dtype: str) -> KvPlan:  # fmt: skip
-    """The KV pool of one rank (see the module docstring)."""
-    budget = int(device.memory_bytes * utilization)
-    size = block_bytes(spec.layers, rank.kv_heads, spec.head_dim, block_size, kv_dtype)
-    free = budget - weights_bytes - activation_bytes - runtime_bytes
+         block_size: int, kv_dtype: str, memory: str = "utilization", layers: int | None = None) -> KvPlan:  # fmt: skip
+    """The KV pool of one rank (see the module docstring): ``memory`` "utilization" gives the cache ``utilization``
+    x the GPU's memory less the rest, "free-fraction" ``utilization`` x what the rest leaves; ``layers``: the
+    layers this GPU holds (default all)."""
+    size = block_bytes(layers or spec.layers, rank.kv_heads, spec.head_dim, block_size, kv_dtype)
+    taken = weights_bytes + activation_bytes + runtime_bytes
+    if memory == "free-fraction":
+        budget = device.memory_bytes
+        free = int((device.memory_bytes - taken) * utilization)
+    else:
+        budget = int(device.memory_bytes * utilization)
+        free = budget - taken
     return KvPlan(
         memory_bytes=device.memory_bytes,
         budget_bytes=budget,
@@ -90,22 +102,21 @@ def plan(spec, rank, *, device, utilization: float, weights_bytes: int, activati
     )
 
 
-def check_starts(
-    kv: KvPlan, *, max_model_len: int, name: str, device: str, tp: int, utilization: float, remedies: str = ""
-) -> None:
-    """Refuse, as vLLM does at start-up, a plan with no room for the KV cache or for one full-length sequence;
+def check_starts(kv: KvPlan, *, max_model_len: int, name: str, device: str, tp: int, utilization: float,
+                 engine: str = "vLLM", remedies: str = "") -> None:  # fmt: skip
+    """Refuse, as the engine does at start-up, a plan with no room for the KV cache or for one full-length sequence;
     ``remedies``: what would make room (the caller's flags, each with what one GPU then needs)."""
     if kv.blocks <= 0:
         need = kv.weights_bytes + kv.activation_bytes + kv.runtime_bytes
         fix = f"; what makes room: {remedies}" if remedies else "; use a GPU with more memory"
         raise InvalidInputError(
             f"{name} does not fit: each of {tp} GPU(s) needs {need / GIB:.1f} GiB for weights, activations and "
-            f"runtime before any KV cache, more than the {kv.budget_bytes / GIB:.1f} GiB vLLM may use on a "
-            f"{device} (gpu_memory_utilization {utilization:g}){fix}"
+            f"runtime before any KV cache, more than the {kv.budget_bytes / GIB:.1f} GiB {engine} may use on a "
+            f"{device} (memory share {utilization:g}){fix}"
         )
     if kv.capacity_tokens < max_model_len:
         raise InvalidInputError(
-            f"vLLM would not start: max_model_len {max_model_len} is more than the {kv.capacity_tokens} tokens the "
-            f"KV cache holds on a {device} x {tp}; set --max-model-len {kv.capacity_tokens} or less, raise "
+            f"{engine.split()[0]} would not start: max_model_len {max_model_len} is more than the "
+            f"{kv.capacity_tokens} tokens the KV cache holds on a {device} x {tp}; set --max-model-len {kv.capacity_tokens} or less, raise "
             "--gpu-memory-utilization, or use a larger --tp"
         )

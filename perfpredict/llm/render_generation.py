@@ -43,10 +43,18 @@ def summary_rows(r: GenerationReport) -> list[tuple[str, str, str]]:
             _memory_detail(r) + f"; {fit}",
         ),
         ("Largest batch that fits", f"{r.max_batch:,}", f"at {r.prompt_tokens + r.new_tokens} tokens of context"),
-        ("Energy per token", fmt_energy_j(r.energy_per_token_j), f"all {n} GPUs" if n > 1 else ""),
+        ("Energy per token", fmt_energy_j(r.energy_per_token_j), _energy_detail(r)),
         ("Cost per 1M tokens", cost, f"at the price of {gpus}"),
     ]
     return rows
+
+
+def _energy_detail(r: GenerationReport) -> str:
+    n = r.tp * r.pp
+    gpus = f"all {n} GPUs" if n > 1 else ""
+    if not r.power_per_gpu_w:
+        return gpus
+    return ", ".join(x for x in (gpus, f"{r.power_per_gpu_w:.0f} W per GPU at {r.gpu_busy_fraction:.0%} busy") if x)
 
 
 def decode_alone(r: GenerationReport) -> str:
@@ -56,13 +64,13 @@ def decode_alone(r: GenerationReport) -> str:
     running = r.running_batch or r.batch
     if running >= r.batch:
         return f"{rate} ({running:,} sequences decoding together)"
-    if r.engine == "vllm":
+    if r.serving:
         return f"{rate} ({running:,} sequences decoding together, as many as the KV cache holds; the rest wait)"
     return f"{rate} (at most {running:,} sequences fit; the batch of {r.batch:,} does not)"
 
 
 def _memory_detail(r: GenerationReport) -> str:
-    if r.engine == "vllm":
+    if r.serving:
         return (
             f"weights {fmt_bytes(r.weights_bytes)} + KV pool {fmt_bytes(r.kv_pool_bytes)} ({r.kv_capacity_tokens:,} "
             f"tokens; this batch used {fmt_bytes(r.kv_cache_bytes)} at its peak) + start-up activations "
@@ -75,11 +83,13 @@ def _memory_detail(r: GenerationReport) -> str:
 
 
 def _engine_detail(r: GenerationReport) -> str:
-    if r.engine != "vllm":
+    if not r.serving:
         return ""
     preempted = f", {r.preemptions} preemption(s)" if r.preemptions else ""
+    busy = f"; GPU busy {r.gpu_busy_fraction:.0%} of the time" if r.gpu_busy_fraction else ""
     return (
-        f"; {r.prefill_steps} prefill and {r.decode_steps} decode steps, scheduler {fmt_time_ms(r.host_ms)}{preempted}"
+        f"; {r.prefill_steps} prefill and {r.decode_steps} decode steps, host {fmt_time_ms(r.host_ms)} not hidden "
+        f"behind the GPU{preempted}{busy}"
     )
 
 
@@ -131,8 +141,8 @@ def print_generation(r: GenerationReport, console: Any) -> None:
         table.add_row(*row)
     console.print(table)
     title = (
-        "Decode steps of the sequences running together (GPU, and the scheduler's host time)"
-        if r.engine == "vllm"
+        "Decode steps of the sequences running together (GPU, and the host time not hidden behind it)"
+        if r.serving
         else "Decode steps (predicted at these cache lengths, interpolated between)"
     )
     steps = Table(title=title, title_justify="left")
@@ -168,7 +178,15 @@ def _gpus(r: GenerationReport) -> str:
 
 
 def _engine_name(r: GenerationReport) -> str:
-    return "vLLM-class engine" if r.engine == "vllm" else "transformers generate"
+    """The engine and its version (a report written before versions says "vLLM-class engine")."""
+    if not r.serving:
+        return "transformers generate"
+    if not r.engine_version:
+        return "vLLM-class engine"
+    from perfpredict.llm.engine_versions import ENGINE_NAMES
+
+    behind = ", behind its OpenAI server" if r.frontend == "openai-server" else ""
+    return f"{ENGINE_NAMES.get(r.engine, r.engine)} {r.engine_version}{behind}"
 
 
 def render_generation_html(r: GenerationReport) -> str:

@@ -12,6 +12,14 @@ of what it runs (``StepCosts``):
   request).
 - **With chunked prefill**: each step spends the token budget on the running sequences' decodes first, then on
   chunks of prompts (a prompt's blocks are allocated when it is first scheduled); a step mixes both.
+- **Mixed** (TensorRT-LLM's in-flight batching without chunked context): as chunked prefill, but a prompt enters
+  a step only whole, when the budget left holds it.
+
+An engine that reserves (``admission="reserve"``, TensorRT-LLM's GUARANTEED_NO_EVICT) admits a request only when
+the blocks of its prompt and all its new tokens are free, and takes them at once: nothing is ever preempted.
+
+The host's part of each step is the engine's (``host_costs``): the step lasts ``HostStep.wall_s(gpu)``, the host
+work that overlaps the GPU (or runs in another process) hiding behind it.
 
 Between events (a sequence crossing into a new block, finishing, or a prompt being admitted) a run of decode steps
 is identical but for its growing context, so it is timed in one go: at most ``block_size`` steps at a time.
@@ -51,29 +59,6 @@ class _Seq:
         return self.prompt + self.generated
 
 
-@dataclass(frozen=True)
-class HostTime:
-    """The engine's host time of one step: a fixed part, a part per sequence in the step, and one per prefill
-    token (building the step's inputs), plus, with more than one GPU, a fixed part and one per worker the driver
-    drives: every step it broadcasts the step's inputs to the other workers (vLLM's multiprocessing executor), and
-    waits for the slowest of them."""
-
-    step_s: float
-    per_seq_s: float
-    per_prefill_token_s: float = 0.0
-    tp_step_s: float = 0.0
-    per_worker_s: float = 0.0  # per GPU worker beyond the driver's own
-
-    def seconds(self, seqs: int, prefill_tokens: int, workers: int) -> float:
-        return (
-            self.step_s
-            + self.per_seq_s * seqs
-            + self.per_prefill_token_s * prefill_tokens
-            + (self.tp_step_s if workers > 1 else 0.0)
-            + self.per_worker_s * max(workers - 1, 0)
-        )
-
-
 @dataclass
 class Trace:
     """What the run did: its time, its steps, and each sequence's first-token and finish times."""
@@ -83,7 +68,9 @@ class Trace:
     decode_steps: int = 0
     prefill_s: float = 0.0
     decode_s: float = 0.0
-    host_s: float = 0.0
+    prefill_gpu_s: float = 0.0  # the GPU's busy time in prefill (and mixed) steps
+    decode_gpu_s: float = 0.0
+    host_s: float = 0.0  # the host's exposed time: the steps' wall time beyond their GPU time
     preemptions: int = 0
     seq_steps: int = 0  # sequences summed over the steps (what the host's per-sequence time multiplies)
     prefill_tokens: int = 0
@@ -113,11 +100,16 @@ class Scheduler:
     engine of a pipeline: ``pp`` of them share the driver's host time, so a step is never shorter than pp times
     its host part), driving ``workers`` GPU workers."""
 
-    def __init__(self, costs, kv, engine, host: HostTime, workers: int, pp: int = 1) -> None:
+    def __init__(self, costs, kv, engine, host, workers: int, pp: int = 1) -> None:
+        """``host``: a ``host_costs.HostCost`` (anything with ``step(seqs, prefill_tokens, output_tokens, workers,
+        new_requests) -> HostStep``); ``workers``: the GPU workers the driver drives; ``pp``: virtual engines."""
         self.costs, self.kv, self.engine, self.host, self.workers, self.pp = costs, kv, engine, host, workers, pp
         self.budget = engine.max_num_batched_tokens
-        self.max_seqs = engine.config.max_num_seqs
+        self.max_seqs = engine.max_num_seqs
         self.watermark = int(engine.config.watermark * kv.blocks)
+        version = engine.engine_version
+        self.reserve = version.admission == "reserve"
+        self.whole_prompts = version.policy == "mixed"
 
     def run(self, batch: int, prompt: int, new: int) -> Trace:
         self.trace = Trace(seqs=[_Seq(prompt, new) for _ in range(batch)])
@@ -125,7 +117,7 @@ class Scheduler:
         self.running: list[_Seq] = []
         self.free = self.kv.blocks
         self.now = 0.0
-        step = self._chunked_step if self.engine.chunked_prefill else self._default_step
+        step = self._chunked_step if self.engine.chunked_prefill or self.whole_prompts else self._default_step
         while self.waiting or self.running:
             if not self.running and not self._admissible():
                 raise InvalidInputError(
@@ -145,7 +137,7 @@ class Scheduler:
         while self.waiting and len(self.running) + len(admitted) < self.max_seqs:
             seq = self.waiting[0]
             need = seq.target
-            if tokens + need > self.budget or not self._can_allocate(need):
+            if tokens + need > self.budget or not self._can_allocate(self._held(seq)):
                 break
             self.waiting.popleft()
             self._allocate(seq, need)
@@ -153,7 +145,7 @@ class Scheduler:
             tokens += need
         if admitted:
             seconds = self.costs.prefill_s([(s.goal, s.goal) for s in admitted])
-            self._spend(seconds, len(admitted), tokens, prefill=True)
+            self._spend(seconds, len(admitted), tokens, prefill=True, outputs=len(admitted), new=len(admitted))
             for seq in admitted:
                 seq.prefilled = seq.goal
                 self._emit(seq)
@@ -174,9 +166,10 @@ class Scheduler:
             take = min(seq.goal - seq.prefilled, left)
             chunks.append((seq, take))
             left -= take
+        new = 0
         while left > 0 and self.waiting and len(self.running) < self.max_seqs:
             seq = self.waiting[0]
-            if not self._can_allocate(seq.target):
+            if not self._can_allocate(self._held(seq)) or (self.whole_prompts and seq.target > left):
                 break
             self.waiting.popleft()
             self._allocate(seq, seq.target)
@@ -184,13 +177,15 @@ class Scheduler:
             take = min(seq.goal, left)
             chunks.append((seq, take))
             left -= take
+            new += 1
         if not chunks:
             self._decode_run()
             return
         context = float(sum(s.length for s in decodes))
         seconds = self.costs.prefill_s([(q, s.prefilled + q) for s, q in chunks], len(decodes), context)
         tokens = sum(q for _, q in chunks)
-        self._spend(seconds, len(decodes) + len(chunks), tokens, prefill=True)
+        done = sum(1 for s, q in chunks if s.prefilled + q >= s.goal)
+        self._spend(seconds, len(decodes) + len(chunks), tokens, prefill=True, outputs=len(decodes) + done, new=new)
         for seq in decodes:
             self._emit(seq)
         for seq, q in chunks:
@@ -211,8 +206,8 @@ class Scheduler:
             steps = 1  # a waiting prompt goes first at the next step
         context = sum(s.length for s in run) + len(run) * (steps - 1) / 2  # the run's mean
         longest = max(s.length for s in run) + steps - 1
-        seconds = self.costs.decode_s(len(run), context, longest) * steps
-        self._spend(seconds, len(run) * steps, 0, prefill=False, steps=steps)
+        seconds = self.costs.decode_s(len(run), context, longest)
+        self._spend(seconds, len(run), 0, prefill=False, steps=steps, outputs=len(run))
         for seq in run:
             seq.generated += steps
             if seq.first_token_s is None:
@@ -229,12 +224,14 @@ class Scheduler:
         """Give each decoding sequence the block its next token needs, preempting the newest when none is free.
         False when nothing is left running (the step is scheduled again)."""
         for seq in list(seqs):
-            if seq not in self.running:
+            if not seq.goal:  # preempted by an earlier one in this loop (a running sequence has a goal)
                 continue
             need = self.kv.blocks_for(seq.length) - seq.blocks
-            while need > self.free and seq in self.running:
+            if need <= 0:
+                continue
+            while need > self.free and seq.goal:
                 self._preempt(self.running[-1])
-            if seq in self.running and need > 0:
+            if seq.goal:
                 self.free -= need
                 seq.blocks += need
         return bool(self.running)
@@ -251,14 +248,19 @@ class Scheduler:
     def _can_allocate(self, tokens: int) -> bool:
         return self.free - self.kv.blocks_for(tokens) >= self.watermark
 
+    def _held(self, seq: _Seq) -> int:
+        """Tokens whose blocks admitting ``seq`` takes: its prompt (and what it had generated), or with
+        reservation its whole length."""
+        return seq.prompt + seq.new if self.reserve else seq.target
+
     def _admissible(self) -> bool:
         seq = self.waiting[0]
-        fits = self.engine.chunked_prefill or seq.target <= self.budget
-        return fits and len(self.running) < self.max_seqs and self._can_allocate(seq.target)
+        fits = (self.engine.chunked_prefill and not self.whole_prompts) or seq.target <= self.budget
+        return fits and len(self.running) < self.max_seqs and self._can_allocate(self._held(seq))
 
     def _allocate(self, seq: _Seq, tokens: int) -> None:
         seq.goal = tokens
-        seq.blocks = self.kv.blocks_for(tokens)
+        seq.blocks = self.kv.blocks_for(self._held(seq))
         self.free -= seq.blocks
 
     def _emit(self, seq: _Seq) -> None:
@@ -273,17 +275,23 @@ class Scheduler:
             self.free += seq.blocks
             seq.blocks = 0
 
-    def _spend(self, gpu_s: float, seqs: int, prefill_tokens: int, *, prefill: bool, steps: int = 1) -> None:
-        host = self.host.seconds(seqs // steps, prefill_tokens, self.workers) * steps
-        wall = max(gpu_s + host, self.pp * host)  # the driver runs every virtual engine's host part in turn
-        host = wall - gpu_s
+    def _spend(self, gpu_s: float, seqs: int, prefill_tokens: int, *, prefill: bool, steps: int = 1,
+               outputs: int = 0, new: int = 0) -> None:  # fmt: skip
+        """Advance ``steps`` identical steps of ``gpu_s`` GPU seconds each, ``seqs`` sequences, ``prefill_tokens``
+        prompt tokens, ``outputs`` new tokens and ``new`` admitted requests each, with the host's time (the driver
+        runs the ``pp`` virtual engines' host parts in turn)."""
+        host = self.host.step(seqs, prefill_tokens, outputs, self.workers, new)
+        wall = host.wall_s(gpu_s, self.pp) * steps
+        exposed = wall - gpu_s * steps
         self.now += wall
-        self.trace.host_s += host
-        self.trace.seq_steps += seqs
-        self.trace.prefill_tokens += prefill_tokens
+        self.trace.host_s += exposed
+        self.trace.seq_steps += seqs * steps
+        self.trace.prefill_tokens += prefill_tokens * steps
         if prefill:
             self.trace.prefill_steps += steps
-            self.trace.prefill_s += gpu_s + host
+            self.trace.prefill_s += wall
+            self.trace.prefill_gpu_s += gpu_s * steps
         else:
             self.trace.decode_steps += steps
-            self.trace.decode_s += gpu_s + host
+            self.trace.decode_s += wall
+            self.trace.decode_gpu_s += gpu_s * steps

@@ -39,31 +39,31 @@ class ServingEngine:
 
 def build(model: Any, serving: Serving) -> ServingEngine:
     """The replica ``serving`` describes, for ``model`` (refusing what vLLM would refuse at start-up)."""
-    from perfpredict.llm import engine_calibration, vllm_engine
+    from perfpredict.llm import vllm_engine
     from perfpredict.llm.step_time import EngineStepTime, SpeculativeStepTime, StepTimeSurface
 
     s = vllm_engine.setup(model, device=serving.device, tp=serving.tp, dtype=serving.dtype, weights=serving.weights,
-                          kv_dtype=serving.kv_dtype, engine=serving.engine_config, host=serving.host)  # fmt: skip
+                          kv_dtype=serving.kv_dtype, engine=serving.engine_config, host=serving.host,
+                          options=serving.engine_options())  # fmt: skip
     e = s.model.engine
     if serving.prefix_cache is not None and s.model.spec.window is not None:
         raise InvalidInputError(
             f"vLLM does not cache prefixes for a sliding-window model ({s.model.spec.name}, {s.model.spec.window} "
             "tokens): drop --prefix-tokens/--prefix-hit-rate"
         )
-    host = engine_calibration.host_time(s.constants)
-    exact = EngineStepTime(s.costs, host, s.model.rank.tp, capture_len=e.config.max_seq_len_to_capture)
+    exact = EngineStepTime(s.costs, s.host_cost, s.gpus, capture_len=e.config.max_seq_len_to_capture)
     kv, draft, step, spec = s.kv, None, exact, serving.speculative
     if spec is not None:
         draft_exact = None
         if spec.method == "draft":
             draft = _draft_setup(spec.draft_model, serving, e.max_model_len)
             kv = _with_draft(kv, draft.kv, e.max_model_len, s.model.spec.name)
-            draft_exact = EngineStepTime(draft.costs, host, s.model.rank.tp, e.config.max_seq_len_to_capture)
+            draft_exact = EngineStepTime(draft.costs, s.host_cost, s.gpus, e.config.max_seq_len_to_capture)
         step = SpeculativeStepTime(exact, spec.tokens, draft_exact)
     sim = SimEngine(
         step=StepTimeSurface(step, e.max_model_len),
         kv=kv,
-        max_num_seqs=e.config.max_num_seqs,
+        max_num_seqs=e.max_num_seqs,
         budget_tokens=e.max_num_batched_tokens,
         chunked_prefill=e.chunked_prefill,
         watermark=e.config.watermark,
@@ -87,7 +87,8 @@ def _draft_setup(draft_model: str, serving: Serving, max_model_len: int):
         )
     config = EngineConfig(max_model_len=max_model_len, gpu_memory_utilization=1.0)
     return vllm_engine.setup(draft_model, device=serving.device, tp=serving.tp, dtype=serving.dtype,
-                             kv_dtype=serving.kv_dtype, engine=config, host=serving.host)  # fmt: skip
+                             kv_dtype=serving.kv_dtype, engine=config, host=serving.host,
+                             options=serving.engine_options())  # fmt: skip
 
 
 def _with_draft(kv, draft_kv, max_model_len: int, name: str):
@@ -148,15 +149,15 @@ def report(engine: ServingEngine, trace: SimTrace, requests, prefix=None) -> Ser
     span = max(trace.makespan_s, 1e-12)
     tokens = int(trace.output.sum())
     slo = serving.slo
-    busy_w = _busy_power_w(s, max(1, round(stats.seq_s / max(stats.busy_s, 1e-12))), requests)
-    energy = m.rank.tp * (busy_w * stats.gpu_s + dev.idle_power_w * (span - stats.gpu_s))
+    busy_w = _power_w(s, stats, span, requests)
+    energy = s.gpus * busy_w * span
     price = serving.price_usd_per_hour if serving.price_usd_per_hour is not None else cost.price_usd_per_hour(dev)
     stream = serving.stream
     return ServingReport(
         model_name=m.spec.name,
         device=dev.name,
-        tp=m.rank.tp,
-        engine="vllm",
+        tp=s.gpus,
+        engine=s.version.engine,
         num_requests=len(trace.output),
         load=stream.describe() if stream.lengths != "file" else requests.lengths,
         mean_prompt_tokens=float(requests.prompt.mean()),
@@ -179,7 +180,7 @@ def report(engine: ServingEngine, trace: SimTrace, requests, prefix=None) -> Ser
         busy_share=stats.busy_s / span,
         gpu_busy_share=stats.gpu_s / span,
         energy_per_token_j=energy / max(tokens, 1),
-        cost_per_million_tokens_usd=None if price is None else price * m.rank.tp * span / 3600 / max(tokens, 1) * 1e6,
+        cost_per_million_tokens_usd=None if price is None else price * s.gpus * span / 3600 / max(tokens, 1) * 1e6,
         kv_capacity_tokens=engine.sim.kv.capacity_tokens,
         peak_kv_tokens=stats.peak_blocks * engine.sim.kv.block_size,
         cached_prompt_share=stats.cached_tokens / max(int(requests.prompt.sum()), 1),
@@ -189,24 +190,33 @@ def report(engine: ServingEngine, trace: SimTrace, requests, prefix=None) -> Ser
     )
 
 
-def _busy_power_w(s, seqs: int, requests) -> float:
-    """The GPU's power while it runs a decode step of the mean running batch at the mean context."""
-    from perfpredict.llm.vllm_engine import _busy_power_w as engine_power
+def _power_w(s, stats, span_s: float, requests) -> float:
+    """One GPU's mean power over the run (``engine_power``): busy the share of the span its kernels run, decoding
+    the mean running batch at the mean context, prefilling the mean prompt."""
+    from perfpredict.llm.engine_power import busy_power_w
 
-    context = int(requests.prompt.mean() + requests.output.mean() / 2)
-    return engine_power(s, seqs, min(context, s.model.engine.max_model_len))
+    running = max(1, round(stats.seq_s / max(stats.busy_s, 1e-12)))
+    context = min(int(requests.prompt.mean() + requests.output.mean() / 2), s.model.engine.max_model_len)
+    return busy_power_w(s, decode_gpu_s=stats.gpu_s - stats.prefill_gpu_s, prefill_gpu_s=stats.prefill_gpu_s,
+                        wall_s=span_s, running=running, context=context,
+                        prompt=int(requests.prompt.mean()))  # fmt: skip
 
 
 def _assumptions(engine: ServingEngine, requests, prefix, busy_w: float) -> dict[str, str]:
-    from perfpredict.llm import vllm_engine
+    from perfpredict.llm.engine_assumptions import assumptions
     from perfpredict.llm.step_time import CONTEXT_POINTS
 
     s, serving = engine.setup, engine.serving
-    out = vllm_engine.assumptions(s)
+    out = assumptions(s)
     out["load"] = f"{serving.stream.describe()}; lengths {requests.lengths}"
     out["scheduler over time"] = (
         "requests queue first come, first served; the head of the queue is admitted under the token budget, "
         "max_num_seqs and the free KV blocks less the watermark, and blocks the rest while it does not fit"
+        + (
+            f" (vLLM's policy: {s.version.name}'s own admission and batching are simulated as vLLM's)"
+            if s.version.admission == "reserve" or s.version.policy == "mixed"
+            else ""
+        )
     )
     out["step times"] = (
         "decode steps from exact step costs at every batch size that occurs and at mean contexts "
@@ -214,8 +224,9 @@ def _assumptions(engine: ServingEngine, requests, prefix, busy_w: float) -> dict
     )
     out["slo"] = serving.slo.describe()
     out["energy"] = (
-        f"{busy_w:.0f} W per GPU while the GPU runs a step (the device's power model on the mean running batch), "
-        f"{s.model.device.idle_power_w:.0f} W idle, including the host's part of each step and the gaps between requests"
+        f"{busy_w:.0f} W per GPU on average over the run (the GPU's power model: {s.model.device.idle_power_w:.0f} W "
+        "idle, plus its kernels' activity for the share of the time they run, the mean running batch decoding; the "
+        "host's part of each step and the gaps between requests idle)"
     )
     if serving.prefix_cache is not None:
         out["prefix caching"] = serving.prefix_cache.describe(engine.sim.kv.block_size)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.llm.engine_versions import SERVING_ENGINES
+from perfpredict.llm.host_costs import FRONTENDS
 from perfpredict.llm.weight_formats import FORMATS
 from perfpredict.request import DEFAULT_DEVICE
 
@@ -205,6 +207,12 @@ class Serving:
         "KV cache dtype (default: the compute dtype)", ("bfloat16", "float16", "float32", "float8_e4m3fn")))  # fmt: skip
     host: str | None = field(default=None, metadata=meta("the host CPU profile that drives the GPU"))
     price_usd_per_hour: float | None = field(default=None, metadata=meta("price per GPU-hour (default: catalog)"))
+    engine: str = field(default="vllm", metadata=meta("the serving engine", SERVING_ENGINES))
+    engine_version: str | None = field(default=None, metadata=meta(
+        "the engine's version (default: its current one; vllm: 0.5, 0.6, 0.8, 0.10 (V1))"))  # fmt: skip
+    frontend: str = field(default="offline", metadata=meta(
+        "offline: the engine's generate loop; openai-server: behind its API server, streaming every token",
+        FRONTENDS))  # fmt: skip
     engine_config: Any = field(default=None, metadata=meta("the engine's settings, a vllm_config.EngineConfig"))
     stream: RequestStream = field(default_factory=RequestStream, metadata=meta("the load"))
     slo: Slo = field(default_factory=Slo, metadata=meta("the targets"))
@@ -213,6 +221,15 @@ class Serving:
 
     def __post_init__(self) -> None:
         _positive("--tp", self.tp, whole=True)
+        self.engine_options()  # an unknown engine, version or frontend fails here, in one line
+
+    def engine_options(self):
+        """The ``generation_options.EngineOptions`` this question runs the engine with (its version's defaults)."""
+        from perfpredict.llm.engine_versions import get_version
+        from perfpredict.llm.generation_options import EngineOptions
+
+        get_version(self.engine, self.engine_version)
+        return EngineOptions(engine=self.engine, version=self.engine_version, frontend=self.frontend)
 
     @classmethod
     def of(cls, **options: Any) -> Serving:
@@ -243,7 +260,7 @@ class Serving:
         """This question with ``changes`` (flat, as :meth:`of` takes them)."""
         if not changes:
             return self
-        return Serving.of(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, **changes)
+        return Serving.of(**({f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | changes))
 
 
 def field_help(cls: type) -> dict[str, dict]:

@@ -58,6 +58,7 @@ class SimStats:
 
     busy_s: float = 0.0  # steps' wall time (the engine idles between requests otherwise)
     gpu_s: float = 0.0
+    prefill_gpu_s: float = 0.0  # of gpu_s, in steps that prefill (the rest decodes): what the power model weighs
     seq_s: float = 0.0  # sequences in each step x its wall time: its mean over busy_s is the mean running batch
     steps: int = 0
     prefill_steps: int = 0
@@ -361,6 +362,7 @@ class Simulator:
         s = self.stats
         s.busy_s += wall
         s.gpu_s += gpu_s
+        s.prefill_gpu_s += gpu_s if prefill else 0.0
         s.seq_s += seqs / steps * wall
         s.steps += steps
         s.prefill_steps += steps if prefill else 0

@@ -11,8 +11,12 @@ idea of how fast a GEMM runs):
   score GEMM per head, which a one-token query is not;
 - **head**: the final norm, the LM head on one position per sequence, the sampler, a function of the sequences.
 
-A decode step whose batch has a captured CUDA graph runs in ``cuda_graph`` mode at the padded batch (the dense
-part and the head run on the padding too; attention only on the real sequences); any other step runs ``eager``.
+A step that replays a captured CUDA graph runs in ``cuda_graph`` mode at the padded size (the dense part and the
+head run on the padding too; attention only on the real sequences): vLLM V0's and SGLang's decode steps (up to
+256 and 160 sequences), every step of vLLM V1 of up to 512 tokens (piecewise graphs; its attention runs between
+the pieces), llama.cpp's one-token steps. A C++ runtime (TensorRT-LLM, llama.cpp) launches its other steps'
+kernels without Python's dispatch: they are timed in ``cuda_graph`` mode unpadded (the launches' host time is the
+engine's fitted host cost). Any other step runs ``eager``, each kernel dispatched from Python.
 Tensor parallelism adds its collectives per step on the critical path (``tp_comm``: the two all-reduces of each
 block, the embedding's all-reduce and the gather of the logits; vLLM's custom all-reduce or NCCL's measured
 curves). Expert parallelism replaces a MoE block's all-reduce with a reduce-scatter and an all-gather of the same
@@ -23,7 +27,7 @@ engine's sequences passes through the pp stages in turn, so its time is pp times
 parts (the embedding is counted on every stage: one lookup per token, small), the head once, and pp - 1 sends of
 the activations between stages. A prefill also waits, on average, for half the other virtual engines' prefills
 ahead of it on each stage ((pp - 1)/2 stage times more): vLLM runs them on the same GPUs.
-The scheduler's host time per step (``engine_calibration``) is not here: it is the engine's, not the GPU's.
+The engine's host time per step (``host_costs``) is not here: it is the engine's, not the GPU's.
 """
 
 from __future__ import annotations
@@ -55,7 +59,13 @@ class EngineModel:
     v1_rereads_kv: bool = True  # PagedAttention v1 reads each key/value head once per query head (calibrated)
     host: str | None = None  # the host profile that times dispatch and launches (RunConfig.host); None: the default
     pp: int = 1  # pipeline stages; ``spec`` is then one stage's
-    comm: Any = None  # the step's collectives (tp_comm.CommModel); None: none (one GPU)
+    comm: Any = None  # the step's collectives (tp_comm.CommModel); None: none (one GPU, or llama.cpp's layer split)
+    # the engine's steps against the device model's (decode-only steps, and steps that prefill), collectives included:
+    # fitted per engine on its 7-8B rows (TensorRT-LLM's fused kernels, llama.cpp's ggml); 1: the device model's
+    decode_kernel_scale: float = 1.0
+    prefill_kernel_scale: float = 1.0
+    # every request the same prompt (a benchmark's dummy input): a MoE step's tokens all route to the same experts
+    identical_requests: bool = False
 
     @property
     def group_size(self) -> int:
@@ -69,6 +79,9 @@ class StepCosts:
         self.m = model
         self.max_seqs = max(1, max_seqs)
         self.graphable = not model.engine.config.enforce_eager
+        self.version = model.engine.engine_version
+        # the mode of a step no graph replays: Python dispatches each kernel, or a C++ runtime launches them
+        self.unreplayed = "cuda_graph" if self.version.runtime == "c++" else "eager"
 
     # -- the tables -------------------------------------------------------------------------------------------
     def _walls(self, parts: frozenset[str], query: int, context: int, mode: str, columns):
@@ -93,7 +106,10 @@ class StepCosts:
         from perfpredict.predictors.cost_arrays import CostArrays
         from perfpredict.predictors.registry import get_predictor
 
-        graph = lambda seqs: step_graph(self.m.spec, self.m.rank, StepShape(seqs, query, context), self.m.num, parts)
+        same = self.m.identical_requests
+        graph = lambda seqs: step_graph(
+            self.m.spec, self.m.rank, StepShape(seqs, query, context, same), self.m.num, parts
+        )
         arrays = CostArrays.from_graph(graph(at)) if at else CostArrays.fit(graph(2), graph(3))
         config = RunConfig(weights_built_in=None, mode=mode, host=self.m.host)
         ev = get_predictor("two_timeline").evaluate(arrays, self.m.device, config, np.asarray(columns, dtype=float))
@@ -105,19 +121,29 @@ class StepCosts:
 
     @cached_property
     def _token_columns(self) -> np.ndarray:
-        """Token counts the dense part is tabulated at: every count a decode step can have, then a geometric grid
-        up to the largest prefill step."""
+        """Token counts the dense part is tabulated at: every count up to 256 (a decode step's, and its captured
+        sizes), every multiple of 8 up to the largest captured size or sequence count, then a geometric grid up to
+        the largest step."""
         top = max(self.m.engine.max_num_batched_tokens + self.max_seqs, self.max_seqs + 1)
-        grid = np.unique(np.round(np.geomspace(self.max_seqs + 1, top, 24)))
-        return np.concatenate([self._seq_columns, grid])
+        dense = np.arange(1, min(self.max_seqs, 256) + 1, dtype=float)
+        eighths = np.arange(264, max(self.max_seqs, self.version.graph_max) + 1, 8, dtype=float)
+        start = max(dense[-1], eighths[-1] if len(eighths) else 0) + 1
+        grid = np.unique(np.round(np.geomspace(start, max(top, start + 1), 24)))
+        return np.unique(np.concatenate([dense, eighths, grid]))
 
     @cached_property
     def _dense(self) -> dict[str, np.ndarray]:
+        """The dense part's wall time per mode over the token columns; a graph-replayed mode only as far as the
+        largest captured size where the engine launches its other steps from Python."""
         parts = frozenset({"dense"})
-        return {
-            "cuda_graph": self._walls(parts, 1, 1, "cuda_graph", self._seq_columns),
-            "eager": self._walls(parts, 1, 1, "eager", self._token_columns),
-        }
+        cols = self._token_columns
+        graphed = cols if self.unreplayed == "cuda_graph" else cols[cols <= max(self.version.graph_max, 8)]
+        out = {"cuda_graph": self._walls(parts, 1, 1, "cuda_graph", graphed)}
+        if len(graphed) < len(cols):  # beyond the captured sizes: never looked up (eager instead)
+            out["cuda_graph"] = np.concatenate([out["cuda_graph"], np.full(len(cols) - len(graphed), np.inf)])
+        if self.unreplayed == "eager":
+            out["eager"] = self._walls(parts, 1, 1, "eager", cols)
+        return out
 
     @cached_property
     def _head(self) -> dict[str, np.ndarray]:
@@ -135,44 +161,89 @@ class StepCosts:
     @cached_property
     def _prefill_attention(self) -> tuple[np.ndarray, np.ndarray]:
         """(query-key pairs of one causal sequence, eager seconds) on a grid of prompt lengths."""
-        lengths = np.unique(np.round(np.geomspace(16, max(self.m.engine.max_model_len, 32), 14))).astype(int)
+        lengths = np.unique(np.round(np.geomspace(16, max(self.m.engine.max_model_len, 32), 10))).astype(int)
         parts = frozenset({"attention"})
         pairs = lengths * (lengths + 1) / 2
         seconds = np.array([self._walls(parts, int(n), int(n), "eager", [1.0])[0] for n in lengths])
         return pairs, seconds
 
     # -- one step ---------------------------------------------------------------------------------------------
+    def graph_bucket(self, tokens: int, seqs: int, decode: bool, max_context: int) -> int | None:
+        """The captured size a step replays (tokens for V1's piecewise graphs, else sequences), or None."""
+        v = self.version
+        if not self.graphable or v.graphs == "none":
+            return None
+        if v.graphs == "piecewise":
+            return capture_bucket(tokens, 10**9, min(v.graph_max, self.m.engine.max_num_batched_tokens))
+        if not decode:
+            return None
+        if v.graphs == "one-token":
+            return 1 if seqs == 1 else None
+        if max_context > self.m.engine.config.max_seq_len_to_capture:
+            return None
+        return capture_bucket(seqs, self.m.engine.max_num_seqs, v.graph_max)
+
     def decode_s(self, seqs: int, context_sum: float, max_context: int) -> float:
         """A decode-only step: ``seqs`` sequences holding ``context_sum`` tokens of cache in all."""
         if seqs < 1:
             return 0.0
-        bucket = capture_bucket(seqs, self.m.engine.config.max_num_seqs) if self.graphable else None
-        if bucket is not None and max_context > self.m.engine.config.max_seq_len_to_capture:
-            bucket = None
-        mode = "cuda_graph" if bucket is not None else "eager"
+        bucket = self.graph_bucket(seqs, seqs, True, max_context)
+        mode = "cuda_graph" if bucket is not None else self.unreplayed
         padded = bucket or seqs
-        seconds = self._lookup(
-            self._dense[mode], self._seq_columns if mode == "cuda_graph" else self._token_columns, padded
-        )
-        seconds += self._decode_attention(seqs, context_sum / seqs, max_context, mode)
+        seconds = self._lookup(self._dense[mode], self._token_columns, padded)
+        attention_mode = "eager" if self.version.graphs == "piecewise" else mode  # between V1's graph pieces
+        seconds += self._decode_attention(seqs, context_sum / seqs, max_context, attention_mode)
         seconds *= self.m.pp  # every stage's layers in turn
-        seconds += self._lookup(self._head[mode], self._seq_columns, padded)
-        return seconds + self.collectives_s(padded, padded)
+        seconds += self._lookup(self._head[mode], self._seq_columns, min(padded, self.max_seqs))
+        gpu = (seconds + self.collectives_s(padded, padded)) * self.m.decode_kernel_scale
+        return self._offloaded(gpu, seqs, 1, int(context_sum / seqs))
 
     def prefill_s(self, chunks: list[tuple[int, int]], decode_seqs: int = 0, decode_context_sum: float = 0.0) -> float:
-        """An eager step that prefills ``chunks`` ((query tokens, context) per sequence) and, with chunked
-        prefill, decodes ``decode_seqs`` sequences in the same launch."""
+        """A step that prefills ``chunks`` ((query tokens, context) per sequence) and, with chunked prefill or
+        mixed batching, decodes ``decode_seqs`` sequences in the same launch."""
         tokens = sum(q for q, _ in chunks) + decode_seqs
         seqs = len(chunks) + decode_seqs
-        seconds = self._lookup(self._dense["eager"], self._token_columns, tokens)
+        bucket = self.graph_bucket(tokens, seqs, False, 0)
+        mode = "cuda_graph" if bucket is not None else self.unreplayed
+        padded = bucket or tokens
+        seconds = self._lookup(self._dense[mode], self._token_columns, padded)
         pairs_axis, pair_s = self._prefill_attention
         pairs = sum(q * c - q * (q - 1) / 2 for q, c in chunks)
         seconds += self._lookup(pair_s, pairs_axis, pairs)  # several prompts in one step may pass the grid
         if decode_seqs:
             seconds += self._decode_attention(decode_seqs, decode_context_sum / decode_seqs, 0, "eager")
         seconds *= self.m.pp + (self.m.pp - 1) / 2  # the stages in turn, behind half the other virtual engines
-        seconds += self._lookup(self._head["eager"], self._seq_columns, min(seqs, self.max_seqs))
-        return seconds + self.collectives_s(tokens, seqs)
+        seconds += self._lookup(self._head[mode], self._seq_columns, min(seqs, self.max_seqs))
+        gpu = (seconds + self.collectives_s(padded, seqs)) * self.m.prefill_kernel_scale
+        longest = max((q for q, _ in chunks), default=1)
+        return self._offloaded(gpu, seqs, max(longest, 1), max((c for _, c in chunks), default=1))
+
+    @cached_property
+    def cpu_layers(self) -> int:
+        """Layers llama.cpp leaves on the host CPU (``--n-gpu-layers``)."""
+        n = self.m.engine.config.n_gpu_layers
+        return 0 if n is None else max(self.m.spec.layers - n, 0)
+
+    def _offloaded(self, gpu_s: float, seqs: int, query: int, context: int) -> float:
+        """A step with ``cpu_layers`` of the layers on the host CPU: the GPU's share of the step, then those
+        layers one after another on the CPU (the catalog's ``cpu``: this machine's, or a device file's), at their
+        roofline (weights streamed from host memory, FLOPs at the CPU's peak)."""
+        if not self.cpu_layers:
+            return gpu_s
+        share = 1 - self.cpu_layers / self.m.spec.layers
+        return gpu_s * share + self.cpu_layers * self._cpu_layer_s(seqs, query, max(context, 1))
+
+    def _cpu_layer_s(self, seqs: int, query: int, context: int) -> float:
+        from dataclasses import replace
+
+        from perfpredict.hardware.devices import get_device
+        from perfpredict.predictors.analytical import AnalyticalPredictor
+        from perfpredict.predictors.base import RunConfig
+
+        block = replace(self.m.spec, layers=1)
+        graph = step_graph(block, self.m.rank, StepShape(seqs, query, context), self.m.num, frozenset({"dense",
+                           "attention"}))  # fmt: skip
+        return float(AnalyticalPredictor().latency_s(graph, get_device("cpu"), RunConfig(weights_built_in=None)))
 
     def collectives_s(self, tokens: int, seqs: int) -> float:
         """Communication of one step on the critical path: the tensor-parallel collectives of every stage, expert
@@ -207,6 +278,22 @@ class StepCosts:
         ev = AnalyticalPredictor().evaluate(arrays, self.m.device, RunConfig(weights_built_in=None), batches)
         busy = np.maximum(ev.compute_s, ev.memory_s)
         return np.where(ev.compute_s >= ev.memory_s, busy, 0).sum(axis=0) / np.maximum(busy.sum(axis=0), 1e-30)
+
+    def activity(self, seqs: int, query: int, context: int, kernel_s: float) -> float:
+        """How hard a step's kernels drive the GPU (``hardware.power_draw``): its roofline time, compute or memory
+        weighted by ``MEMORY_POWER_WEIGHT``, over ``kernel_s``, the time its kernels take (collectives left out)."""
+        from perfpredict.predictors.analytical import MEMORY_POWER_WEIGHT, AnalyticalPredictor
+        from perfpredict.predictors.base import RunConfig
+        from perfpredict.predictors.cost_arrays import CostArrays
+
+        graph = step_graph(
+            self.m.spec, self.m.rank, StepShape(seqs, query, context, self.m.identical_requests), self.m.num
+        )
+        ev = AnalyticalPredictor().evaluate(
+            CostArrays.from_graph(graph), self.m.device, RunConfig(weights_built_in=None), np.array([seqs], float)
+        )
+        roofline = float(np.maximum(ev.compute_s, MEMORY_POWER_WEIGHT * ev.memory_s).sum())
+        return min(1.0, roofline / kernel_s) if kernel_s > 0 else 0.0
 
     def _decode_attention(self, seqs: int, mean_context: float, max_context: int, mode: str) -> float:
         """Every layer's decode attention kernel: it reads each sequence's query, its cached K and V

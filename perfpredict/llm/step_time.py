@@ -2,10 +2,12 @@
 
 A step runs prefill chunks ((query tokens, context after them) per prefilling sequence) and decodes (sequences,
 the tokens of cache they hold in all, the longest); :class:`EngineStepTime` answers with the engine's own
-functions, ``StepCosts.decode_s`` and ``StepCosts.prefill_s`` for the GPU and ``HostTime.seconds`` for the
-engine's host time per step, added in turn as vLLM 0.6's V0 engine does. Nothing else of the engine is read, so
-an engine with other step costs or another host model (overlapped, in another process) plugs in here:
-:meth:`EngineStepTime.wall_s` is the only place that combines the GPU's and the host's time.
+functions, ``StepCosts.decode_s`` and ``StepCosts.prefill_s`` for the GPU and ``host_costs.HostCost.step`` for
+the engine's host time per step, combined by ``HostStep.wall_s``: added in turn where the version runs a phase in
+its loop (vLLM 0.6's scheduler), hidden behind the GPU where it overlaps (0.6's asynchronous output processing,
+SGLang's overlap scheduler), or a floor where another process runs it (V1's frontend, an API server). Nothing
+else of the engine is read: :meth:`EngineStepTime.wall_s` is the only place that combines the GPU's and the
+host's time.
 
 A simulation asks for thousands of decode steps, each a slightly different context, and one exact answer costs
 about 0.2 ms, so :class:`StepTimeSurface` answers decodes from exact answers at a few points: for each decode batch
@@ -28,10 +30,11 @@ CONTEXT_POINTS = 4  # anchors per doubling of the mean context (a ratio of 2^0.2
 
 
 class EngineStepTime:
-    """Step times from the engine's ``StepCosts`` (GPU) and ``HostTime`` (host), ``tp`` GPUs."""
+    """Step times from the engine's ``StepCosts`` (GPU) and ``HostCost`` (host), driving ``workers`` GPU workers
+    (and ``pp`` virtual engines, whose host parts the driver runs in turn)."""
 
-    def __init__(self, costs, host, tp: int, capture_len: int | None = None) -> None:
-        self.costs, self.host, self.tp = costs, host, tp
+    def __init__(self, costs, host, workers: int, capture_len: int | None = None, pp: int = 1) -> None:
+        self.costs, self.host, self.workers, self.pp = costs, host, workers, pp
         # the longest context a captured CUDA graph decodes (vLLM's max_seq_len_to_capture): beyond, steps are eager
         self.capture_len = capture_len
 
@@ -46,8 +49,9 @@ class EngineStepTime:
         return self.costs.prefill_s(list(chunks), decode_seqs, decode_context_sum)
 
     def wall_s(self, gpu_s: float, seqs: int, prefill_tokens: int, output_tokens: int, new_requests: int) -> float:
-        """The step's wall time: the GPU's, then the engine's host time (V0: in turn, never overlapped)."""
-        return gpu_s + self.host.seconds(seqs, prefill_tokens, self.tp)
+        """The step's wall time: the GPU's and the engine's host time, as its version places each phase."""
+        step = self.host.step(seqs, prefill_tokens, output_tokens, self.workers, new_requests)
+        return step.wall_s(gpu_s, self.pp)
 
 
 class StepTimeSurface:

@@ -1,10 +1,11 @@
-"""``engine="vllm"``: generation on a vLLM-class serving engine, on one GPU, ``tp`` tensor-parallel GPUs, and ``pp``
-pipeline stages of them.
+"""Generation on a serving engine (vLLM, SGLang, TensorRT-LLM, DeepSpeed-MII, llama.cpp: ``engine_versions``), on
+one GPU, ``tp`` tensor-parallel GPUs, and ``pp`` pipeline stages of them.
 
-The pieces: the model's sizes (``decoder_spec``), the engine's settings with vLLM v0.6's defaults
+The pieces: the model's sizes (``decoder_spec``), the engine's settings with its version's defaults
 (``vllm_config``), the KV pool it reserves at start-up (``paged_kv``), the GPU time of each step from the device
-model (``step_costs`` on ``engine_graph``), the engine's host time per step (``engine_calibration``), and the
-scheduler run step by step over the batch (``scheduler``). Nothing here traces the HuggingFace model, so an answer
+model (``step_costs`` on ``engine_graph``), the engine's host time per step (``host_costs``: where each phase runs,
+per version and frontend), the scheduler run step by step over the batch (``scheduler``), the report's power
+(``engine_power``) and assumptions (``engine_assumptions``). Nothing here traces the HuggingFace model, so an answer
 costs well under a second for any size.
 
 Pipeline parallelism as vLLM's V0 engine runs it (V1's batch queue does the same): the layers are split into pp
@@ -25,36 +26,39 @@ import numpy as np
 
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.core.ops import DTYPE_BYTES
-from perfpredict.core.units import GIB
-from perfpredict.llm import engine_calibration, paged_kv, weight_formats
+from perfpredict.llm import engine_calibration, engine_power, paged_kv, weight_formats
+from perfpredict.llm.engine_assumptions import assumptions
 from perfpredict.llm.engine_graph import Numerics, rank_shape, weight_elements
 from perfpredict.llm.generation_report import BatchPoint, DecodePoint, GenerationReport
 from perfpredict.llm.scheduler import Scheduler
 from perfpredict.llm.step_costs import EngineModel, StepCosts
 from perfpredict.llm.tp_comm import CommModel
 from perfpredict.llm.tp_ranks import link_for
-from perfpredict.llm.vllm_config import VLLM_VERSION, EngineConfig, resolve
+from perfpredict.llm.vllm_config import EngineConfig, resolve
 
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True)
 class Setup:
-    """Everything decided before the run: the engine model, its KV pool and its host time."""
+    """Everything decided before the run: the engine model, its KV pool, its host time and its version."""
 
     model: EngineModel
     kv: paged_kv.KvPlan
     costs: StepCosts
     fmt: Any
     constants: dict
+    options: Any = None  # the EngineOptions asked
+    host_cost: Any = None  # host_costs.HostCost: the engine's host phases per step
+    gpus: int = 1  # GPUs the model runs on (tensor-parallel ranks, or llama.cpp's layer split)
+
+    @property
+    def version(self):
+        return self.model.engine.engine_version
 
     @property
     def pp(self) -> int:
         return self.model.pp
-
-    @property
-    def gpus(self) -> int:
-        return self.model.rank.tp * self.model.pp
 
     @property
     def engine_kv(self) -> paged_kv.KvPlan:
@@ -67,7 +71,7 @@ class Setup:
 
     def largest_batch(self, tokens: int) -> int:
         """Sequences of ``tokens`` tokens the engine holds at once: every virtual engine's KV blocks and limit."""
-        per_engine = min(self.engine_kv.max_seqs_at(tokens), self.model.engine.config.max_num_seqs)
+        per_engine = min(self.engine_kv.max_seqs_at(tokens), self.model.engine.max_num_seqs)
         return per_engine * self.pp
 
 
@@ -80,46 +84,81 @@ def stage_spec(spec: Any, pp: int) -> Any:
 
 def setup(model_or_config: Any, *, device: str, tp: int = 1, pp: int = 1, dtype: str | None = None,
           weights: str | None = None, kv_dtype: str | None = None, engine: EngineConfig | None = None,
-          constants: dict | None = None, host: str | None = None) -> Setup:  # fmt: skip
-    """The engine for one model on ``tp`` x ``pp`` GPUs of ``device``; refuses what vLLM would refuse at start-up."""
+          constants: dict | None = None, host: str | None = None, options: Any = None,
+          identical_requests: bool = False) -> Setup:  # fmt: skip
+    """The engine for one model on ``tp`` x ``pp`` GPUs of ``device``; refuses what the engine would refuse at
+    start-up. ``options``: an ``EngineOptions`` (engine, version, frontend; default: vLLM's current version,
+    offline). ``identical_requests``: every request is the same prompt (a benchmark's dummy input), so a mixture of
+    experts routes a step's tokens to the same experts."""
     from perfpredict.hardware.devices import get_device
     from perfpredict.llm.decoder_spec import spec_from
+    from perfpredict.llm.engine_versions import get_version
+    from perfpredict.llm.generation_options import EngineOptions
+    from perfpredict.llm.host_costs import host_cost
 
+    opts = options or EngineOptions(engine="vllm")
+    version = get_version(opts.engine if opts.serving else "vllm", opts.version)
     dev = get_device(device)
     if dev.kind != "gpu":
-        raise InvalidInputError(f"the vLLM-class engine runs on CUDA GPUs; {dev.name} is a {dev.kind}: use --engine hf")
+        raise InvalidInputError(f"{version.name} runs on CUDA GPUs; {dev.name} is a {dev.kind}: use --engine hf")
     spec = stage_spec(spec_from(model_or_config), pp)
     compute = weight_formats.compute_dtype(dtype, weights, spec.declared_dtype, dev)
     fmt = weight_formats.check(weights or {"float16": "fp16", "float32": "fp32"}.get(compute, "bf16"), dev)
+    weight_formats.check_engine(fmt, version.engine)
     kv_dtype = kv_dtype or compute
-    config = engine or EngineConfig()
-    rank = rank_shape(spec, tp, config.enable_expert_parallel)
+    config = engine if engine is not None else (opts.settings or EngineConfig())
+    split = not version.tensor_parallel and tp > 1  # llama.cpp: the layers split over the GPUs, run in turn
+    if split and (pp > 1 or config.enable_expert_parallel):
+        raise InvalidInputError(
+            f"{version.name} splits its layers over the {tp} GPUs (--split-mode layer); it has no --pp or expert "
+            "parallelism: drop them"
+        )
+    rank = rank_shape(spec, 1 if split else tp, config.enable_expert_parallel)
     resolved = resolve(config, max_positions=spec.max_positions, window=spec.window, head_dim=spec.head_dim,
-                       kv_dtype=kv_dtype, dtype=compute, device=dev)  # fmt: skip
+                       kv_dtype=kv_dtype, dtype=compute, device=dev, version=version,
+                       frontend=opts.frontend)  # fmt: skip
     num = _numerics(fmt, dev, compute, kv_dtype)
-    c = constants or engine_calibration.constants()
+    c = constants or engine_calibration.constants(version.key)
+    on_gpu = _gpu_layers(config, spec, version)
 
     def start(tp_: int, fmt_name: str) -> tuple[int, int, int]:
         """(weights, the start-up profile's activations, runtime) on one of ``tp_`` GPUs in ``fmt_name``."""
-        rank_ = rank_shape(spec, tp_, config.enable_expert_parallel)
+        rank_ = rank_shape(spec, 1 if split else tp_, config.enable_expert_parallel)
         per_weight = _numerics(weight_formats.FORMATS[fmt_name], dev, compute, kv_dtype).weight_bytes
         layer, other = weight_elements(spec, rank_)
         tokens = resolved.max_num_batched_tokens
-        seqs = min(config.max_num_seqs, tokens)
+        seqs = min(resolved.max_num_seqs, tokens)
         activation = paged_kv.profile_activation_bytes(spec, rank_, tokens, seqs, compute)
-        return int(layer * per_weight + other * DTYPE_BYTES[compute]), activation, runtime_bytes(c, tp_ * pp)
+        weights_ = int(layer * on_gpu / spec.layers * per_weight + other * DTYPE_BYTES[compute])
+        return weights_ // (tp_ if split else 1), activation, runtime_bytes(c, tp_ * pp)
 
     weights_bytes, activation, runtime = start(tp, fmt.name)
-    kv = paged_kv.plan(spec, rank, device=dev, utilization=config.gpu_memory_utilization, weights_bytes=weights_bytes,
-                       activation_bytes=activation, runtime_bytes=runtime,
-                       block_size=config.block_size, kv_dtype=kv_dtype)  # fmt: skip
+    kv = paged_kv.plan(spec, rank, device=dev, utilization=resolved.memory_fraction, weights_bytes=weights_bytes,
+                       activation_bytes=activation, runtime_bytes=runtime, block_size=resolved.block_size,
+                       kv_dtype=kv_dtype, memory=version.memory,
+                       layers=-(-on_gpu // tp) if split else on_gpu)  # fmt: skip
     remedies = _start_remedies(start, spec, dev, tp, fmt, kv.budget_bytes) if kv.blocks <= 0 else ""
     paged_kv.check_starts(kv, max_model_len=resolved.max_model_len, name=spec.name, device=dev.name, tp=tp,
-                          utilization=config.gpu_memory_utilization, remedies=remedies)  # fmt: skip
-    comm = CommModel(dev, tp, pp, not config.disable_custom_all_reduce) if tp * pp > 1 else None
-    model = EngineModel(spec, rank, num, dev, resolved, link_for(dev, tp), bool(c["paged_v1_rereads_kv"]), host, pp,
-                        comm)  # fmt: skip
-    return Setup(model, kv, StepCosts(model, config.max_num_seqs), fmt, c)
+                          utilization=resolved.memory_fraction, engine=version.name, remedies=remedies)  # fmt: skip
+    comm = CommModel(dev, tp, pp, not config.disable_custom_all_reduce) if tp * pp > 1 and not split else None
+    model = EngineModel(spec, rank, num, dev, resolved, None if split else link_for(dev, tp),
+                        bool(c["paged_v1_rereads_kv"]), host, pp, comm, c["decode_kernel_scale"],
+                        c["prefill_kernel_scale"], identical_requests)  # fmt: skip
+    cost = host_cost(version, opts.host_choices())
+    return Setup(model, kv, StepCosts(model, resolved.max_num_seqs), fmt, c, opts, cost, tp * pp)
+
+
+def _gpu_layers(config: EngineConfig, spec, version) -> int:
+    """The layers on the GPU(s): all, or llama.cpp's ``--n-gpu-layers`` (the rest, and their KV cache, stay on the
+    host CPU); refused for another engine."""
+    if config.n_gpu_layers is None:
+        return spec.layers
+    if version.engine != "llamacpp":
+        raise InvalidInputError(
+            f"--n-gpu-layers is llama.cpp's (offloading layers to the CPU); {version.name} keeps every layer on the "
+            "GPU: drop it, or use --engine llamacpp"
+        )
+    return min(config.n_gpu_layers, spec.layers)
 
 
 def _start_remedies(start, spec, dev, tp: int, fmt, budget: int) -> str:
@@ -156,13 +195,13 @@ def _numerics(fmt, device, compute: str, kv_dtype: str) -> Numerics:
 def predict_vllm(model_or_config: Any, *, prompt_tokens: int, new_tokens: int, batch: int, device: str,
                  tp: int = 1, pp: int = 1, dtype: str | None = None, weights: str | None = None,
                  kv_dtype: str | None = None, engine: EngineConfig | None = None,
-                 price_usd_per_hour: float | None = None, sweep: bool = True,
-                 host: str | None = None) -> GenerationReport:  # fmt: skip
-    """The GenerationReport of ``batch`` requests through a vLLM-class engine on ``tp`` x ``pp`` GPUs; ``host``
-    times the launches of its eager steps (the scheduler's own time per step is the engine's,
-    ``engine_calibration``)."""
+                 price_usd_per_hour: float | None = None, sweep: bool = True, host: str | None = None,
+                 options: Any = None) -> GenerationReport:  # fmt: skip
+    """The GenerationReport of ``batch`` requests through a serving engine (``options``: an EngineOptions; default
+    vLLM's current version, offline) on ``tp`` x ``pp`` GPUs; ``host`` times the launches of its eager steps (the
+    engine's own host time per step is ``host_costs``')."""
     s = setup(model_or_config, device=device, tp=tp, pp=pp, dtype=dtype, weights=weights, kv_dtype=kv_dtype,
-              engine=engine, host=host)  # fmt: skip
+              engine=engine, host=host, options=options)  # fmt: skip
     limit = s.model.engine.max_model_len
     if prompt_tokens + new_tokens > limit:
         what = (
@@ -178,11 +217,11 @@ def predict_vllm(model_or_config: Any, *, prompt_tokens: int, new_tokens: int, b
     return _report(s, trace, batch, prompt_tokens, new_tokens, price_usd_per_hour, sweep)
 
 
-def run(s: Setup, batch: int, prompt: int, new: int):
+def run(s: Setup, batch: int, prompt: int, new: int, host: Any = None):
     """The scheduler's run of ``batch`` requests (a ``scheduler.Trace``; with pipeline parallelism, one virtual
-    engine's share of them, whose run is the whole run's)."""
-    host = engine_calibration.host_time(s.constants)
-    scheduler = Scheduler(s.costs, s.engine_kv, s.model.engine, host, s.gpus, s.pp)
+    engine's share of them, whose run is the whole run's); ``host`` replaces the engine's host cost (a fit's
+    trial)."""
+    scheduler = Scheduler(s.costs, s.engine_kv, s.model.engine, host or s.host_cost, s.gpus, s.pp)
     return scheduler.run(s.engine_batch(batch), prompt, new)
 
 
@@ -194,15 +233,15 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
     ttft = np.array(trace.ttft_s) * 1e3
     tpot = float(np.mean(trace.tpot_s)) * 1e3 if new > 1 else 0.0
     points = _decode_points(s, batch, prompt, new)
-    busy_w = _busy_power_w(s, batch, prompt + new // 2)
-    gpu_s = trace.e2e_s - trace.host_s
-    energy_j = s.gpus * (busy_w * gpu_s + dev.idle_power_w * trace.host_s)
-    tokens = batch * new
-    price = price if price is not None else cost.price_usd_per_hour(dev)
-    kv_used = trace.peak_blocks * kv.block_bytes * s.pp  # every virtual engine's blocks
     largest = s.largest_batch(prompt + new)
     running = max(1, min(batch, largest))  # the sequences decoding together: the others wait for cache space
     stepping = s.engine_batch(running)  # of them, the ones in one virtual engine's step
+    power_w = engine_power.run_power_w(s, trace, stepping, prompt, new)
+    energy_j = s.gpus * power_w * trace.e2e_s
+    tokens = batch * new
+    price = price if price is not None else cost.price_usd_per_hour(dev)
+    kv_used = trace.peak_blocks * kv.block_bytes * s.pp  # every virtual engine's blocks
+    v = s.version
     return GenerationReport(
         model_name=m.spec.name,
         device=dev.name,
@@ -213,7 +252,7 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
         weights=s.fmt.name,
         kv_dtype=m.num.kv_dtype,
         cache="paged",
-        mode="cuda_graph decode" if not m.engine.config.enforce_eager else "eager",
+        mode=_mode_label(s),
         predictor="two_timeline",
         ttft_ms=float(ttft.mean()),
         tpot_mean_ms=tpot,
@@ -237,8 +276,8 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
         assumptions=assumptions(s),
         warnings=_warnings(trace, batch, largest, prompt + new),
         notes=(),
-        engine="vllm",
-        tp=m.rank.tp,
+        engine=v.engine,
+        tp=s.gpus // s.pp,
         ttft_max_ms=float(ttft.max()),
         tp_communication_ms=s.costs.collectives_s(stepping, stepping) * 1e3,
         kv_pool_bytes=kv.kv_pool_bytes,
@@ -249,42 +288,38 @@ def _report(s: Setup, trace, batch: int, prompt: int, new: int, price, sweep: bo
         host_ms=trace.host_s * 1e3,
         running_batch=running,
         pp=s.pp,
+        engine_version=v.version,
+        engine_label=v.label,
+        frontend=s.options.frontend if s.options else "offline",
+        gpu_busy_fraction=(trace.prefill_gpu_s + trace.decode_gpu_s) / trace.e2e_s if trace.e2e_s else 0.0,
+        power_per_gpu_w=power_w,
     )
+
+
+def _mode_label(s: Setup) -> str:
+    if s.model.engine.config.enforce_eager:
+        return "eager"
+    return {"decode": "cuda_graph decode", "piecewise": "piecewise cuda_graph", "one-token": "cuda_graph decode",
+            "none": "c++ launches" if s.version.runtime == "c++" else "eager"}[s.version.graphs]  # fmt: skip
 
 
 def _decode_points(s: Setup, batch: int, prompt: int, new: int) -> list[DecodePoint]:
     """The decode step (GPU and host) at the first, middle and last context, for the batch that runs together."""
-    host = engine_calibration.host_time(s.constants)
     running = s.engine_batch(max(1, min(batch, s.largest_batch(prompt + new))))
     out = []
     for context in sorted({prompt + 1, prompt + max(new // 2, 1), prompt + max(new - 1, 1)}):
         gpu = s.costs.decode_s(running, running * context, context)
-        host_s = host.seconds(running, 0, s.gpus)
-        host_s = max(gpu + host_s, s.pp * host_s) - gpu  # the driver's host parts of the pp virtual engines
+        host_s = s.host_cost.step(running, 0, running, s.gpus).exposed_s(gpu, s.pp)
         streaming = s.pp * s.kv.weights_bytes / s.model.device.memory_bandwidth_bytes_per_s  # every stage
         out.append(DecodePoint(context, (gpu + host_s) * 1e3, gpu * 1e3, host_s * 1e3, streaming * 1e3))
     return out
-
-
-def _busy_power_w(s: Setup, batch: int, context: int) -> float:
-    """The GPU's power while it runs a decode step (the roofline power model of the device)."""
-    from perfpredict.llm.engine_graph import StepShape, step_graph
-    from perfpredict.predictors.base import RunConfig
-    from perfpredict.predictors.registry import get_predictor
-
-    seqs = max(1, min(batch, s.model.engine.config.max_num_seqs))
-    graph = step_graph(s.model.spec, s.model.rank, StepShape(seqs, 1, context), s.model.num)
-    out = get_predictor("two_timeline").predict(
-        graph, s.model.device, RunConfig(weights_built_in=None, mode="cuda_graph", host=s.model.host)
-    )
-    return float(out.avg_power_w.value)
 
 
 def _sweep(s: Setup, prompt: int, new: int, largest: int) -> tuple[BatchPoint, ...]:
     """Tokens/s of the whole run for batch 1, 2, 4, ... up to max_num_seqs: past the largest batch the KV pool
     holds, the engine preempts, and tokens/s flattens."""
     out = []
-    batches = [b for b in SWEEP_BATCHES if b <= s.model.engine.config.max_num_seqs]
+    batches = [b for b in SWEEP_BATCHES if b <= s.model.engine.max_num_seqs]
     shares = s.costs.compute_share(batches, prompt + new // 2)
     for b, share in zip(batches, shares):
         trace = run(s, b, prompt, new)
@@ -300,86 +335,3 @@ def _warnings(trace, batch: int, largest: int, tokens: int) -> tuple[str, ...]:
         f"the KV pool holds {largest} sequences of {tokens} tokens at once; the other {batch - largest} wait, and "
         f"{trace.preemptions} preemption(s) recompute evicted sequences: tokens/s stops growing past batch {largest}",
     )
-
-
-def assumptions(s: Setup) -> dict[str, str]:
-    m, kv, e = s.model, s.kv, s.model.engine
-    c = s.constants
-    out = {
-        "engine": f"vLLM {VLLM_VERSION} (V0 engine) defaults unless set: block size {e.config.block_size}, "
-        f"gpu_memory_utilization {e.config.gpu_memory_utilization:g}, max_num_seqs {e.config.max_num_seqs}, "
-        f"max_model_len {e.max_model_len}, max_num_batched_tokens {e.max_num_batched_tokens}, chunked prefill "
-        f"{'on' if e.chunked_prefill else 'off'}",
-        "kv cache": f"{kv.blocks:,} blocks of {e.config.block_size} tokens ({kv.kv_pool_bytes / GIB:.1f} GiB per GPU, "
-        f"{kv.capacity_tokens:,} tokens): {kv.budget_bytes / GIB:.1f} GiB less weights "
-        f"{kv.weights_bytes / GIB:.1f}, start-up profile activations {kv.activation_bytes / GIB:.2f} and "
-        f"{kv.runtime_bytes / GIB:.2f} GiB outside torch",
-        "attention": f"{e.backend}: {e.backend_reason}",
-        "cuda graphs": "decode steps of up to 256 sequences replay the captured graph of the next size up (1, 2, 4, "
-        "8, 16, ..., 256); larger steps, prefills and contexts over 8,192 tokens run eagerly",
-        "kernels": "one GEMM for q/k/v and one for gate/up, fused add+RMSNorm, rotary, SiLU-and-mul and KV-cache "
-        "write kernels; logits for one position per sequence",
-        "scheduler": (
-            "chunked prefill: each step decodes the running sequences, then fills its token budget with prompt chunks"
-            if e.chunked_prefill
-            else "prefill-first: a step runs waiting prompts alone, else decodes"
-        )
-        + "; preemption by recompute; host time per step "
-        f"{c['host_step_s'] * 1e3:.2f} ms + {c['host_per_seq_s'] * 1e6:.1f} us per sequence + "
-        f"{c['host_per_prefill_token_s'] * 1e6:.2f} us per prefill token"
-        + (
-            f" + {c['host_tp_step_s'] * 1e3:.2f} ms + {c['host_per_worker_s'] * 1e3:.2f} ms per worker beyond the "
-            f"driver with {s.gpus} GPU workers (the step's inputs broadcast to each)"
-            if s.gpus > 1
-            else ""
-        )
-        + f" ({c['source']})",
-        "weights": f"{s.fmt.name}, {m.num.weight_bytes:g} bytes per layer weight",
-    }
-    if m.comm is not None:
-        out.update(_parallel_assumptions(s))
-    if m.spec.experts:
-        split = (
-            f"split whole over the {m.rank.ep} GPUs ({m.rank.experts} each), the busiest rank's even share of the "
-            "token-expert pairs (uniform routing: the load-balance assumption)"
-            if m.rank.ep > 1
-            else "each expert's intermediate features split over tp"
-        )
-        out["experts"] = (
-            f"{m.spec.experts} experts, {m.spec.experts_per_token} per token, routed uniformly: a step reads the "
-            f"experts its tokens reach; {split}"
-        )
-    return out
-
-
-def _parallel_assumptions(s: Setup) -> dict[str, str]:
-    """The report's lines on tensor, expert and pipeline parallelism and what their collectives cost."""
-    m, comm, out = s.model, s.model.comm, {}
-    dtype = DTYPE_BYTES[m.num.dtype]
-    decode = max(1, s.engine_batch(min(m.engine.config.max_num_seqs, 256))) * m.spec.hidden * dtype
-    prefill = m.engine.max_num_batched_tokens * m.spec.hidden * dtype
-    if m.rank.tp > 1:
-        out["tensor parallel"] = (
-            f"tp={m.rank.tp}: {m.rank.heads} heads, {m.rank.kv_heads} key/value heads, {m.rank.intermediate} "
-            "intermediate features per GPU; two all-reduces per block, the embedding's all-reduce and the logits' "
-            f"gather per step on {m.link.description}; all-reduce at a full decode batch and a full prefill: "
-            + comm.describe(decode, prefill)
-        )
-    if m.rank.ep > 1:
-        out["expert parallel"] = (
-            f"ep={m.rank.ep} over the tp GPUs: a MoE block's all-reduce becomes a reduce-scatter and an all-gather "
-            "of the same bytes around an all-to-all dispatch and an all-to-all combine of each rank's token-expert "
-            "pairs (DeepSpeed-MoE's and SGLang's layout; vLLM >= 0.8 with tensor-parallel attention keeps every "
-            "token on every GPU and combines with the all-reduce instead), NCCL costed from the measured curves"
-        )
-    if s.pp > 1:
-        out["pipeline parallel"] = (
-            f"pp={s.pp}: {m.spec.layers} layers per stage (the slowest), {s.pp} virtual engines (vLLM V0; V1's "
-            f"batch queue alike), each with {s.engine_kv.blocks:,} KV blocks and up to "
-            f"{m.engine.config.max_num_seqs} sequences; a step of one virtual engine passes the stages in turn, "
-            f"{s.pp - 1} send(s) of its activations between them ("
-            + ("across nodes" if comm.stage_crosses_node else "inside a node")
-            + "), while the other virtual engines' steps fill the other stages; a prefill waits behind half the "
-            "others on each stage"
-        )
-    return out

@@ -25,6 +25,17 @@ stay in the compute dtype here; the report says so. Two routes, as the common li
 | nf4 | 0.5 | one float32 absmax per 64 weights | weight-only (bitsandbytes; CUDA GPUs only) |
 | int4 | 0.5 | an fp16 scale and a 4-bit zero per 128 weights | weight-only (AWQ/GPTQ checkpoints, Marlin-style kernels; CUDA GPUs only) |
 | int4-g32 | 0.5 | a 16-bit scale and zero per 32 weights | weight-only (gpt-fast's int4; CUDA GPUs only) |
+
+llama.cpp's GGUF block formats (``--engine llamacpp`` only; its kernels dequantize inside the matmul, ``mmvq`` for
+one token and ``mmq`` for a batch; bits per weight as ggml's block layouts give them, scales included):
+
+| format | bits per weight | block |
+|---|---:|---|
+| q8_0 | 8.5 | 32 int8 and an fp16 scale (34 bytes) |
+| q6_k | 6.5625 | 256 weights in 210 bytes |
+| q5_k_m | 5.5 | Q5_K: 256 weights in 176 bytes (the m mix keeps a few tensors at q6_k: about 5.7 bits) |
+| q4_k_m | 4.85 | Q4_K (4.5 bits: 256 weights in 144 bytes) with half the attention-v and down projections at q6_k |
+| q4_0 | 4.5 | 32 4-bit weights and an fp16 scale (18 bytes) |
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ class WeightFormat:
     bytes_per_weight: float  # scales included (nf4: 0.5 + 4/64)
     compute_dtype: str | None  # the dtype a native GEMM computes in; None: the model's own
     gpu_only: bool = False
+    gguf: bool = False  # a llama.cpp GGUF block format
 
 
 FORMATS = {
@@ -54,7 +66,14 @@ FORMATS = {
     "nf4": WeightFormat("nf4", 0.5 + 4 / 64, None, gpu_only=True),
     "int4": WeightFormat("int4", 0.5 + 2.5 / 128, None, gpu_only=True),
     "int4-g32": WeightFormat("int4-g32", 0.5 + 4 / 32, None, gpu_only=True),
+    "q8_0": WeightFormat("q8_0", 34 / 32, None, gguf=True),
+    "q6_k": WeightFormat("q6_k", 210 / 256, None, gguf=True),
+    "q5_k_m": WeightFormat("q5_k_m", 5.7 / 8, None, gguf=True),
+    "q4_k_m": WeightFormat("q4_k_m", 4.85 / 8, None, gguf=True),
+    "q4_0": WeightFormat("q4_0", 18 / 32, None, gguf=True),
 }
+#: the formats llama.cpp runs (its own GGUF blocks, and unquantized weights)
+LLAMACPP_FORMATS = ("fp32", "fp16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0")
 
 
 def route(fmt: WeightFormat, device: Any) -> str:
@@ -79,6 +98,19 @@ def check(fmt_name: str, device: Any) -> WeightFormat:
     if fmt.name == "bf16" and device.kind == "gpu" and not device.supports_dtype("bfloat16"):
         raise InvalidInputError(f"{device.name} has no bfloat16 hardware: use --weights fp16")
     return fmt
+
+
+def check_engine(fmt: WeightFormat, engine: str) -> None:
+    """Refuse a format the engine does not run: GGUF blocks outside llama.cpp, and the other quantized formats
+    in it."""
+    if fmt.gguf and engine != "llamacpp":
+        raise InvalidInputError(
+            f"--weights {fmt.name} is a llama.cpp GGUF format; use --engine llamacpp, or int8/int4/fp8 with {engine}"
+        )
+    if engine == "llamacpp" and fmt.name not in LLAMACPP_FORMATS:
+        raise InvalidInputError(
+            f"llama.cpp runs GGUF weights: --weights {fmt.name} is not one of {', '.join(LLAMACPP_FORMATS)}"
+        )
 
 
 QUANT_KERNELS = ("auto", "fused", "dequantize")

@@ -46,7 +46,7 @@ def parallel_report(
     training = graph.phase == "training"
     check_phase(plan, graph.phase)
     mem.check_options(plan, request)
-    from perfpredict.hardware.power import power_limited
+    from perfpredict.hardware.power_limit import power_limited
 
     dev = power_limited(
         get_device(request.device) if isinstance(request.device, str) else request.device, request.power_limit_w

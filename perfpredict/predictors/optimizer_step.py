@@ -106,10 +106,10 @@ HOST_STEP_BYTES_PER_S = 50e9
 
 def offload_s(graph: OpGraph, device, config: RunConfig, backward_s):
     """ZeRO-Offload's step as the GPU waits for it: the part of the gradients' copy out that the backward
-    (``backward_s``) does not hide, the host's Adam step, and the weights' copy back (``hardware.power``'s host link)."""
+    (``backward_s``) does not hide, the host's Adam step, and the weights' copy back (``hardware.host_link``)."""
     import numpy as np
 
-    from perfpredict.hardware.power import host_link_bytes_per_s
+    from perfpredict.hardware.host_link import host_link_bytes_per_s
     from perfpredict.hardware.precision import PRECISIONS
 
     half = DTYPE_BYTES[PRECISIONS[config.precision].compute_dtype if config.precision else graph.dtype]

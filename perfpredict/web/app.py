@@ -29,6 +29,8 @@ def build_app():
     from perfpredict.compiler_hooks.attention_choice import ATTN_IMPLEMENTATIONS
     from perfpredict.compiler_hooks.hf_frontend import known_models
     from perfpredict.hardware.devices import list_devices
+    from perfpredict.llm.engine_versions import ENGINES, VERSIONS
+    from perfpredict.llm.host_costs import FRONTENDS
     from perfpredict.llm.weight_formats import FORMATS
     from perfpredict.predictors.host_model import host_names
 
@@ -110,11 +112,23 @@ def build_app():
         with gr.Accordion("LLM generation (phase generation): as `perfpredict generate` asks", open=False):
             with gr.Row():
                 ui["engine"] = gr.Radio(
-                    ["auto", "vllm", "hf"],
+                    list(ENGINES),
                     value="auto",
-                    label="engine (vllm: a vLLM-class server; hf: transformers' generate; auto: vllm where it "
-                    "applies, hf when a mode is given)",
+                    label="engine (vllm, sglang, trtllm, mii, llamacpp: serving engines; hf: transformers' generate; "
+                    "auto: vllm where it applies, hf when a mode is given)",
                     elem_id="engine",
+                )
+                ui["engine_version"] = gr.Dropdown(
+                    ["default", *sorted({v.version for v in VERSIONS})],
+                    value="default",
+                    label="engine version (--engine-version; default: the engine's current one)",
+                    elem_id="engine_version",
+                )
+                ui["frontend"] = gr.Radio(
+                    list(FRONTENDS),
+                    value="offline",
+                    label="frontend (offline: the engine's generate call; openai-server: its API server, streaming)",
+                    elem_id="frontend",
                 )
                 ui["new_tokens"] = gr.Number(
                     value=128,
@@ -187,6 +201,8 @@ def answer(
     new_tokens=128,
     weights="default",
     generation_mode="default",
+    engine_version="default",
+    frontend="offline",
     attn_implementation="default",
     cp=1,
     global_batch=0,
@@ -261,6 +277,8 @@ def _question(page: dict[str, Any]) -> Question:
             page["dp"], page["tp"], page["pp"], page["fsdp"], **{k: page[k] for k in SCALE_FIELDS if k in page}
         ),
         engine=page["engine"] or "auto",
+        engine_version=_given(page["engine_version"]),
+        frontend=page["frontend"] or "offline",
         mode=_given(page["generation_mode"]) if generation else (page["mode"] or DEFAULT_MODE),
         host=_given(page["host"]),
         new_tokens=int(page["new_tokens"]) if page["new_tokens"] not in (None, "") else 128,

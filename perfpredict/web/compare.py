@@ -36,7 +36,9 @@ class Question:
     min_throughput_per_s: float | None = None
     new_tokens: int = 128
     parallel: dict | None = None  # {"dp", "tp", "pp", "fsdp", "cp", ...}: one step over GPUs (perfpredict.parallel)
-    engine: str = "auto"  # generation: "vllm" (a vLLM-class engine), "hf" (transformers' generate) or "auto"
+    engine: str = "auto"  # generation: a serving engine (vllm, sglang, ...), "hf" (transformers' generate) or "auto"
+    engine_version: str | None = None  # generation: the serving engine's version; None: its current one
+    frontend: str = "offline"  # generation: "offline" or "openai-server"
     # how a step runs: eager, cuda_graph, compiled, compiled_cuda_graph; None: eager for a step, and for generation
     # the engine's own (as `perfpredict generate` without --mode: a mode given picks transformers' generate)
     mode: str | None = None
@@ -257,25 +259,14 @@ def _generation(q: Question, devices: list, tp: int = 1, pp: int = 1) -> Answer:
         raise InvalidInputError("generation needs a HuggingFace LLM: a shipped id or an uploaded config.json")
     if q.new_tokens < 1:
         raise InvalidInputError("new tokens must be at least 1; generate at least one token")
-    reports = [
-        cached_generation(
-            source,
-            prompt_tokens=q.seq or 512,
-            new_tokens=q.new_tokens,
-            batch=q.batch,
-            device=d.name,
-            dtype=q.dtype,
-            weights=q.weights,
-            engine=q.engine,
-            tp=tp,
-            pp=pp,
-            engine_config=_engine_config(q),
-            mode=q.mode,
-            host=q.host,
-            attn_implementation=q.attn_implementation,
-        )  # fmt: skip
-        for d in devices
-    ]
+    from perfpredict.llm.generation_options import EngineOptions, Generation
+
+    # the page's one generation question, built once; each device's answer is the CLI's for it
+    engine = EngineOptions(engine=q.engine, version=q.engine_version, frontend=q.frontend, settings=_engine_config(q))
+    question = Generation(prompt_tokens=q.seq or 512, new_tokens=q.new_tokens, batch=q.batch, dtype=q.dtype,
+                          weights=q.weights, tp=tp, pp=pp, mode=q.mode, host=q.host,
+                          attn_implementation=q.attn_implementation, engine=engine)  # fmt: skip
+    reports = [cached_generation(source, question.but(device=d.name)) for d in devices]
     columns = (
         "device",
         "engine",
@@ -291,7 +282,7 @@ def _generation(q: Question, devices: list, tp: int = 1, pp: int = 1) -> Answer:
     rows = tuple(
         (
             f"{r.tp * r.pp} x {r.device}" if r.tp * r.pp > 1 else r.device,
-            "vLLM-class" if r.engine == "vllm" else f"transformers ({r.mode})",
+            r.engine_label or f"{r.engine} {r.engine_version}" if r.serving else f"transformers ({r.mode})",
             r.weights,
             fmt_time_ms(r.ttft_ms),
             fmt_time_ms(r.tpot_mean_ms),

@@ -23,7 +23,7 @@ def test_a_quoted_figure_is_on_its_page_and_in_the_result_the_page_names(quote):
 def test_every_result_a_page_names_is_a_quoted_one_or_further_reading():
     """Each result file README.md or docs/accuracy.md names is in the table, so `stale` checks it, unless the page
     names it as further reading only, without a figure (listed here)."""
-    further_reading = {"benchmarks/results/host_profiles-h100.md"}
+    further_reading = {"benchmarks/results/host_profiles-h100.md", "benchmarks/results/vllm_posts.md"}
     for page in (quoted.README, quoted.ACCURACY):
         named = set(re.findall(r"benchmarks/results/[\w.-]+\.md", (provenance.ROOT / page).read_text()))
         assert named - further_reading <= set(quoted.quoted_results()), f"{page} names results quoted.py lacks"

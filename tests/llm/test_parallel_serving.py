@@ -8,8 +8,10 @@ import pytest
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.llm.decoder_spec import spec_from
 from perfpredict.llm.engine_graph import Numerics, StepShape, rank_shape, step_graph, weight_elements
+from perfpredict.llm.generation_options import EngineOptions
+from perfpredict.llm.host_costs import HostCost, serial_host
 from perfpredict.llm.paged_kv import KvPlan
-from perfpredict.llm.scheduler import HostTime, Scheduler
+from perfpredict.llm.scheduler import Scheduler
 from perfpredict.llm.vllm_config import EngineConfig, ResolvedEngine
 
 
@@ -23,22 +25,22 @@ class LinearCosts:
         return 0.0001 * (sum(q for q, _ in chunks) + decode_seqs)
 
 
-def _run(host: HostTime, workers: int, pp: int):
+def _run(host: HostCost, workers: int, pp: int):
     kv = KvPlan(80, 72, 10, 1, 1, block_bytes=1, block_size=16, blocks=10_000, window=None)
     engine = ResolvedEngine(EngineConfig(watermark=0.0), 8192, False, 4096, "flash_attn", "")
     return Scheduler(LinearCosts(), kv, engine, host, workers=workers, pp=pp).run(4, 100, 3)
 
 
 def test_the_driver_pays_a_fixed_part_and_a_part_per_worker_beyond_itself():
-    host = HostTime(step_s=1e-3, per_seq_s=1e-5, tp_step_s=0.5e-3, per_worker_s=0.1e-3)
-    assert host.seconds(4, 0, 1) == pytest.approx(1e-3 + 4e-5)  # one GPU: no broadcast
+    host = serial_host(step_s=1e-3, per_seq_s=1e-5, tp_step_s=0.5e-3, per_worker_s=0.1e-3)
+    assert host.step(4, 0, workers=1).serial_s == pytest.approx(1e-3 + 4e-5)  # one GPU: no broadcast
     # 8 workers: the fixed 0.5 ms and 7 workers beyond the driver at 0.1 ms each
-    assert host.seconds(4, 0, 8) == pytest.approx(1e-3 + 4e-5 + 0.5e-3 + 7 * 0.1e-3)
-    assert host.seconds(4, 0, 8) - host.seconds(4, 0, 4) == pytest.approx(4 * 0.1e-3)
+    assert host.step(4, 0, workers=8).serial_s == pytest.approx(1e-3 + 4e-5 + 0.5e-3 + 7 * 0.1e-3)
+    assert host.step(4, 0, workers=8).serial_s - host.step(4, 0, workers=4).serial_s == pytest.approx(4 * 0.1e-3)
 
 
 def test_virtual_engines_share_the_drivers_host_time():
-    host = HostTime(step_s=0.020, per_seq_s=0.0)
+    host = serial_host(step_s=0.020, per_seq_s=0.0)
     one, two = _run(host, 1, 1), _run(host, 2, 2)
     # a decode step of 4 sequences: 10 + 4 x 1 = 14 ms of GPU and 20 ms of host; with two virtual engines the
     # driver's host parts of both run in turn, so a step takes max(14 + 20, 2 x 20) = 40 ms, not 34
@@ -52,14 +54,15 @@ def seventy():
     from perfpredict.llm.vllm_engine import setup
 
     small = EngineConfig(max_num_seqs=16)  # small step tables: the arithmetic is the same at any size
-    return {pp: setup("llama-2-70b", device="H100-SXM", tp=4, pp=pp, engine=small) for pp in (1, 2)}
+    v0 = EngineOptions(engine="vllm", version="0.6")  # decode steps replay whole graphs (V1's are piecewise)
+    return {pp: setup("llama-2-70b", device="H100-SXM", tp=4, pp=pp, engine=small, options=v0) for pp in (1, 2)}
 
 
 def test_a_pipeline_step_passes_every_stage_in_turn_and_sends_between_them(seventy):
     one, two = seventy[1], seventy[2]
     assert two.model.spec.layers == 40 and two.gpus == 8 and two.model.comm.pp == 2
     c, seqs = two.costs, 8
-    stage = c._lookup(c._dense["cuda_graph"], c._seq_columns, seqs) + c._decode_attention(
+    stage = c._lookup(c._dense["cuda_graph"], c._token_columns, seqs) + c._decode_attention(
         seqs, 1000, 1000, "cuda_graph"
     )
     head = c._lookup(c._head["cuda_graph"], c._seq_columns, seqs)
@@ -91,9 +94,9 @@ def test_a_pipeline_answer_runs_one_virtual_engines_share_and_refuses_hf_and_too
         r.pp == 2
         and r.tp == 4
         and "pipeline parallel" in r.assumptions
-        and "8 GPU workers" in r.assumptions["scheduler"]
+        and "8 GPU workers" in r.assumptions["host cost"]
     )
-    with pytest.raises(InvalidInputError, match="pipeline parallelism is modelled for the vLLM-class engine"):
+    with pytest.raises(InvalidInputError, match="pipeline parallelism is modelled for the serving engines"):
         predict_generation("gpt2", device="H100-SXM", engine="hf", pp=2)
     with pytest.raises(InvalidInputError, match="--pp 99 must be from 1 to the 80 layers"):
         predict_generation("llama-2-70b", device="H100-SXM", tp=4, pp=99)
@@ -117,7 +120,8 @@ def test_expert_parallelism_splits_whole_experts_over_the_gpus():
 
 
 def test_expert_parallel_steps_dispatch_and_combine_by_all_to_all():
-    from perfpredict.llm.vllm_engine import assumptions, setup
+    from perfpredict.llm.engine_assumptions import assumptions
+    from perfpredict.llm.vllm_engine import setup
     from perfpredict.parallel.collectives import ALL_GATHER, REDUCE_SCATTER
 
     s = setup("mixtral-8x7b", device="H100-SXM", tp=4, engine=EngineConfig(enable_expert_parallel=True))
@@ -138,8 +142,8 @@ def test_generate_and_the_web_page_pass_pp_and_the_collective_settings_on(monkey
 
     asked = {}
 
-    def answer(source, **question):
-        asked.update(question)
+    def answer(source, generation, **_):
+        asked.update(pp=generation.pp, tp=generation.tp, engine_config=generation.engine.settings)
         raise InvalidInputError("stop")
 
     monkeypatch.setattr("perfpredict.llm.answer_cache.cached_generation", answer)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.llm.host_costs import serial_host
 from perfpredict.llm.paged_kv import KvPlan
-from perfpredict.llm.scheduler import HostTime, Scheduler
+from perfpredict.llm.scheduler import Scheduler
 from perfpredict.llm.vllm_config import EngineConfig, ResolvedEngine
 
 DECODE_S, DECODE_PER_SEQ_S, PREFILL_PER_TOKEN_S = 0.010, 0.001, 0.0001
@@ -30,7 +31,7 @@ def engine(budget: int = 4096, chunked: bool = False, watermark: float = 0.0) ->
     return ResolvedEngine(EngineConfig(watermark=watermark), 8192, chunked, budget, "flash_attn", "")
 
 
-NO_HOST = HostTime(0.0, 0.0)
+NO_HOST = serial_host(0.0, 0.0)
 
 
 def run(batch, prompt, new, *, blocks=10_000, budget=4096, chunked=False, host=NO_HOST, window=None):
@@ -51,7 +52,7 @@ def test_with_room_for_everything_one_prefill_then_one_decode_step_per_token():
 
 
 def test_the_host_time_adds_per_step_and_per_sequence():
-    t = run(4, 100, 10, host=HostTime(step_s=0.002, per_seq_s=0.0005))
+    t = run(4, 100, 10, host=serial_host(step_s=0.002, per_seq_s=0.0005))
     assert t.host_s == pytest.approx(10 * 0.002 + (4 + 9 * 4) * 0.0005)  # 10 steps, 40 sequence-steps
     assert t.e2e_s == pytest.approx(run(4, 100, 10).e2e_s + t.host_s)
 
@@ -102,3 +103,33 @@ def test_a_sliding_window_caps_the_blocks_a_sequence_holds():
     assert plan.max_seqs_at(10_000) == 20
     t = run(2, 32, 200, blocks=10, window=64)  # 2 x 5 blocks: they never need more
     assert t.preemptions == 0 and all(s.generated == 200 for s in t.seqs)
+
+
+def _engine_of(version, budget: int = 4096) -> ResolvedEngine:
+    return ResolvedEngine(EngineConfig(watermark=0.0), 8192, version.policy != "prefill-first", budget,
+                          "flash_attn", "", version=version)  # fmt: skip
+
+
+def test_tensorrt_llm_reserves_a_requests_whole_length_and_mixes_whole_prompts_into_decode_steps():
+    from perfpredict.llm.engine_versions import get_version
+
+    trt = get_version("trtllm")
+    # 14 blocks of 16 tokens; a request of 32 + 64 tokens reserves 6 at admission: two at a time, never preempted
+    t = Scheduler(LinearCosts(), kv(14), _engine_of(trt, budget=100), NO_HOST, workers=1).run(4, 32, 64)
+    assert t.preemptions == 0 and t.peak_blocks == 12 and all(s.generated == 64 for s in t.seqs)
+    assert sorted(t.ttft_s)[2] > sorted(t.ttft_s)[1]  # the third waits for the first two to finish
+    # mixed batching: a prompt joins a step only whole (100-token budget: three 32-token prompts, not a fourth chunk)
+    m = Scheduler(LinearCosts(), kv(10_000), _engine_of(trt, budget=100), NO_HOST, workers=1).run(4, 32, 4)
+    assert m.ttft_s[:3] == pytest.approx([PREFILL_PER_TOKEN_S * 96] * 3)
+
+
+def test_host_work_beside_the_gpu_hides_behind_the_step_and_only_its_excess_is_exposed():
+    from perfpredict.llm.host_costs import HostCost, HostPhase
+
+    beside = HostCost((HostPhase("outputs", "beside_gpu", per_seq_s=0.001),))  # 1 ms per sequence, overlapped
+    t = run(4, 100, 10, host=beside)
+    decode = DECODE_S + DECODE_PER_SEQ_S * 4  # 14 ms of GPU against 4 ms of output processing: hidden
+    assert t.host_s == pytest.approx(0.0) and t.e2e_s == pytest.approx(run(4, 100, 10).e2e_s)
+    assert t.decode_gpu_s == pytest.approx(9 * decode)
+    slow = HostCost((HostPhase("outputs", "beside_gpu", per_seq_s=0.005),))  # 20 ms > 14 ms: 6 ms exposed a step
+    assert run(4, 100, 10, host=slow).decode_s == pytest.approx(9 * 4 * 0.005)

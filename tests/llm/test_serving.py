@@ -139,3 +139,52 @@ def test_the_api_names_the_serving_functions():
 
     assert perfpredict.predict_serving is serving.predict_serving
     assert perfpredict.search_deployments is deploy.search_deployments
+
+
+def test_serve_sim_steps_take_the_versions_host_cost_and_frontend(tiny):
+    """The step-time seam asks the version's host cost: vLLM 0.5's API server runs in the engine's process, so
+    every step pays its cost per streamed token in turn with the GPU; offline it pays none."""
+    from perfpredict.llm.host_costs import figures
+
+    base = Serving.of(engine_config=SMALL, num_requests=8, prompt_tokens=64, new_tokens=16, engine_version="0.5")
+    offline, served = serving.build(tiny, base), serving.build(tiny, base.but(frontend="openai-server"))
+    assert offline.setup.version.version == "0.5" and served.setup.options.frontend == "openai-server"
+    per_token = figures("frontend-openai-server")["phases"]["api_stream"]["per_output_token_s"]  # ~100 us
+    # a decode step of 4 sequences on 1 ms of GPU: 4 streamed tokens more, serial, and nothing else differs
+    extra = served.sim.step.wall_s(1e-3, 4, 0, 4, 0) - offline.sim.step.wall_s(1e-3, 4, 0, 4, 0)
+    assert extra == pytest.approx(4 * per_token)
+    with pytest.raises(InvalidInputError, match="version '9.9' is not modelled"):
+        Serving.of(engine_version="9.9")
+
+
+def test_a_deployment_grid_names_an_engine_with_its_version(tiny):
+    from perfpredict.llm.deploy import engine_backend
+    from perfpredict.llm.deploy_search import Candidate
+    from perfpredict.llm.engine_versions import parse_engine
+
+    assert (parse_engine("vllm-0.6").version, parse_engine("vllm").version, parse_engine("sglang").engine) == (
+        "0.6",
+        "0.10",
+        "sglang",
+    )
+    backend = engine_backend(tiny, Serving.of(num_requests=8, prompt_tokens=64, new_tokens=16, rate_per_s=1.0))
+    v06, current = (
+        backend(Candidate("H100-SXM", max_num_seqs=16, engine="vllm-0.6")),
+        backend(Candidate("H100-SXM", max_num_seqs=16)),
+    )
+    assert v06.sim.step.exact.host.label.startswith("vLLM 0.6") and current.sim.step.exact.host.label.startswith(
+        "vLLM 0.10"
+    )
+    assert not v06.sim.chunked_prefill and current.sim.chunked_prefill  # V1's chunked prefill is always on
+
+
+def test_serving_energy_is_the_power_models_over_the_whole_span(engine):
+    """A GPU that idles half the span draws less on average than one busy all of it (idle floor + activity x
+    busy share), from the one public power function generate's runs use too."""
+    from perfpredict.llm.engine_power import busy_power_w
+
+    s = engine.setup
+    busy = busy_power_w(s, decode_gpu_s=1.0, prefill_gpu_s=0.0, wall_s=1.0, running=8, context=80, prompt=64)
+    half = busy_power_w(s, decode_gpu_s=1.0, prefill_gpu_s=0.0, wall_s=2.0, running=8, context=80, prompt=64)
+    idle = s.model.device.idle_power_w
+    assert half - idle == pytest.approx((busy - idle) / 2) and busy <= s.model.device.tdp_w

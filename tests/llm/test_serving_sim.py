@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from perfpredict.core.errors import InvalidInputError
+from perfpredict.llm.host_costs import HostCost, serial_host
 from perfpredict.llm.paged_kv import KvPlan
 from perfpredict.llm.request_stream import Requests
-from perfpredict.llm.scheduler import HostTime, Scheduler
+from perfpredict.llm.scheduler import Scheduler
 from perfpredict.llm.serving_sim import SimEngine, Simulator
 from perfpredict.llm.step_time import SpeculativeStepTime
 from perfpredict.llm.vllm_config import EngineConfig, ResolvedEngine
@@ -29,18 +30,18 @@ class LinearCosts:
 
 
 class LinearStep(LinearCosts):
-    """The same costs through the simulation's seam, with the host's ``HostTime`` added in turn."""
+    """The same costs through the simulation's seam, with the host's serial ``HostCost`` added in turn."""
 
     capture_len = None
 
-    def __init__(self, host: HostTime | None = None) -> None:
-        self.host = host or HostTime(0.0, 0.0)
+    def __init__(self, host: HostCost | None = None) -> None:
+        self.host = host or serial_host(0.0, 0.0)
 
     def mixed_s(self, chunks, decode_seqs: int = 0, decode_context_sum: float = 0.0) -> float:
         return self.prefill_s(chunks, decode_seqs, decode_context_sum)
 
     def wall_s(self, gpu_s, seqs, prefill_tokens, output_tokens, new_requests) -> float:
-        return gpu_s + self.host.seconds(seqs, prefill_tokens, 1)
+        return gpu_s + self.host.step(seqs, prefill_tokens, workers=1).serial_s
 
 
 def kv(blocks: int, window: int | None = None) -> KvPlan:
@@ -64,12 +65,12 @@ def run(reqs: Requests, **kw):
 @pytest.mark.parametrize(
     "batch, prompt, new, blocks, budget, chunked, host",
     [
-        (4, 100, 10, 10_000, 4096, False, HostTime(0.0, 0.0)),  # room for everything
-        (3, 3000, 4, 10_000, 4096, False, HostTime(0.002, 0.0005)),  # one long prompt per prefill step
-        (4, 32, 64, 14, 4096, False, HostTime(0.0, 0.0)),  # a small pool: preemption and recompute
-        (6, 40, 90, 20, 4096, False, HostTime(0.001, 0.0001)),
-        (2, 2048, 4, 10_000, 512, True, HostTime(0.0, 0.0)),  # chunked prefill over the budget
-        (5, 300, 40, 30, 512, True, HostTime(0.0, 0.0)),  # chunked, and preemption
+        (4, 100, 10, 10_000, 4096, False, serial_host(0.0, 0.0)),  # room for everything
+        (3, 3000, 4, 10_000, 4096, False, serial_host(0.002, 0.0005)),  # one long prompt per prefill step
+        (4, 32, 64, 14, 4096, False, serial_host(0.0, 0.0)),  # a small pool: preemption and recompute
+        (6, 40, 90, 20, 4096, False, serial_host(0.001, 0.0001)),
+        (2, 2048, 4, 10_000, 512, True, serial_host(0.0, 0.0)),  # chunked prefill over the budget
+        (5, 300, 40, 30, 512, True, serial_host(0.0, 0.0)),  # chunked, and preemption
     ],
 )
 def test_requests_arriving_at_once_get_the_batch_schedulers_answer(batch, prompt, new, blocks, budget, chunked, host):

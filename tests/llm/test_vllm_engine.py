@@ -70,7 +70,7 @@ def test_vllm_refuses_what_does_not_fit_in_one_line_with_the_fix():
     # Qwen2-7B's 131,072 positions without chunked prefill: the start-up profile's activations leave an A100-40GB
     # too little KV cache for one sequence of max_model_len, which is what vLLM says at start-up
     with pytest.raises(InvalidInputError, match="vLLM would not start: max_model_len 131072"):
-        predict_generation("qwen2-7b", device="A100-40GB", engine="vllm",
+        predict_generation("qwen2-7b", device="A100-40GB", engine="vllm", engine_version="0.6",
                            engine_config=EngineConfig(chunked_prefill=False))  # fmt: skip
     with pytest.raises(InvalidInputError, match="beyond the model's 4096 positions"):
         predict_generation("llama-2-7b", prompt_tokens=4000, new_tokens=200, engine="vllm")
@@ -161,8 +161,9 @@ def test_a_rank_graph_holds_its_share_of_every_kernel():
 def test_the_answer_has_ttft_per_token_time_tokens_per_s_memory_per_gpu_and_the_largest_batch():
     from perfpredict.llm.generation import predict_generation
 
-    r = predict_generation("llama-2-70b", device="H100-SXM", engine="vllm", tp=4, prompt_tokens=1024, new_tokens=256)
-    assert r.engine == "vllm" and r.tp == 4 and r.fits
+    r = predict_generation("llama-2-70b", device="H100-SXM", engine="vllm", engine_version="0.6", tp=4,
+                           prompt_tokens=1024, new_tokens=256)  # fmt: skip
+    assert r.engine == "vllm" and r.engine_version == "0.6" and r.tp == 4 and r.fits
     assert 0 < r.ttft_ms < r.e2e_ms and r.tpot_mean_ms > 0 and r.tokens_per_s > 0
     assert r.peak_memory_bytes == pytest.approx(0.9 * r.device_memory_bytes, rel=0.01)  # vLLM takes its share
     blocks_per_seq = -(-1280 // 16)
@@ -173,8 +174,8 @@ def test_the_answer_has_ttft_per_token_time_tokens_per_s_memory_per_gpu_and_the_
 def test_a_batch_beyond_the_kv_pool_is_preempted_and_tokens_per_s_flattens():
     from perfpredict.llm.generation import predict_generation
 
-    r = predict_generation("llama-2-7b", device="A100-40GB", engine="vllm", batch=64, prompt_tokens=2048,
-                           new_tokens=2048)  # fmt: skip
+    r = predict_generation("llama-2-7b", device="A100-40GB", engine="vllm", engine_version="0.6", batch=64,
+                           prompt_tokens=2048, new_tokens=2048)  # fmt: skip
     assert r.max_batch < 64 and r.preemptions > 0 and r.warnings and "preemption" in r.warnings[0]
     sweep = {p.batch: p.tokens_per_s for p in r.batch_sweep}
     assert sweep[8] > 4 * sweep[1]  # memory-bound: more sequences are nearly free while the pool holds them
@@ -189,7 +190,7 @@ def test_weight_formats_and_an_fp8_kv_cache_change_what_each_step_reads():
     int4 = predict_generation("llama-3-8b", device="H100-SXM", engine="vllm", new_tokens=32, dtype="float16",
                               weights="int4")  # fmt: skip
     fp8kv = predict_generation("llama-3-8b", device="H100-SXM", engine="vllm", new_tokens=32, dtype="float16",
-                               kv_dtype="float8_e4m3fn")  # fmt: skip
+                               kv_dtype="float8_e4m3fn", engine_version="0.6")  # fmt: skip
     assert int4.weights_bytes < 0.4 * base.weights_bytes and int4.tpot_mean_ms < base.tpot_mean_ms
     assert fp8kv.kv_capacity_tokens > 1.9 * base.kv_capacity_tokens
     assert "xformers" in fp8kv.assumptions["attention"]
@@ -207,7 +208,7 @@ def test_auto_picks_the_engine_that_applies_and_mixing_their_settings_is_refused
         match="--mode, --cache, --quant-kernel and --attn-implementation describe transformers' generate",
     ):
         predict_generation("llama-2-7b", engine="vllm", mode="compiled")
-    with pytest.raises(InvalidInputError, match="apply to --engine vllm only"):
+    with pytest.raises(InvalidInputError, match="apply to serving engines only"):
         predict_generation("gpt2", engine="hf", engine_config=EngineConfig())
     with pytest.raises(InvalidInputError, match="runs on CUDA GPUs"):
         predict_generation("llama-2-7b", engine="vllm", device="cpu")
@@ -223,7 +224,7 @@ def test_generate_cli_asks_the_engine_with_its_settings_and_refuses_a_bad_tp_in_
     assert main([*argv, "--gpu-memory-utilization", "0.8", "--max-num-seqs", "64", "--block-size", "32"]) == 0
     report = json.loads(out.read_text())
     assert report["tp"] == 4 and report["engine"] == "vllm" and report["max_batch"] <= 64
-    assert "block size 32, gpu_memory_utilization 0.8, max_num_seqs 64" in report["assumptions"]["engine"]
+    assert "block size 32, memory share 0.8, max_num_seqs 64" in report["assumptions"]["engine"]
     capsys.readouterr()
     assert main(["generate", "--hf", "llama-2-7b", "--tp", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -244,10 +245,12 @@ def test_decode_attention_streams_the_kv_cache_never_faster_than_the_gpus_bandwi
 def test_decode_alone_counts_the_sequences_running_together_never_more_than_the_kv_cache_holds():
     # issue 45, item 4: decode alone was batch / TPOT, though the KV pool holds fewer sequences than the batch
     # (Llama-70B at tp 2 and batch 128: 2,462 tokens/s against 685 overall; batch 100,000: 1.67 M tokens/s)
+    from perfpredict.llm.generation_options import EngineOptions
     from perfpredict.llm.render_generation import summary_rows
     from perfpredict.llm.vllm_engine import predict_vllm
 
-    r = predict_vllm("llama-2-7b", device="L4", batch=64, prompt_tokens=1024, new_tokens=32, sweep=False)
+    r = predict_vllm("llama-2-7b", device="L4", batch=64, prompt_tokens=1024, new_tokens=32, sweep=False,
+                     options=EngineOptions(engine="vllm", version="0.6"))  # fmt: skip
     # the pool holds 13,792 tokens: 862 blocks of 16, 66 blocks a sequence of 1,056 tokens, 13 sequences at once
     assert r.kv_capacity_tokens // 16 // -(-(1024 + 32) // 16) == r.max_batch == r.running_batch == 13
     assert r.decode_tokens_per_s == pytest.approx(13 * 1000 / r.tpot_mean_ms)  # not 64 x 1000 / TPOT

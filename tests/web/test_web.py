@@ -189,25 +189,29 @@ def test_the_generation_view_answers_what_perfpredict_generate_answers(tmp_path,
     steps = (1, 1, 1, False)  # dp, tp, pp, fsdp
     asks = {
         # transformers' generate, int8 weights, CUDA graphs, on the slow dev VM host
-        ("gpt2", "hf", "int8", "cuda_graph", "dev-vm", 2, 16, 4): ["--engine", "hf", "--weights", "int8", "--mode",
-                                                                     "cuda_graph", "--host", "dev-vm"],
+        ("gpt2", "hf", "int8", "cuda_graph", "dev-vm", 2, 16, 4, "default", "offline"): [
+            "--engine", "hf", "--weights", "int8", "--mode", "cuda_graph", "--host", "dev-vm"],
         # the vLLM-class engine (auto picks it when no mode is given), fp8 weights, the default host
-        ("llama-2-7b", "auto", "fp8", "default", "default", 4, 16, 8): ["--weights", "fp8"],
+        ("llama-2-7b", "auto", "fp8", "default", "default", 4, 16, 8, "default", "offline"): ["--weights", "fp8"],
+        # vLLM 0.6 behind its OpenAI server: the engine's version and frontend reach the answer
+        ("llama-2-7b", "vllm", "fp16", "default", "default", 4, 16, 8, "0.6", "openai-server"): [
+            "--engine", "vllm", "--weights", "fp16", "--engine-version", "0.6", "--frontend", "openai-server"],
     }  # fmt: skip
-    for (model, engine, weights, mode, host, batch, prompt, new), flags in asks.items():
+    for (model, engine, weights, mode, host, batch, prompt, new, version, frontend), flags in asks.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             message, table, plot, _, files = answer(
                 model, None, "generation", batch, prompt, "default", "default", ["H100-SXM"], [], None, None,
-                *steps, engine, "eager", host, new, weights, mode,
+                *steps, engine, "eager", host, new, weights, mode, version, frontend,
             )  # fmt: skip
-            out = tmp_path / f"{model}.json"
+            out = tmp_path / f"{model}-{version}.json"
             argv = ["generate", "--hf", model, "--device", "H100-SXM", "--batch", str(batch), "--prompt-tokens"]
             argv += [str(prompt), "--new-tokens", str(new), *flags, "--no-cache", "--json", str(out)]
             assert main(argv) == 0
         cli = json.loads(out.read_text())
         assert message == "" and cli["weights"] == weights and (host == "default" or f"host: {host}" in table)
         assert cli["engine"] == ("hf" if engine == "hf" else "vllm") and (mode == "default" or cli["mode"] == mode)
+        assert version == "default" or (cli["engine_version"], cli["frontend"]) == (version, frontend)
         row = f"<td>{cli['weights']}</td><td>{fmt_time_ms(cli['ttft_ms'])}</td><td>{fmt_time_ms(cli['tpot_mean_ms'])}</td>"
         assert row in table, (row, table)
         assert "Tokens/s against batch" in plot and "<svg" in plot

@@ -1,44 +1,25 @@
-"""A board power cap and the host link: what ``--power-limit`` and ZeRO-Offload read off a device.
+"""A board power cap: what ``--power-limit`` (``power_limit_w``) does to a device's peaks.
 
-**Power cap.** ``nvidia-smi -pl W`` sets the board's power limit; the driver's power management then lowers the
-graphics clock until the board draws at most W under load (the memory clock stays). The model: a board at full
-load draws its idle power plus a dynamic part, and dynamic power scales as C V^2 f with the supply voltage rising
-about in proportion to the frequency along the GPU's voltage-frequency curve, so as f^3 (the classic DVFS relation;
-e.g. Hennessy and Patterson, "Computer Architecture", section 1.5). The clock that meets a cap W is therefore
+``nvidia-smi -pl W`` sets the board's power limit; the driver's power management then lowers the graphics clock
+until the board draws at most W under load (the memory clock stays). The model: a board at full load draws its idle
+power plus a dynamic part, and dynamic power scales as C V^2 f with the supply voltage rising about in proportion to
+the frequency along the GPU's voltage-frequency curve, so as f^3 (the classic DVFS relation; e.g. Hennessy and
+Patterson, "Computer Architecture", section 1.5). The clock that meets a cap W is therefore
 ``f / f_max = ((W - idle) / (TDP - idle))^(1/3)``: every FLOP/s peak scales by that ratio, the memory bandwidth
 does not. An H100-SXM (700 W, 87.5 W idle) capped at 500 W keeps 88% of its clock. This is a model, not a
 measurement: a memory-bound step draws less than TDP and is slowed less than it says.
 
-**Host link.** ``Device.host_link`` names the PCIe link between the GPU and its host CPU; its bandwidth per
-direction is the generation's line rate (lanes x transfer rate x 128/130), and pinned copies reach the same share
-of it as NCCL's PCIe transfers (``data/interconnects.json``: 0.80, nvbandwidth's ~80% of a Gen4 x16 link).
+The capped device's ``tdp_w`` is the cap, so the power a run draws (``power_draw``: idle plus activity up to the
+board power) never exceeds it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.hardware.device_types import frozen_mapping
-
-#: per-lane rate per direction in GB/s after 128b/130b encoding (PCIe 3.0: 8 GT/s, 4.0: 16, 5.0: 32, 6.0: 64)
-PCIE_LANE_GB_PER_S = {3: 8 * 128 / 130 / 8, 4: 16 * 128 / 130 / 8, 5: 32 * 128 / 130 / 8, 6: 64 * 128 / 130 / 8}
-HOST_COPY_FRACTION = 0.80  # interconnects.json links.pcie.achievable_fraction
-_PCIE = re.compile(r"PCIe\s*Gen\s*(\d)\s*x\s*(\d+)", re.IGNORECASE)
-
-
-def host_link_bytes_per_s(device: Any) -> float:
-    """Bytes per second a pinned copy moves between ``device`` and its host, one way; refused where the device
-    names no host link."""
-    match = _PCIE.search(getattr(device, "host_link", "") or "")
-    if not match or int(match.group(1)) not in PCIE_LANE_GB_PER_S:
-        raise InvalidInputError(
-            f"{device.name} names no host link (host_link, e.g. 'PCIe Gen5 x16'), which ZeRO-Offload's copies run "
-            "on: add it to the device's record (load_device_file, docs/devices.md)"
-        )
-    return PCIE_LANE_GB_PER_S[int(match.group(1))] * int(match.group(2)) * 1e9 * HOST_COPY_FRACTION
 
 
 def clock_share(device: Any, watts: float) -> float:
@@ -87,7 +68,7 @@ CAPPED = "Power-capped: "
 def _sentence(device: Any, watts: float, share: float) -> str:
     return (
         f"board power limited to {watts:g} W of {device.tdp_w:g} W; the driver lowers the graphics clock to meet "
-        f"it, modelled as dynamic power ~ f^3 above the {device.idle_power_w:g} W idle (hardware/power.py): clock "
+        f"it, modelled as dynamic power ~ f^3 above the {device.idle_power_w:g} W idle (hardware/power_limit.py): clock "
         f"and FLOP/s peaks x {share:.3f}, memory bandwidth unchanged"
     )
 
