@@ -172,8 +172,8 @@ def test_generate_and_the_web_page_pass_the_attention_on(monkeypatch):
 
     asked = {}
 
-    def answer(source, **question):
-        asked.update(question)
+    def answer(source, generation=None, **question):  # generate hands over one Generation value
+        asked.update(vars(generation) if generation is not None else question)
         raise InvalidInputError("stop")
 
     monkeypatch.setattr("perfpredict.llm.answer_cache.cached_generation", answer)
@@ -182,6 +182,6 @@ def test_generate_and_the_web_page_pass_the_attention_on(monkeypatch):
     page = dict(model="gpt2", upload=None, phase="inference", batch=1, seq=0, dtype="default", precision="default",
                 devices=["L4"], mig=[], max_latency=0, min_throughput=0, dp=1, tp=1, pp=1, fsdp=False, engine="auto",
                 mode="eager", host="default", new_tokens=128, weights="default", generation_mode="default",
-                attn_implementation="flash_attention_2")  # fmt: skip
+                attn_implementation="flash_attention_2", engine_version="default", frontend="offline")  # fmt: skip
     assert _question(page).request("L4").attn_implementation == "flash_attention_2"
     assert Question(model="gpt2").request("L4").attn_implementation is None
