@@ -172,11 +172,11 @@ class Simulator:
 
     # -- chunked prefill --------------------------------------------------------------------------------------
     def _chunked_step(self) -> None:
-        self._grow([i for i in self.running if self._decoding(i)], lookahead=0)  # a step that prefills: no proposals
-        decodes = [i for i in self.running if self._decoding(i)]
+        self._grow(self._split_running()[0], lookahead=0)  # a step that prefills: no proposals
+        decodes, prefilling = self._split_running()
         left = self.e.budget_tokens - len(decodes)
         chunks: list[tuple[int, int]] = []
-        for i in [i for i in self.running if not self._decoding(i)]:
+        for i in prefilling:
             if left <= 0:
                 break
             take = int(min(self.goal[i] - self.pre[i], left))
@@ -257,14 +257,25 @@ class Simulator:
     def _grow(self, seqs: list[int], lookahead: int) -> None:
         """Give each decoding sequence the blocks its next step writes, oldest first, preempting the newest
         running sequence while none is free."""
+        ids = np.asarray(seqs, dtype=np.int64)
+        if len(ids):  # the common case, room for every sequence's blocks: one array step, not a loop
+            tokens = self.prompt[ids] + self.gen[ids] + lookahead
+            need = np.maximum(self._blocks_for(tokens) - self._shared(ids) - self.blocks[ids], 0)
+            if int(need.sum()) <= self.free and set(self.running).issuperset(seqs):
+                self.free -= int(need.sum())
+                self.blocks[ids] += need
+                return
+        alive = set(self.running)  # membership in the running list is a scan: a thousand sequences made it O(n^2)
         for i in seqs:
-            if i not in self.running:
+            if i not in alive:
                 continue
             want = self._blocks_one(self.prompt[i] + self.gen[i] + lookahead) - self._shared_one(i)
             need = want - int(self.blocks[i])
-            while need > self.free and i in self.running:
-                self._preempt(self.running[-1])
-            if i in self.running and need > 0:
+            while need > self.free and i in alive:
+                victim = self.running[-1]
+                self._preempt(victim)
+                alive.discard(victim)
+            if i in alive and need > 0:
                 self.free -= need
                 self.blocks[i] += need
 
@@ -277,6 +288,15 @@ class Simulator:
         self.waiting.appendleft(i)
 
     # -- bookkeeping ------------------------------------------------------------------------------------------
+    def _split_running(self) -> tuple[list[int], list[int]]:
+        """The running sequences that decode and those that prefill, each in running order (one array test, not a
+        call per sequence: a step of a thousand sequences asked it three times)."""
+        run = np.asarray(self.running, dtype=np.int64)
+        if not len(run):
+            return [], []
+        decoding = (self.goal[run] > 0) & (self.pre[run] >= self.goal[run])
+        return run[decoding].tolist(), run[~decoding].tolist()
+
     def _decoding(self, i: int) -> bool:
         return self.goal[i] > 0 and self.pre[i] >= self.goal[i]
 
