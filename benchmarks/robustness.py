@@ -31,26 +31,13 @@ def run(models: int) -> tuple[list, float]:
     import logging
 
     import torch
-    from robustness_check import check_seed
-
-    from perfpredict.compiler_hooks import fx_frontend
+    from robustness_check import capturing_graphs, check_seed
 
     torch._logging.set_logs(dynamo=logging.ERROR)  # dynamo reports each graph break; breaking is what they are for
 
-    graphs: list = []
-    real = fx_frontend.graph_from_fx
-
-    def spy(*args, **kwargs):
-        graph = real(*args, **kwargs)
-        graphs.append(graph)
-        return graph
-
-    fx_frontend.graph_from_fx = spy
     start = time.perf_counter()
-    try:
+    with capturing_graphs() as graphs:
         results = [check_seed(seed, graphs) for seed in range(models)]
-    finally:
-        fx_frontend.graph_from_fx = real
     return results, time.perf_counter() - start
 
 

@@ -11,14 +11,36 @@ Not a test file: ``tests/test_robustness.py`` and the benchmark import it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
 from robustness_models import build_case
 
 _MUST_COUNT_FLOPS = ("matmul", "conv", "attention", "norm", "softmax")
+
+
+@contextlib.contextmanager
+def capturing_graphs() -> Iterator[list]:
+    """Every graph the backend captures while inside, through a spy on the FX frontend (restored on the way out)."""
+    from perfpredict.compiler_hooks import fx_frontend
+
+    graphs: list = []
+    real = fx_frontend.graph_from_fx
+
+    def spy(*args, **kwargs):
+        graph = real(*args, **kwargs)
+        graphs.append(graph)
+        return graph
+
+    fx_frontend.graph_from_fx = spy
+    try:
+        yield graphs
+    finally:
+        fx_frontend.graph_from_fx = real
 
 
 @dataclass

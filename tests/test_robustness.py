@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from robustness_check import check_seed, summary  # noqa: E402 - tests/ is on pythonpath (pyproject)
+from robustness_check import capturing_graphs, check_seed, summary  # noqa: E402 - tests/ is on pythonpath (pyproject)
 from robustness_models import BLOCKS, BREAKS, DTYPES, build_case  # noqa: E402
 
 SEEDS = range(len(BLOCKS))  # seed % len(BLOCKS) is the primary block: each block once
@@ -35,20 +35,10 @@ def test_generator_covers_the_catalogue():
 
 
 @pytest.fixture
-def captured(monkeypatch):
+def captured():
     """Every graph the backend captures, through a spy on the FX frontend."""
-    from perfpredict.compiler_hooks import fx_frontend
-
-    graphs: list = []
-    real = fx_frontend.graph_from_fx
-
-    def spy(*args, **kwargs):
-        graph = real(*args, **kwargs)
-        graphs.append(graph)
-        return graph
-
-    monkeypatch.setattr(fx_frontend, "graph_from_fx", spy)
-    return graphs
+    with capturing_graphs() as graphs:
+        yield graphs
 
 
 def test_random_architectures_compile_unchanged_and_predict(captured):
