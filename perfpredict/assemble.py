@@ -288,7 +288,7 @@ def _notes(graph: OpGraph, device: Device, predictor: str, price: float | None) 
         )
     if graph.subgraphs > 1:
         notes.append(f"{graph.subgraphs} subgraphs (graph breaks) summed; time between them is not modelled")
-    if device.measured:
+    if device.measured and device.kind != "gpu":
         notes.append(f"measured ceilings used for: {', '.join(sorted(device.measured))}")
     if price is None:
         notes.append(f"no price known for {device.name}: cost shown as 0; pass price_usd_per_hour")

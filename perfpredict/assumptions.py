@@ -71,10 +71,30 @@ def assumptions(
             found["host"] = _cpu_calibration(device, out.timeline)
         elif out.timeline.device_model:
             found["device time"] = out.timeline.device_model
+    if device.kind == "gpu":
+        found["ceilings"] = ceilings_basis(device)
     if device.runtime_overhead_bytes:
         found["runtime"] = f"{device.runtime_overhead_bytes / GIB:.2f} GiB of framework and context memory"
     found.update(training_memory(graph, device, config))
     return found
+
+
+def ceilings_basis(device: Device) -> str:
+    """Which peaks a GPU's roofline figures stand on (``hardware/attainable.py``): one basis for every GPU."""
+    from perfpredict.hardware.attainable import MEMORY, measured_fractions
+
+    fractions, runs = measured_fractions(device)
+    text = "datasheet peaks, as for every GPU (the roofline plot's roofs, MFU, the learned device time's basis)"
+    if not fractions:
+        return text + "; no GPU's roofline run is on record, so the roofline reads typical achieved fractions"
+    shown = ", ".join(f"{'HBM' if k == MEMORY else k} {v:.0%}" for k, v in sorted(fractions.items()) if k in _SHOWN)
+    whose = (
+        "its own roofline run" if runs == (device.parent or device.name,) else f"{' and '.join(runs)}'s roofline run"
+    )
+    return f"{text}; the roofline attains the shares measured on {whose} ({shown})"
+
+
+_SHOWN = ("bf16_tensor", "fp32", "fp8_tensor", "memory")
 
 
 def training_memory(graph: OpGraph, device: Device, config: RunConfig) -> dict[str, str]:

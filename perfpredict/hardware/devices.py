@@ -68,6 +68,7 @@ __all__ = [
     "reset_catalog",
     "apply_ceilings",
     "datasheet_device",
+    "catalog_generation",
     "detect_local_cpu",
     "read_price_file",
     "frozen_mapping",
@@ -104,6 +105,12 @@ def get_device(name: str | Device) -> Device:
 def list_devices() -> list[Device]:
     """Every catalog device: datasheet GPUs in catalog order, the local CPU, then user-added devices."""
     return list(_catalog().devices.values())
+
+
+def catalog_generation() -> int:
+    """A number that changes whenever the catalog is rebuilt (a device file added, a reset): a memo of anything
+    derived from the whole catalog keys on it."""
+    return id(_catalog())
 
 
 def local_cpu() -> Device:

@@ -13,8 +13,9 @@ A report keeps its top ``top_ops`` rows: the doors that draw the plot (``predict
 op, and a plot of a trimmed report says in its legend how many ops it shows. Without a report (``perfpredict
 roofline``'s plot of a graph), ops sit at their attainable bound ``min(peak for its dtype, AI x bandwidth)`` and the
 legend says so (``roofline_points``, ``kind_points``). Measured per-op times (profiler data), when given, add a
-marker at ``flops / time``. Ceilings are labelled "measured" where the device carries measured values. Every label
-sits in the legend, outside the axes, so none overlaps another or a marker.
+marker at ``flops / time``. A GPU's roofs are its datasheet peaks, the basis every GPU's device time is read at, so
+two GPUs' plots compare; where a roofline run measured a ceiling its label says what was measured ("datasheet;
+measured 823 TF, 83%"). Every label sits in the legend, outside the axes, so none overlaps another or a marker.
 
 Renders with matplotlib's object API (no pyplot global state; the Agg/SVG backends only), imported lazily.
 """
@@ -54,6 +55,7 @@ def roofline_points(graph: Any, device: Any, *, tf32: bool = False, conv_tf32: b
     from perfpredict.core import op_kinds
 
     rows = []
+    device = _basis(device)
     bw = device.memory_bandwidth_bytes_per_s
     for node in graph.nodes:
         moved = node.bytes_read + node.bytes_written
@@ -83,7 +85,7 @@ def kind_points(points: list[dict[str, Any]], device: Any) -> list[dict[str, Any
     """The ops aggregated per op kind, without a prediction: total FLOPs over total bytes (intensity), total FLOPs
     over the kind's roofline time (its attainable FLOP/s), and the kind's share of the summed roofline time (what a
     marker's size shows). With a report, :func:`report_kinds` gives the predicted ones."""
-    bw = device.memory_bandwidth_bytes_per_s
+    bw = _basis(device).memory_bandwidth_bytes_per_s
     kinds: dict[str, dict[str, float]] = {}
     for p in points:
         k = kinds.setdefault(p["op"], {"flops": 0.0, "bytes": 0.0, "time_s": 0.0, "ops": 0})
@@ -110,24 +112,43 @@ def kind_points(points: list[dict[str, Any]], device: Any) -> list[dict[str, Any
 
 
 def _ceilings_from(device: Any, extra: Mapping[str, Any] | None) -> tuple[list, list]:
-    measured = device.measured
+    """The roofs: a GPU's datasheet peaks (the basis every GPU is read at, so two GPUs' plots compare), each label
+    naming what a roofline run measured of it where one did; a CPU's own ceilings, measured or estimated."""
+    measured, basis = device.measured, _basis(device)
     compute = []
     seen = set()
     for key, label in COMPUTE_CEILINGS:
-        value = device.peak_flops_per_s.get(key)
+        value = basis.peak_flops_per_s.get(key)
         if not value or round(value, -9) in seen:
             continue
         seen.add(round(value, -9))
-        tag = "measured" if f"peak_flops_per_s.{key}" in measured else "datasheet"
-        compute.append((label, float(value), tag))
+        got = device.peak_flops_per_s.get(key) if f"peak_flops_per_s.{key}" in measured else None
+        compute.append((label, float(value), _tag(basis, value, got, 1e12, "TF")))
     mem_label = device.memory_label
-    tag = "measured" if "memory_bandwidth_bytes_per_s" in measured else "datasheet"
-    bandwidth = [(mem_label, float(device.memory_bandwidth_bytes_per_s), tag)]
+    got = device.memory_bandwidth_bytes_per_s if "memory_bandwidth_bytes_per_s" in measured else None
+    value = float(basis.memory_bandwidth_bytes_per_s)
+    bandwidth = [(mem_label, value, _tag(basis, value, got, 1e9, "GB/s"))]
     for key, label in BANDWIDTH_EXTRAS:
         entry = (extra or {}).get(key)
         if isinstance(entry, Mapping) and entry.get("max"):
             bandwidth.append((label, float(entry["max"]), "measured"))
     return compute, bandwidth
+
+
+def _basis(device: Any) -> Any:
+    if device.kind != "gpu":
+        return device
+    from perfpredict.hardware.devices import datasheet_device
+
+    return datasheet_device(device)
+
+
+def _tag(basis: Any, value: float, got: float | None, unit: float, name: str) -> str:
+    if basis.kind != "gpu":
+        return "measured" if got is not None else "datasheet"
+    if got is None:
+        return "datasheet"
+    return f"datasheet; measured {got / unit:,.0f} {name}, {got / value:.0%}"
 
 
 def report_points(report: Any) -> list[dict[str, Any]]:
@@ -213,7 +234,7 @@ def _figure(
             np.minimum(grid * bw, peak),
             color=colors[i % len(colors)],
             lw=1.6,
-            ls="-" if tag == "measured" else "--",
+            ls="-" if tag.startswith("measured") else "--",
             label=f"{label} {bw / 1e9:,.0f} GB/s ({tag})",
         )
     for label, value, tag in compute:
@@ -221,7 +242,7 @@ def _figure(
             value,
             color="#d62728" if "tensor" in label else "#ff7f0e",
             lw=1.0,
-            ls="-" if tag == "measured" else "--",
+            ls="-" if tag.startswith("measured") else "--",
             alpha=0.8,
             label=f"{label} {value / 1e12:,.1f} TF ({tag})",
         )

@@ -9,12 +9,18 @@ Labels are device time, the GPU's part of the two timelines:
   overhead the intercept of a robust line through mid-sized elementwise rows (time against bytes / bandwidth); rows
   under 1.5x the floor say little about the kernel and are left out, and the others lose the overhead. A GPU
   without such rows (NeuSight's H100 has only GEMMs) takes the median of the others.
+- The host part also depends on the op's kind: a call into cuDNN or cuBLAS does more on the host than an
+  elementwise launch. A kind's floor (the median time of its ops under 5 us at the bound) stands above the
+  elementwise floor by that extra host time: 2-12 us for a GEMM, 15-25 us for a norm, 50-100 us for a cuDNN
+  convolution. Each kind's rows lose it too (:attr:`Timing.kind_extra_ms`; a GPU with too few small ops takes the
+  other GPUs' median), else a small convolution's label keeps about 100 us of host time, which every GPU without
+  rows of its own (HELP's five) reads as kernel time at batch 1.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +36,10 @@ from perfpredict.predictors.op_efficiency import OpShape
 #: how the public rows ran: half precision on tensor cores, float32 without TF32 (NeuSight turned cuDNN's off)
 AS_MEASURED = RunConfig(tf32=False, conv_tf32=False)
 FLOOR_BOUND_S = 2e-6  # ops this small show the timing floor, not their kernel
-KEEP_OVER_FLOOR = 1.5
+KEEP_BOUND_OVER_FLOOR = 0.5  # a row is kept where its bound is at least half its kind's per-call floor
 MIN_MID_ROWS = 100
+KIND_FLOOR_BOUND_S = 5e-6  # a kind's floor: the median time of its ops this small at the bound
+MIN_KIND_ROWS = 10
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
 
@@ -41,6 +49,12 @@ class Timing:
 
     floor_ms: float
     overhead_ms: float
+    kind_extra_ms: dict[str, float] = field(default_factory=dict)  # a kind's host time beyond an elementwise call
+
+    def host_ms(self, kind: str) -> tuple[float, float]:
+        """(the floor, the overhead) of one call of ``kind``."""
+        extra = self.kind_extra_ms.get(kind, 0.0)
+        return self.floor_ms + extra, self.overhead_ms + extra
 
 
 def load_frame(sources: tuple[str, ...] = ("neusight", "vidur"), own: bool = True) -> Any:
@@ -58,18 +72,36 @@ def load_frame(sources: tuple[str, ...] = ("neusight", "vidur"), own: bool = Tru
     frame["device_s"] = frame["device_ms"].astype(float) * 1e-3
     neusight = frame["source"] == "neusight"
     if neusight.any():
-        timing = neusight_timing(frame[neusight])
+        rows = frame[neusight]
+        timing = neusight_timing(rows)
         frame.loc[neusight, "device_s"] = [
-            _less_overhead(ms, timing[d])
-            for ms, d in zip(frame.loc[neusight, "device_ms"], frame.loc[neusight, "device"])
+            _less_overhead(ms, bound_ms, *timing[d].host_ms(k))
+            for ms, bound_ms, d, k in zip(rows["device_ms"], fp32_bound_s(rows) * 1e3, rows["device"], rows["kind"])
         ]
     return frame
 
 
-def _less_overhead(ms: float, t: Timing) -> float:
-    if ms < KEEP_OVER_FLOOR * t.floor_ms:
+def _less_overhead(ms: float, bound_ms: float, floor_ms: float, overhead_ms: float) -> float:
+    """A NeuSight row's kernel seconds, or NaN for a row too small to tell its kernel from the host's part. The
+    choice reads the op's bound, never its measured time: keeping the small ops that happened to time slowly would
+    teach the trees that small ops are slow."""
+    if bound_ms < KEEP_BOUND_OVER_FLOOR * floor_ms:
         return float("nan")
-    return max(ms - t.overhead_ms, 0.5 * ms) * 1e-3
+    return max(ms - overhead_ms, 0.5 * ms) * 1e-3
+
+
+def fp32_bound_s(rows: Any) -> np.ndarray:
+    """Each row's roofline bound on its GPU at float32 without tensor cores (how NeuSight's rows ran)."""
+    from perfpredict.hardware.devices import get_device
+
+    out = np.empty(len(rows))
+    for name in rows["device"].unique():
+        device = get_device(name)
+        mine = (rows["device"] == name).to_numpy()
+        memory_s = rows["bytes"].to_numpy(float)[mine] / device.memory_bandwidth_bytes_per_s
+        compute_s = rows["flops"].to_numpy(float)[mine] / device.peak_flops("float32", False)[0]
+        out[mine] = np.maximum(memory_s, compute_s)
+    return out
 
 
 def neusight_timing(frame: Any) -> dict[str, Timing]:
@@ -78,19 +110,46 @@ def neusight_timing(frame: Any) -> dict[str, Timing]:
 
     from perfpredict.hardware.devices import get_device
 
-    floors, overheads = {}, {}
+    floors, overheads, kind_floors = {}, {}, {}
     for name, rows in frame.groupby("device"):
         device = get_device(name)
-        memory_s = rows["bytes"] / device.memory_bandwidth_bytes_per_s
-        compute_s = rows["flops"] / device.peak_flops("float32", False)[0]
-        tiny = rows["device_ms"][np.maximum(memory_s, compute_s) < FLOOR_BOUND_S]
+        bound_s = fp32_bound_s(rows)
+        tiny = rows["device_ms"][bound_s < FLOOR_BOUND_S]
+        launches = tiny[rows["kind"][bound_s < FLOOR_BOUND_S] == "elementwise"]  # the plainest call: a launch
+        tiny = launches if len(launches) >= 20 else tiny
         floors[name] = float(tiny.median()) if len(tiny) >= 20 else float(rows["device_ms"].min())
+        small = rows[bound_s < KIND_FLOOR_BOUND_S]
+        kind_floors[name] = {
+            str(k): float(ms.median()) for k, ms in small.groupby("kind")["device_ms"] if len(ms) >= MIN_KIND_ROWS
+        }
         mid = rows[(rows["kind"] == "elementwise") & rows["device_ms"].between(2 * floors[name], 30 * floors[name])]
         if len(mid) >= MIN_MID_ROWS:
             fit = siegelslopes(mid["device_ms"], (mid["bytes"] / device.memory_bandwidth_bytes_per_s) * 1e3)
             overheads[name] = float(np.clip(fit.intercept, 0.0, floors[name]))
     typical = float(np.median(list(overheads.values()))) if overheads else 0.0
-    return {name: Timing(floors[name], overheads.get(name, min(typical, floors[name]))) for name in floors}
+    extras = _kind_extras(kind_floors, set(frame["kind"]))
+    return {
+        name: Timing(floors[name], overheads.get(name, min(typical, floors[name])), extras[name]) for name in floors
+    }
+
+
+def _kind_extras(kind_floors: dict[str, dict[str, float]], kinds: set[str]) -> dict[str, dict[str, float]]:
+    """Per GPU and kind: the kind's floor over the elementwise one, where the GPU has enough small ops of both;
+    elsewhere the median of the GPUs where it has (the same software stack timed every GPU)."""
+    measured: dict[str, dict[str, float]] = {}
+    for name, floors in kind_floors.items():
+        if "elementwise" in floors:
+            measured[name] = {k: max(f - floors["elementwise"], 0.0) for k, f in floors.items() if k != "elementwise"}
+    out = {}
+    for name in kind_floors:
+        mine = measured.get(name, {})
+        out[name] = {}
+        for kind in sorted(kinds - {"elementwise"}):
+            others = [m[kind] for m in measured.values() if kind in m]
+            extra = mine.get(kind, float(np.median(others)) if others else 0.0)
+            if extra > 0:
+                out[name][kind] = extra
+    return out
 
 
 def own_rows() -> Any:

@@ -41,7 +41,8 @@ VERSION = "1"
 
 # Achieved fractions of datasheet peaks, from the sanity bands in the roofline references (gpus.md): cuBLAS
 # reaches about 75-87% of dense tensor-core peak, stream kernels 88-95% of HBM, FMA-bound code most of the
-# FP32 vector peak. CPU eager kernels reach far less of a theoretical AVX peak. Measured ceilings replace these.
+# FP32 vector peak. CPU eager kernels reach far less of a theoretical AVX peak. Measured fractions replace these
+# (a GPU: those of a roofline run, hardware/attainable.py; a CPU: its measured ceilings).
 ACHIEVED_FRACTION = {
     "gpu": {"tensor": 0.80, "vector": 0.85, "memory": 0.90},
     "cpu": {"tensor": 0.50, "vector": 0.50, "memory": 0.70},
@@ -56,7 +57,17 @@ MEMORY_POWER_WEIGHT = 0.7
 
 
 def _attainable(device: Device, key: str, kind: str) -> float:
-    """Attainable rate for a peak key ("bf16_tensor", "fp32", ...) or "memory": measured, else a fraction."""
+    """Attainable rate for a peak key ("bf16_tensor", "fp32", ...) or "memory". A GPU: its datasheet times the
+    measured fraction of that ceiling (``hardware/attainable.py``: its own roofline run's, else a measured GPU's of
+    its architecture, or of any), else the typical fraction below; one basis for every GPU. A CPU: its measured
+    ceiling, else the typical fraction of its estimate."""
+    if device.kind == "gpu":
+        from perfpredict.hardware.attainable import measured_fractions
+        from perfpredict.hardware.devices import datasheet_device
+
+        sheet = datasheet_device(device)
+        peak = sheet.memory_bandwidth_bytes_per_s if key == "memory" else sheet.peak_flops_per_s.get(key, 0.0)
+        return peak * measured_fractions(device)[0].get(key, ACHIEVED_FRACTION["gpu"][kind])
     measured = device.measured
     if key == "memory":
         peak = device.memory_bandwidth_bytes_per_s
@@ -86,14 +97,42 @@ def ridge_flop_per_byte(graph: OpGraph, device: Device, config: RunConfig) -> fl
 
 def _node_rates(graph: OpGraph, device: Device, config: RunConfig, ideal: bool) -> np.ndarray:
     """FLOP/s each node can attain: its dtype's tensor-core or vector rate (datasheet peak when ``ideal``)."""
-    return np.array([_node_rate(node, graph.dtype, device, config, ideal) for node in graph.nodes], dtype=float)
+    basis, attained = sheet(device), {}
+    return np.array(
+        [_node_rate(node, graph.dtype, device, config, ideal, basis, attained) for node in graph.nodes], dtype=float
+    )
 
 
-def _node_rate(node: Any, graph_dtype: str, device: Device, config: RunConfig, ideal: bool) -> float:
+def _node_rate(
+    node: Any,
+    graph_dtype: str,
+    device: Device,
+    config: RunConfig,
+    ideal: bool,
+    basis: Device | None = None,
+    attained: dict[str, float] | None = None,
+) -> float:
+    """``basis``: ``sheet(device)`` and ``attained``, a memo of attainable rates by key, where the caller rates many
+    nodes."""
     # a float8 GEMM (compiler_hooks/float8_linears.py) computes in float8 and writes its own dtype
     dtype = node.attrs.get("compute_dtype") or (node.outputs[0].dtype if node.outputs else graph_dtype)
-    peak, key = op_kinds.attainable_rate(node.op, dtype, device, tf32=config.tf32, conv_tf32=config.conv_tf32)
-    return peak if ideal else _attainable(device, key, "tensor" if key.endswith("_tensor") else "vector")
+    basis = basis or sheet(device)
+    peak, key = op_kinds.attainable_rate(node.op, dtype, basis, tf32=config.tf32, conv_tf32=config.conv_tf32)
+    if ideal:
+        return peak
+    attained = {} if attained is None else attained
+    if key not in attained:
+        attained[key] = _attainable(device, key, "tensor" if key.endswith("_tensor") else "vector")
+    return attained[key]
+
+
+def sheet(device: Device) -> Device:
+    """The peaks a GPU's ideal roofline reads: its datasheet's, every GPU on one basis (a CPU: its own)."""
+    if device.kind != "gpu":
+        return device
+    from perfpredict.hardware.devices import datasheet_device
+
+    return datasheet_device(device)
 
 
 @dataclass(frozen=True)
@@ -136,7 +175,8 @@ class AnalyticalPredictor:
         memory = np.where(views, 0.0, moved / _attainable(device, "memory", "memory"))
         node_s = np.maximum(compute, memory) + launch
         ideal = np.maximum(
-            flops / _node_rates(graph, device, config, ideal=True)[:, None], moved / device.memory_bandwidth_bytes_per_s
+            flops / _node_rates(graph, device, config, ideal=True)[:, None],
+            moved / sheet(device).memory_bandwidth_bytes_per_s,
         )
         ideal_s = np.where(views, 0.0, ideal + launch).sum(axis=0)
         optimizer_s = np.full(len(batches), _optimizer_step_s(graph, device, config))
@@ -144,7 +184,7 @@ class AnalyticalPredictor:
             backward = node_s[graph.backward_start :].sum(axis=0)
             optimizer_s = optimizer_step.offload_s(graph, device, config, backward)
         if optimizer_s[0] > 0:  # the ideal step moves the optimizer's bytes at the full datasheet bandwidth
-            ideal_s = ideal_s + _optimizer_bytes(graph, config) / device.memory_bandwidth_bytes_per_s
+            ideal_s = ideal_s + _optimizer_bytes(graph, config) / sheet(device).memory_bandwidth_bytes_per_s
         latency = node_s.sum(axis=0) + optimizer_s
         if device.kind == "cpu" and config.phase == "training":
             out_bytes = out_bytes + cpu_math_attention_bytes(graph, out_bytes)

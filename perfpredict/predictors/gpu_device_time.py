@@ -25,7 +25,8 @@ Efficiency = Callable[[Sequence[OpShape]], np.ndarray]
 def efficiency_fn(model: ge.GpuEfficiencyModel, device: Any, config: Any) -> Efficiency:
     """Efficiency of a list of op shapes on ``device`` under ``config``'s tensor-core rules. A MIG slice runs each
     kernel at the efficiency its whole GPU reaches on it (the slice's bound has its own SMs and bandwidth), so one
-    evaluation serves every slice of a MIG table."""
+    evaluation serves every slice of a MIG table. No op is slower than on a GPU ``device`` matches or beats on every
+    datasheet figure (:meth:`GpuEfficiencyModel.efficiency`)."""
     if getattr(device, "parent", None):
         from perfpredict.hardware.devices import get_device
 
@@ -37,6 +38,13 @@ def efficiency_fn(model: ge.GpuEfficiencyModel, device: Any, config: Any) -> Eff
         return model.efficiency(shapes, basis, units)
 
     return efficiency
+
+
+def never_slower_than(device: Any) -> list[str]:
+    """The catalog GPUs ``device``'s ops are held to (same architecture, no faster on any datasheet figure)."""
+    from perfpredict.hardware.dominance import dominated
+
+    return [d.name for d in dominated(device)]
 
 
 def float8_shares(graph: Any, device: Any) -> np.ndarray:
@@ -87,4 +95,15 @@ def classes_used(graph: Any, device: Any, config: Any) -> set[str]:
 def describe(model: ge.GpuEfficiencyModel, graph: Any, device: Any, config: Any) -> str:
     """One line for the report's assumptions: the data behind this GPU's device time."""
     lines = model.sources(device, classes_used(graph, device, config))
+    held = never_slower_than(_whole(device) if getattr(device, "parent", None) else device)
+    if held:
+        lines.append(
+            f"no op slower than on the {', '.join(held)} (same architecture, no faster on any datasheet figure)"
+        )
     return "learned per-op efficiency on the datasheet (op-efficiency-gpu): " + "; ".join(lines)
+
+
+def _whole(device: Any) -> Any:
+    from perfpredict.hardware.devices import get_device
+
+    return get_device(device.parent)

@@ -111,8 +111,13 @@ class GpuEfficiencyModel:
         return value, "+".join(names)
 
     def efficiency(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
-        """Learned efficiency per op on ``device`` (datasheet basis), clipped to [EFFICIENCY_FLOOR, max]; each
-        (device, op, unit) is evaluated once per model (a report asks again for every mode and MIG slice)."""
+        """Learned efficiency per op on ``device`` (datasheet basis), clipped to [EFFICIENCY_FLOOR, max], and never
+        slower than on a GPU of its architecture that ``device`` matches or beats on every datasheet figure
+        (:mod:`perfpredict.hardware.dominance`: where the learned time says otherwise, the op takes that GPU's time,
+        read as an efficiency on ``device``'s bound). Each (device, op, unit) is evaluated once per model (a report
+        asks again for every mode and MIG slice)."""
+        from perfpredict.hardware.dominance import dominated
+
         if not shapes:
             return np.zeros(0)
         keys = [(device, op, u) for op, u in zip(shapes, units)]
@@ -120,8 +125,23 @@ class GpuEfficiencyModel:
         if missing:
             if len(self._memo) > MEMO_OPS:
                 self._memo.clear()
-            values = self._evaluate([k[1] for k in missing], device, [k[2] for k in missing])
+            ops_, units_ = [k[1] for k in missing], [k[2] for k in missing]
+            values = self._raw(ops_, device, units_)
+            slower = dominated(device)
+            if slower:
+                mine = np.array([gf.bound_s(op, device, u)[0] for op, u in zip(ops_, units_)])
+                for other in slower:
+                    theirs = np.array([gf.bound_s(op, other, u)[0] for op, u in zip(ops_, units_)])
+                    values = np.maximum(values, self._raw(ops_, other, units_) * mine / np.maximum(theirs, 1e-30))
             self._memo.update(zip(missing, values))
+        return np.array([self._memo[k] for k in keys])
+
+    def _raw(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
+        """The learned efficiency alone (no GPU it must not be slower than), memoised like :meth:`efficiency`."""
+        keys = [("raw", device, op, u) for op, u in zip(shapes, units)]
+        missing = list({k: None for k in keys if k not in self._memo})
+        if missing:
+            self._memo.update(zip(missing, self._evaluate([k[2] for k in missing], device, [k[3] for k in missing])))
         return np.array([self._memo[k] for k in keys])
 
     def _evaluate(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:

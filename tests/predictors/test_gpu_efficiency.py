@@ -133,6 +133,55 @@ def test_neusight_timing_floor_and_overhead_are_recovered():
     assert timing.overhead_ms == pytest.approx(0.015, rel=0.15)
 
 
+def _timed_calls(device, rng, kind: str, host_extra_s: float, n: int = 400) -> list[dict]:
+    """NeuSight-like rows of ``kind`` on ``device``: kernel = bound / 0.8; measured = max(the floor, kernel + 15 us)
+    with ``host_extra_s`` more host time per call (what cuDNN or cuBLAS adds to an elementwise launch)."""
+    rows = []
+    for _ in range(n):
+        nbytes = float(2 ** rng.uniform(10, 28))
+        kernel_s = nbytes / (0.8 * device.memory_bandwidth_bytes_per_s)
+        measured_s = max(30e-6, kernel_s + 15e-6) + host_extra_s
+        rows.append(
+            {
+                "device": device.name,
+                "kind": kind,
+                "flops": 0.0,
+                "bytes": nbytes,
+                "device_ms": measured_s * 1e3 * rng.uniform(0.99, 1.01),
+                "kernel_ms": kernel_s * 1e3,
+            }
+        )
+    return rows
+
+
+def test_a_kinds_own_host_time_is_taken_off_its_rows():
+    # a convolution's call costs 100 us more on the host than an elementwise one: its floor stands 100 us higher,
+    # and its rows' labels lose that too (else a small convolution reads 100 us of host time as kernel time)
+    import pandas as pd
+
+    device = get_device("T4")
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame(_timed_calls(device, rng, "elementwise", 0.0) + _timed_calls(device, rng, "conv", 100e-6))
+    timing = tr.neusight_timing(frame)["T4"]
+    assert timing.kind_extra_ms["conv"] == pytest.approx(0.100, rel=0.05)
+    floor, overhead = timing.host_ms("conv")
+    assert floor == pytest.approx(0.130, rel=0.05) and overhead == pytest.approx(0.115, rel=0.15)
+    conv = frame[(frame["kind"] == "conv") & (frame["kernel_ms"] > 0.2)]
+    labels = [
+        tr._less_overhead(ms, k, *timing.host_ms("conv")) * 1e3
+        for ms, k in zip(conv["device_ms"], conv["kernel_ms"] * 0.8)
+    ]
+    assert np.median(np.abs(np.array(labels) / conv["kernel_ms"].to_numpy() - 1)) < 0.1
+
+
+def test_rows_are_kept_by_their_bound_never_by_their_measured_time():
+    # two rows of one op, one timed slowly: both are kept or both left out (keeping only the slow one of the small
+    # ops would teach the trees that small ops are slow)
+    fast, slow = tr._less_overhead(0.040, 0.002, 0.030, 0.015), tr._less_overhead(0.090, 0.002, 0.030, 0.015)
+    assert np.isnan(fast) and np.isnan(slow)  # a 2 us op is under half the 30 us floor: it says nothing
+    assert tr._less_overhead(0.060, 0.020, 0.030, 0.015) == pytest.approx(0.045e-3)
+
+
 @pytest.fixture(scope="module")
 def gpt2_fp32():
     from perfpredict.api import featurize
