@@ -199,14 +199,14 @@ def test_a_step_whose_host_outlasts_its_device_is_host_bound_though_the_gpu_idle
 
     from perfpredict.api import predict
 
-    report = predict(_mlp(1024, 4), (torch.randn(256, 1024),), device="H100-SXM")
+    report = predict(_mlp(1024, 4), (torch.randn(384, 1024),), device="H100-SXM")
     t = report.timeline
     # the case the old rule (device idle over a third of the wall) missed: the host takes longer than the device
     assert t.host_ms > t.device_ms and t.device_idle_share < 1 / 3
     assert t.bound == "host" and t.launch_bound
     advice = timeline_lines(report)[-1]
     assert f"dispatch and launches take {fmt_time_ms(t.host_ms)}, the GPU's work {fmt_time_ms(t.device_ms)}" in advice
-    graphed = predict(_mlp(1024, 4), (torch.randn(256, 1024),), device="H100-SXM", mode="cuda_graph")
+    graphed = predict(_mlp(1024, 4), (torch.randn(384, 1024),), device="H100-SXM", mode="cuda_graph")
     assert graphed.timeline.host_ms < graphed.timeline.device_ms and graphed.timeline.bound != "host"
 
 

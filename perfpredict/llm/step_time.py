@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
-CONTEXT_POINTS = 4  # anchors per doubling of the mean context (a ratio of 2^0.25 between neighbours)
+CONTEXT_POINTS = 6  # anchors per doubling of the mean context (a ratio of 2^(1/6) between neighbours)
 
 
 class EngineStepTime:

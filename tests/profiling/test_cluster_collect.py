@@ -168,17 +168,23 @@ def _in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, dict]:
     return thread, out
 
 
-def _kill_writer_when(folder: Path, log: str, lines: int, timeout_s: float = 90) -> tuple[int, list[dict]]:
-    """SIGKILL the worker writing ``folder`` once its ``log`` holds ``lines`` lines; (its pid, the log's records)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+#: how long a step may take before the test calls it hung: a guard against a hang, not a speed test (a busy 2-core
+#: host takes minutes to start Ray and import torch in two workers)
+HANG_S = 900
+
+
+def _kill_writer_when(folder: Path, log: str, lines: int, run: threading.Thread) -> tuple[int, list[dict]]:
+    """SIGKILL the worker writing ``folder`` once its ``log`` holds ``lines`` lines; (its pid, the log's records).
+    Fails if the run ends first or hangs."""
+    deadline = time.monotonic() + HANG_S
+    while time.monotonic() < deadline and run.is_alive():
         if (folder / log).exists() and (folder / log).read_bytes().count(b"\n") >= lines:
             pid = parts.writer_pid(folder)
             assert pid is not None and pid != os.getpid()
             os.kill(pid, signal.SIGKILL)
             return pid, ds.read_jsonl(folder / log, required=("key",))[0]
         time.sleep(0.02)
-    raise AssertionError(f"{folder / log} never reached {lines} lines")
+    raise AssertionError(f"{folder / log} never reached {lines} lines while the run lasted")
 
 
 @pytest.mark.slow
@@ -189,8 +195,8 @@ def test_ray_worker_killed_mid_run_is_restarted_and_loses_or_duplicates_nothing(
     cfg = _cfg(tmp_path)
     thread, out = _in_thread(cluster.run_cluster, cfg, workers=2)
     part0 = _part(tmp_path, 0, 2)
-    pid, written = _kill_writer_when(part0, ds.ROWS_JSONL, 1)
-    thread.join(120)
+    pid, written = _kill_writer_when(part0, ds.ROWS_JSONL, 1, thread)
+    thread.join(HANG_S)
     assert not thread.is_alive() and "error" not in out, out.get("error")
     assert 1 <= len(written) < 4, "the worker was not killed mid-shard"
     assert parts.writer_pid(part0) != pid  # Ray restarted the actor, which finished the shard
@@ -223,8 +229,8 @@ def test_ray_worker_out_of_restarts_fails_loudly_and_a_rerun_finishes_its_shard(
     cfg = _cfg(tmp_path, protocol_version=3, archs_per_family=1, min_seconds=0.03, min_rounds=2, max_rounds=2)
     thread, out = _in_thread(cluster.run_cluster, cfg, workers=2, max_restarts=0)
     part1 = _part(tmp_path, 1, 2)
-    _, stored = _kill_writer_when(part1, collect_v3.ROUNDS_JSONL, 1)
-    thread.join(120)
+    _, stored = _kill_writer_when(part1, collect_v3.ROUNDS_JSONL, 1, thread)
+    thread.join(HANG_S)
     assert not thread.is_alive()
     err = out.get("error")
     assert isinstance(err, PerfPredictError), err
