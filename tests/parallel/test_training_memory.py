@@ -115,13 +115,19 @@ def test_every_term_is_sharded_by_what_the_strategy_shards(llama, strategy, n):
     assert P * each.weight_copies == pytest.approx(P * copies)
 
 
-def test_fsdp_at_dp_64_is_a_few_gib_and_zero_2_at_dp_8_under_thirty():
-    # the two figures, by hand for Llama-2-7B (P = 6,738,415,616):
-    P = LLAMA2_7B.params
+def test_fsdp_at_dp_64_is_a_few_gib_and_zero_2_at_dp_8_under_thirty(llama):
+    # the two figures, by hand for Llama-2-7B (P = 6,738,415,616; Llama-3-70B alike), against the sharded
+    # state the code holds
+    model, graph = llama
+    P = model.params
     fsdp64 = P * (4 + 4 + 8 + 4) / 64  # 2.11e9 bytes = 1.96 GiB (was 25.1 GiB of unsharded temporaries alone)
     zero2 = P * (2 + 2 / 8 + 12 / 8)  # 25.27e9 bytes = 23.53 GiB (was 72.7 GiB with float32 weights and copies)
-    assert fsdp64 / GIB == pytest.approx(1.96, abs=0.01)
-    assert zero2 / GIB == pytest.approx(23.53, abs=0.01)
+    if P == LLAMA2_7B.params:
+        assert fsdp64 / GIB == pytest.approx(1.96, abs=0.01) and zero2 / GIB == pytest.approx(23.53, abs=0.01)
+    for plan, hand in (({"dp": 64, "fsdp": True}, fsdp64), ({"dp": 8, "zero_stage": 2}, zero2)):
+        each, state = _terms(graph, plan)
+        held = state.weights_bytes + state.gradients_bytes + state.optimizer_state_bytes + state.temporaries_bytes
+        assert held + P * each.weight_copies == pytest.approx(hand, rel=1e-6), plan
 
 
 def test_hybrid_shard_divides_by_its_group_and_shard_grad_op_holds_every_gathered_layer(llama):
