@@ -122,7 +122,7 @@ def test_fsdp_at_dp_64_is_a_few_gib_and_zero_2_at_dp_8_under_thirty(llama):
     P = model.params
     fsdp64 = P * (4 + 4 + 8 + 4) / 64  # 2.11e9 bytes = 1.96 GiB (was 25.1 GiB of unsharded temporaries alone)
     zero2 = P * (2 + 2 / 8 + 12 / 8)  # 25.27e9 bytes = 23.53 GiB (was 72.7 GiB with float32 weights and copies)
-    if P == LLAMA2_7B.params:
+    if LLAMA2_7B.params == P:
         assert fsdp64 / GIB == pytest.approx(1.96, abs=0.01) and zero2 / GIB == pytest.approx(23.53, abs=0.01)
     for plan, hand in (({"dp": 64, "fsdp": True}, fsdp64), ({"dp": 8, "zero_stage": 2}, zero2)):
         each, state = _terms(graph, plan)
