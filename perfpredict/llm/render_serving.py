@@ -11,7 +11,15 @@ from perfpredict.render.formats import fmt_time_ms
 
 def title(r: ServingReport) -> str:
     gpus = f"{r.tp} x {r.device}" if r.tp > 1 else r.device
-    return f"perfpredict serve-sim: {r.model_name} on {gpus} (vLLM-class engine), {r.load}"
+    return f"perfpredict serve-sim: {r.model_name} on {gpus} ({engine_name(r)}), {r.load}"
+
+
+def engine_name(r: ServingReport) -> str:
+    """The engine and its version, and its server where one fronts it ("TensorRT-LLM 0.11")."""
+    from perfpredict.llm.engine_versions import ENGINE_NAMES
+
+    behind = ", behind its OpenAI server" if r.frontend == "openai-server" else ""
+    return f"{ENGINE_NAMES.get(r.engine, r.engine)} {r.engine_version}".rstrip() + behind
 
 
 def latency_rows(r: ServingReport) -> list[tuple[str, str, str, str, str]]:

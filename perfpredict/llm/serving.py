@@ -1,4 +1,5 @@
-"""``predict_serving``: a vLLM-class engine under a stream of requests (``perfpredict serve-sim``).
+"""``predict_serving``: a serving engine (vLLM, SGLang, TensorRT-LLM, ...) under a stream of requests
+(``perfpredict serve-sim``).
 
 The engine is ``vllm_engine.setup``'s (the model's sizes, the KV pool, the step costs of the device model, the
 engine's host time); the stream is ``request_stream``'s; the run is ``serving_sim``'s, each step timed through the
@@ -69,6 +70,8 @@ def build(model: Any, serving: Serving) -> ServingEngine:
         watermark=e.config.watermark,
         tokens_per_step=spec.tokens_per_step if spec is not None else 1.0,
         lookahead=spec.tokens if spec is not None else 0,
+        reserve=s.version.admission == "reserve",
+        whole_prompts=s.version.policy == "mixed" and not e.chunked_prefill,
     )
     return ServingEngine(s, sim, serving, draft)
 
@@ -118,7 +121,7 @@ def simulate(engine: ServingEngine, stream=None) -> tuple[SimTrace, Any, Any]:
 
 
 def predict_serving(model: Any, serving: Serving | None = None, **options: Any) -> ServingReport:
-    """A vLLM-class engine on ``tp`` GPUs serving a stream of requests: TTFT, TPOT and end-to-end latency at
+    """A serving engine on ``tp`` GPUs serving a stream of requests: TTFT, TPOT and end-to-end latency at
     p50/p90/p99, requests/s and output tokens/s, goodput under an SLO, mean running batch, energy per token.
 
     ``serving``: a ``serving_options.Serving``, or its fields as keywords (flat: ``rate_per_s``, ``arrival``,
@@ -185,6 +188,8 @@ def report(engine: ServingEngine, trace: SimTrace, requests, prefix=None) -> Ser
         peak_kv_tokens=stats.peak_blocks * engine.sim.kv.block_size,
         cached_prompt_share=stats.cached_tokens / max(int(requests.prompt.sum()), 1),
         tokens_per_step=engine.sim.tokens_per_step,
+        engine_version=s.version.version,
+        frontend=serving.engine_options().frontend,
         assumptions=_assumptions(engine, requests, prefix, busy_w),
         warnings=_warnings(trace),
     )
@@ -209,15 +214,7 @@ def _assumptions(engine: ServingEngine, requests, prefix, busy_w: float) -> dict
     s, serving = engine.setup, engine.serving
     out = assumptions(s)
     out["load"] = f"{serving.stream.describe()}; lengths {requests.lengths}"
-    out["scheduler over time"] = (
-        "requests queue first come, first served; the head of the queue is admitted under the token budget, "
-        "max_num_seqs and the free KV blocks less the watermark, and blocks the rest while it does not fit"
-        + (
-            f" (vLLM's policy: {s.version.name}'s own admission and batching are simulated as vLLM's)"
-            if s.version.admission == "reserve" or s.version.policy == "mixed"
-            else ""
-        )
-    )
+    out["scheduler over time"] = _scheduler_line(engine)
     out["step times"] = (
         "decode steps from exact step costs at every batch size that occurs and at mean contexts "
         f"{CONTEXT_POINTS} per doubling, linear between; prefill and mixed steps exact"
@@ -246,6 +243,29 @@ def _assumptions(engine: ServingEngine, requests, prefix, busy_w: float) -> dict
             )
         )
     return out
+
+
+def _scheduler_line(engine: ServingEngine) -> str:
+    """How the simulated engine admits and batches requests, in words: its own rule, as ``generate``'s scheduler
+    runs it."""
+    sim, name = engine.sim, engine.setup.version.name
+    held = (
+        "the blocks of its prompt and of every token it will generate, taken at once (GUARANTEED_NO_EVICT: "
+        "nothing is preempted)"
+        if sim.reserve
+        else "the blocks of its prompt; a decoding sequence short of a block preempts the newest (recomputed later)"
+    )
+    if sim.whole_prompts:
+        steps = "whole prompts join the decodes of a step while the budget left holds them (no chunked context)"
+    elif sim.chunked_prefill:
+        steps = "each step spends its budget on the decodes first, then on prompt chunks"
+    else:
+        steps = "a step that admits prompts runs those prefills alone, else it decodes every running sequence"
+    return (
+        f"{name}'s: requests queue first come, first served; the head of the queue is admitted under the token "
+        f"budget ({sim.budget_tokens:,}), max_num_seqs ({sim.max_num_seqs}) and the free KV blocks less the "
+        f"watermark, holding {held}, and blocks the rest while it does not fit; {steps}"
+    )
 
 
 def _warnings(trace: SimTrace) -> tuple[str, ...]:

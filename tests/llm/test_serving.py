@@ -157,6 +157,22 @@ def test_serve_sim_steps_take_the_versions_host_cost_and_frontend(tiny):
         Serving.of(engine_version="9.9")
 
 
+def test_serve_sim_runs_each_engines_admission_and_its_title_names_the_engine_and_version(tiny):
+    from perfpredict.llm.render_serving import title
+
+    ask = Serving.of(engine_config=SMALL, num_requests=8, prompt_tokens=64, new_tokens=16, rate_per_s=20.0)
+    trt, vllm = serving.build(tiny, ask.but(engine="trtllm")), serving.build(tiny, ask)
+    assert (trt.sim.reserve, trt.sim.whole_prompts) == (True, True)  # GUARANTEED_NO_EVICT, no chunked context
+    assert (vllm.sim.reserve, vllm.sim.whole_prompts) == (False, False)
+    chunked = serving.build(tiny, ask.but(engine="trtllm", engine_config=EngineConfig(chunked_prefill=True)))
+    assert chunked.sim.whole_prompts is False and chunked.sim.chunked_prefill  # its chunked context, when enabled
+    r = serving.predict_serving(tiny, ask.but(engine="trtllm", frontend="openai-server"))
+    assert "(TensorRT-LLM 0.11, behind its OpenAI server)" in title(r) and "vLLM" not in title(r)
+    assert r.assumptions["scheduler over time"].startswith("TensorRT-LLM 0.11's: ")
+    assert "every token it will generate" in r.assumptions["scheduler over time"]
+    assert "(vLLM 0.10)" in title(serving.predict_serving(tiny, ask))
+
+
 def test_a_deployment_grid_names_an_engine_with_its_version(tiny):
     from perfpredict.llm.deploy import engine_backend
     from perfpredict.llm.deploy_search import Candidate
