@@ -190,7 +190,7 @@ def report(engine: ServingEngine, trace: SimTrace, requests, prefix=None) -> Ser
         tokens_per_step=engine.sim.tokens_per_step,
         engine_version=s.version.version,
         frontend=serving.engine_options().frontend,
-        assumptions=_assumptions(engine, requests, prefix, busy_w),
+        assumptions=_assumptions(engine, requests, stats, busy_w),
         warnings=_warnings(trace),
     )
 
@@ -207,12 +207,13 @@ def _power_w(s, stats, span_s: float, requests) -> float:
                         prompt=int(requests.prompt.mean()))  # fmt: skip
 
 
-def _assumptions(engine: ServingEngine, requests, prefix, busy_w: float) -> dict[str, str]:
+def _assumptions(engine: ServingEngine, requests, stats, busy_w: float) -> dict[str, str]:
     from perfpredict.llm.engine_assumptions import assumptions
     from perfpredict.llm.step_time import CONTEXT_POINTS
 
     s, serving = engine.setup, engine.serving
-    out = assumptions(s)
+    hits = _prefix_hits(stats, requests) if serving.prefix_cache is not None else None
+    out = assumptions(s, prefix_hits=hits)
     out["load"] = f"{serving.stream.describe()}; lengths {requests.lengths}"
     out["scheduler over time"] = _scheduler_line(engine)
     out["step times"] = (
@@ -226,7 +227,7 @@ def _assumptions(engine: ServingEngine, requests, prefix, busy_w: float) -> dict
         "host's part of each step and the gaps between requests idle)"
     )
     if serving.prefix_cache is not None:
-        out["prefix caching"] = serving.prefix_cache.describe(engine.sim.kv.block_size)
+        out["prefix caching"] = f"{serving.prefix_cache.describe(engine.sim.kv.block_size)}; in this run {hits}"
     spec = serving.speculative
     if spec is not None:
         source = f"the draft model {spec.draft_model}" if spec.method == "draft" else "n-gram lookup in the prompt"
@@ -243,6 +244,15 @@ def _assumptions(engine: ServingEngine, requests, prefix, busy_w: float) -> dict
             )
         )
     return out
+
+
+def _prefix_hits(stats, requests) -> str:
+    """What prefix caching found over the run, in words: the requests that hit and the prompt tokens skipped."""
+    n, prompt = len(requests.prompt), max(int(requests.prompt.sum()), 1)
+    return (
+        f"{stats.hit_requests:,} of {n:,} requests hit the cache: {stats.cached_tokens:,} prompt tokens "
+        f"({stats.cached_tokens / prompt:.0%}) not computed"
+    )
 
 
 def _scheduler_line(engine: ServingEngine) -> str:

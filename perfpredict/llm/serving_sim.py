@@ -73,6 +73,7 @@ class SimStats:
     peak_running: int = 0
     prefill_tokens: int = 0  # computed (a cache hit's tokens are not)
     cached_tokens: int = 0  # skipped by prefix caching
+    hit_requests: int = 0  # requests whose first prefill found tokens in the prefix cache
 
     @property
     def host_s(self) -> float:
@@ -356,6 +357,7 @@ class Simulator:
         self.goal[i], self.pre[i], self.blocks[i] = self._target(i), skip, blocks
         self.free -= blocks
         self.stats.cached_tokens += skip
+        self.stats.hit_requests += int(skip > 0 and self.preempted[i] == 0)
 
     def _settle_prefix(self) -> None:
         if self.owner is not None and not self.resident and self.pre[self.owner] >= self.goal[self.owner] > 0:

@@ -69,6 +69,18 @@ def test_prefix_caching_cuts_ttft_and_speculation_cuts_tpot_at_low_load(tiny):
     assert "speculative decoding" in spec.assumptions and "prefix caching" in cached.assumptions
 
 
+def test_the_assumptions_state_the_prefix_hits_the_run_had_not_none(tiny):
+    # the engine line had said "prefix caching on (no shared prefixes here: no hits)" beside a table of 89% skipped
+    base = Serving.of(engine_config=SMALL, rate_per_s=5, num_requests=20, prompt_tokens=512, new_tokens=32)
+    hits = "19 of 20 requests hit the cache: 9,120 prompt tokens (89%) not computed"  # 19 x 480; of 20 x 512
+    for version in ("0.10", "0.6"):  # V1 caches prefixes by default; 0.6 when asked (--prefix-tokens)
+        r = serving.predict_serving(tiny, base.but(engine_version=version), shared_tokens=480)
+        assert f"prefix caching on ({hits})" in r.assumptions["engine"] and "no hits" not in r.assumptions["engine"]
+        assert r.assumptions["prefix caching"].endswith(f"in this run {hits}")
+    plain = serving.predict_serving(tiny, base).assumptions["engine"]
+    assert "prefix caching on (no shared prefixes here: no hits)" in plain  # distinct prompts: true
+
+
 def test_a_draft_model_takes_its_weights_and_its_cache_from_the_pool(tiny, engine):
     drafted = serving.build(tiny, engine.serving.but(method="draft", draft_model=tiny))
     kv, draft = engine.sim.kv, drafted.draft.kv
