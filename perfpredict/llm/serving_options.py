@@ -16,7 +16,7 @@ from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.llm.engine_versions import SERVING_ENGINES
-from perfpredict.llm.host_costs import FRONTENDS
+from perfpredict.llm.host_costs import FRONTEND_PROCESSES, FRONTENDS
 from perfpredict.llm.weight_formats import FORMATS
 from perfpredict.request import DEFAULT_DEVICE
 
@@ -213,6 +213,16 @@ class Serving:
     frontend: str = field(default="offline", metadata=meta(
         "offline: the engine's generate loop; openai-server: behind its API server, streaming every token",
         FRONTENDS))  # fmt: skip
+    frontend_process: str | None = field(default=None, metadata=meta(
+        "where the API server runs: the engine's process (vLLM 0.4-0.5) or a separate one (default: the version's)",
+        FRONTEND_PROCESSES))  # fmt: skip
+    scheduler_steps: int = field(default=1, metadata=meta(
+        "vLLM 0.6's multi-step scheduling: the scheduling phases' host cost once per this many steps (admission "
+        "is still simulated every step)", flag="--num-scheduler-steps"))  # fmt: skip
+    async_output: bool | None = field(default=None, metadata=meta(
+        "vLLM 0.6's asynchronous output processing (default on in 0.6; off in 0.4-0.5)"))  # fmt: skip
+    async_scheduling: bool = field(default=False, metadata=meta(
+        "vLLM V1's --async-scheduling: the next step scheduled while this one runs on the GPU"))  # fmt: skip
     engine_config: Any = field(default=None, metadata=meta("the engine's settings, a vllm_config.EngineConfig"))
     stream: RequestStream = field(default_factory=RequestStream, metadata=meta("the load"))
     slo: Slo = field(default_factory=Slo, metadata=meta("the targets"))
@@ -229,7 +239,9 @@ class Serving:
         from perfpredict.llm.generation_options import EngineOptions
 
         get_version(self.engine, self.engine_version)
-        return EngineOptions(engine=self.engine, version=self.engine_version, frontend=self.frontend)
+        return EngineOptions(engine=self.engine, version=self.engine_version, frontend=self.frontend,
+                             frontend_process=self.frontend_process, scheduler_steps=self.scheduler_steps,
+                             async_output=self.async_output, async_scheduling=self.async_scheduling)  # fmt: skip
 
     @classmethod
     def of(cls, **options: Any) -> Serving:

@@ -185,6 +185,21 @@ def test_serve_sim_runs_each_engines_admission_and_its_title_names_the_engine_an
     assert "(vLLM 0.10)" in title(serving.predict_serving(tiny, ask))
 
 
+def test_serve_sim_takes_generates_host_choices_multi_step_scheduling_among_them(tiny):
+    """vLLM 0.6 with 10 scheduler steps (what its v0.6.0 post benchmarked): the scheduling phases' host cost is paid
+    once per 10 steps, as generate's --num-scheduler-steps pays it."""
+    base = Serving.of(engine_config=SMALL, num_requests=8, prompt_tokens=64, new_tokens=16, engine_version="0.6")
+    one, ten = serving.build(tiny, base), serving.build(tiny, base.but(scheduler_steps=10))
+    phases = {p.name: p for p in one.setup.host_cost.phases}
+    sched = sum(phases[n].seconds(4, 0, 4, 0, 1) for n in ("schedule", "prepare_inputs"))  # 4 sequences, a step
+    saved = one.sim.step.wall_s(1e-3, 4, 0, 4, 0) - ten.sim.step.wall_s(1e-3, 4, 0, 4, 0)
+    assert sched > 0 and saved == pytest.approx(sched * (1 - 1 / 10))
+    off = serving.build(tiny, base.but(async_output=False))  # its outputs processed in turn with the GPU
+    assert off.sim.step.wall_s(1e-3, 4, 0, 4, 0) > one.sim.step.wall_s(1e-3, 4, 0, 4, 0)
+    served = serving.build(tiny, base.but(frontend="openai-server", frontend_process="engine"))
+    assert served.setup.options.frontend_process == "engine"
+
+
 def test_a_deployment_grid_names_an_engine_with_its_version(tiny):
     from perfpredict.llm.deploy import engine_backend
     from perfpredict.llm.deploy_search import Candidate
