@@ -199,6 +199,8 @@ class Serving:
 
     device: str = field(default=DEFAULT_DEVICE, metadata=meta("catalog device name (see `perfpredict devices`)"))
     tp: int = field(default=1, metadata=meta("tensor-parallel GPUs per replica"))
+    pp: int = field(default=1, metadata=meta(
+        "pipeline stages per replica, each of --tp GPUs (vLLM's virtual engines, as generate --pp runs them)"))  # fmt: skip
     dtype: str | None = field(default=None, metadata=meta(
         "compute dtype (default: the config's)", ("bfloat16", "float16", "float32")))  # fmt: skip
     weights: str | None = field(default=None, metadata=meta(
@@ -231,6 +233,12 @@ class Serving:
 
     def __post_init__(self) -> None:
         _positive("--tp", self.tp, whole=True)
+        _positive("--pp", self.pp, whole=True)
+        if self.pp > 1 and self.speculative is not None:
+            raise InvalidInputError(
+                f"--pp {self.pp} with speculative decoding is not modelled (the draft's steps would pass every stage "
+                "too): drop --speculative, or use --tp alone"
+            )
         self.engine_options()  # an unknown engine, version or frontend fails here, in one line
 
     def engine_options(self):

@@ -200,6 +200,42 @@ def test_serve_sim_takes_generates_host_choices_multi_step_scheduling_among_them
     assert served.setup.options.frontend_process == "engine"
 
 
+def test_a_pipeline_runs_virtual_engines_each_its_share_as_generates_scheduler_does(tiny):
+    """pp 2: two virtual engines, each with its own scheduler and half the KV blocks; a request goes to the
+    least-loaded one (in turn, for requests alike), so the first one's share stands for both, as generate --pp runs
+    one virtual engine's ceil(batch / pp) sequences."""
+    from perfpredict.llm.render_serving import title
+
+    ask = Serving.of(engine_config=SMALL, pp=2, num_requests=12, prompt_tokens=64, new_tokens=32)  # all at t = 0
+    engine = serving.build(tiny, ask)
+    assert engine.setup.pp == 2 and engine.sim.kv.blocks == engine.setup.kv.blocks // 2
+    trace, requests, _ = serving.simulate(engine)
+    assert len(requests) == 6 and requests.of == 12  # every other request
+    batch = vllm_engine.run(engine.setup, 12, 64, 32)  # generate's scheduler: one virtual engine's 6
+    assert trace.first_token_s == pytest.approx(batch.ttft_s, rel=1e-9)
+    assert trace.finish_s == pytest.approx([s.finish_s for s in batch.seqs], rel=0.005)
+    r = serving.report(engine, trace, requests)
+    assert (r.pp, r.tp, r.num_requests) == (2, 1, 12) and r.requests_per_s == pytest.approx(12 / r.makespan_s)
+    one = trace.stats.seq_s / trace.stats.busy_s  # one virtual engine's mean running batch; the other runs alike
+    assert r.mean_running_batch == pytest.approx(2 * one) and r.kv_capacity_tokens == 2 * engine.sim.kv.capacity_tokens
+    assert "2 x 1 x " in title(r) and "virtual engines" in r.assumptions
+    with pytest.raises(InvalidInputError, match="--pp 2 with speculative decoding is not modelled"):
+        Serving.of(pp=2, method="ngram")
+
+
+def test_a_deployment_grid_sizes_pipeline_parallel_replicas_instead_of_refusing_them(tiny):
+    from perfpredict.llm.deploy import search_deployments
+    from perfpredict.llm.deploy_search import Grid
+
+    ask = Serving.of(engine_config=SMALL, num_requests=8, prompt_tokens=64, new_tokens=16, rate_per_s=2.0,
+                     tpot_ms=1000.0, price_usd_per_hour=1.0)  # fmt: skip
+    r = search_deployments(tiny, Grid(("H100-SXM",), (1,), (1, 2), (16,)), ask)
+    by_pp = {o.pp: o for o in r.outcomes}
+    assert by_pp[2].status == "meets" and by_pp[1].status == "meets"
+    assert by_pp[2].gpus == 2 * by_pp[2].replicas  # a replica of 2 stages of 1 GPU
+    assert by_pp[2].usd_per_hour == pytest.approx(by_pp[2].gpus * 1.0)
+
+
 def test_a_deployment_grid_names_an_engine_with_its_version(tiny):
     from perfpredict.llm.deploy import engine_backend
     from perfpredict.llm.deploy_search import Candidate
