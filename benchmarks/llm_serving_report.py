@@ -9,8 +9,10 @@ import numpy as np
 
 from perfpredict.core.units import GIB
 
-TARGET_MAPE_PCT = 15.0
-TARGET_MEDIAN_PCT = 10.0
+# the test half's targets for every framework (issue 47, "Validate on other people's measurements"); the vLLM rows
+# had been held to 15% and 10%, an older issue's
+TARGET_MAPE_PCT = 10.0
+TARGET_MEDIAN_PCT = 7.0
 SHORT = {
     "meta-llama/Llama-2-7b-hf": "Llama-2-7B",
     "meta-llama/Meta-Llama-3-8B": "Llama-3-8B",

@@ -26,7 +26,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
     grid = p.add_argument_group("the grid (comma-separated values; every combination is tried)")
     grid.add_argument("--devices", type=_names, default=None, help="catalog GPUs (default: H100-SXM,A100-80GB,L40S,L4)")
     grid.add_argument("--tps", type=_counts, default=(1, 2, 4, 8), help="tensor-parallel sizes (default 1,2,4,8)")
-    grid.add_argument("--pps", type=_counts, default=(1,), help="pipeline stages (default 1; only 1 is modelled)")
+    grid.add_argument("--pps", type=_counts, default=(1,), help="pipeline stages, each of tp GPUs (default 1)")
     grid.add_argument("--max-num-seqs", dest="max_num_seqs_grid", type=_counts, default=(256,),
                       help="vLLM's max_num_seqs values, e.g. 64,128,256 (default 256)")  # fmt: skip
     grid.add_argument("--engines", type=_names, default=("vllm",),
@@ -34,7 +34,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser] | None = No
                       "llamacpp (default vllm, its current version)")  # fmt: skip
     grid.add_argument("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS,
                       help=f"the most replicas a configuration may use (default {DEFAULT_MAX_REPLICAS})")  # fmt: skip
-    add_fields(p, Serving, skip=frozenset({"device", "tp", "engine", "engine_version"}))
+    add_fields(p, Serving, skip=frozenset({"device", "tp", "pp", "engine", "engine_version"}))
     add_fields(p.add_argument_group("the load"), RequestStream)
     add_fields(p.add_argument_group("the SLO"), Slo)
     add_fields(p.add_argument_group("prefix caching, on every candidate"), PrefixCache)

@@ -11,6 +11,7 @@ prefill (``hf_capture``), a deep stack is traced with two layers and copied, che
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
@@ -77,10 +78,24 @@ def _captured(config: Any, dtype: str, trace, replicate: bool, question: dict) -
     return graph
 
 
-def check_decoder(config: Any) -> None:
+def check_decoder(source: Any) -> None:
     """Refuse, in one line, a model that cannot generate: one with no causal LM in transformers (a vision model,
     T5's encoder), or an encoder-only one (BERT, RoBERTa) whose causal-LM class would attend both ways unless its
-    config says ``is_decoder`` (transformers warns about it on every layer, and the answer would mean nothing)."""
+    config says ``is_decoder`` (transformers warns about it on every layer, and the answer would mean nothing).
+
+    ``source``: what ``hf_frontend.load_config`` takes (a shipped id, a config.json path, a ``PretrainedConfig``).
+    A config.json whose ``model_type`` is a decoder-only LLM the serving engines build (``decoder_spec.SUPPORTED``:
+    each is a causal LM in transformers) is taken from its raw fields alone: importing transformers (and torch
+    under it) to ask its mappings cost a fresh ``generate`` process 7-12 s of CPU for an engine that needs
+    neither. Anything else is asked of transformers' auto mappings."""
+    from perfpredict.compiler_hooks.hf_frontend import load_config, raw_config
+    from perfpredict.llm.decoder_spec import SUPPORTED
+
+    if isinstance(source, (str, os.PathLike)):
+        fields, _ = raw_config(source)
+        if fields.get("model_type") in SUPPORTED and not fields.get("is_encoder_decoder"):
+            return
+    config = load_config(source)
     from transformers.models.auto import modeling_auto as auto
 
     kind = config.model_type

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from perfpredict.core.errors import InvalidInputError
 from perfpredict.llm.deploy_search import DEFAULT_MAX_REPLICAS, Candidate, DeployReport, Grid, Replica, search
 from perfpredict.llm.serving_options import Serving
 
@@ -25,18 +24,14 @@ def engine_backend(model: Any, base: Serving):
 
     def replica(c: Candidate) -> Replica:
         version = parse_engine(c.engine)
-        if c.pp > 1:
-            raise InvalidInputError(
-                "pipeline parallelism is not modelled for serving (vLLM 0.6 runs a scheduler per stage); use pp 1"
-            )
         config = dataclasses.replace(base.engine_config or EngineConfig(), max_num_seqs=c.max_num_seqs)
-        question = dataclasses.replace(base, device=c.device, tp=c.tp, engine_config=config, engine=version.engine,
-                                       engine_version=version.version)  # fmt: skip
+        question = dataclasses.replace(base, device=c.device, tp=c.tp, pp=c.pp, engine_config=config,
+                                       engine=version.engine, engine_version=version.version)  # fmt: skip
         built = serving.build(model, question)
         price = base.price_usd_per_hour
         if price is None:
             price = cost.price_usd_per_hour(built.setup.model.device)
-        return Replica(built.sim, built.max_model_len, price)
+        return Replica(built.sim, built.max_model_len, price, built.setup.pp)
 
     return replica
 

@@ -75,6 +75,7 @@ class Replica:
     sim: SimEngine
     max_model_len: int
     usd_per_gpu_hour: float | None
+    virtual_engines: int = 1  # pipeline parallelism: ``sim`` is one of pp virtual engines, each its share of requests
 
 
 @dataclass(frozen=True)
@@ -164,23 +165,26 @@ def _evaluate(backend, candidate: Candidate, stream, slo, max_replicas: int, mea
             return replace(base, reason=f"no price for {candidate.device}: pass prices (--price-usd-per-hour)")
         runs: dict[int, Any] = {}
         count = _fewest_replicas(lambda r: runs.setdefault(r, _run(replica, stream, r)), slo, max_replicas)
+        engines = replica.virtual_engines
     except PerfPredictError as err:
         return replace(base, reason=str(err))
     if count is None:
         worst = runs[max(runs)]
         return replace(base, status=MISSES, reason=f"not met even at {max(runs)} replicas",
-                       **_latencies(worst, slo, max(runs)))  # fmt: skip
+                       **_latencies(worst, slo, max(runs) * engines))  # fmt: skip
     usd = count * candidate.gpus * replica.usd_per_gpu_hour
     tokens_per_hour = stream.rate_per_s * mean_output * 3600
     return replace(base, status=MEETS, replicas=count, gpus=count * candidate.gpus, usd_per_hour=usd,
                    cost_per_million_tokens_usd=usd / tokens_per_hour * 1e6,
-                   **_latencies(runs[count], slo, count))  # fmt: skip
+                   **_latencies(runs[count], slo, count * engines))  # fmt: skip
 
 
 def _run(replica: Replica, stream, replicas: int):
-    """One replica's trace at its share of the load."""
+    """One replica's trace at its share of the load (with pipeline parallelism, its first virtual engine's: every
+    pp-th of the replica's requests, as ``serving.simulate`` takes it)."""
     share = replace(stream, rate_per_s=stream.rate_per_s / replicas)
-    return Simulator(replica.sim, request_stream.sample(share, replica.max_model_len)).run()
+    requests = request_stream.sample(share, replica.max_model_len).every(replica.virtual_engines)
+    return Simulator(replica.sim, requests).run()
 
 
 def _fewest_replicas(trace_at: Callable[[int], Any], slo, max_replicas: int) -> int | None:
@@ -199,6 +203,8 @@ def _fewest_replicas(trace_at: Callable[[int], Any], slo, max_replicas: int) -> 
 
 
 def _latencies(trace, slo, replicas: int) -> dict[str, Any]:
+    """The trace's latencies at the SLO's percentile, and its goodput times the ``replicas`` (or virtual engines)
+    it stands for."""
     pct = slo.percentile
     tpot = serving_metrics.tpot_s(trace)
     return {

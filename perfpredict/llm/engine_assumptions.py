@@ -10,7 +10,9 @@ from perfpredict.core.ops import DTYPE_BYTES
 from perfpredict.core.units import GIB
 
 
-def assumptions(s: Any) -> dict[str, str]:
+def assumptions(s: Any, prefix_hits: str | None = None) -> dict[str, str]:
+    """``prefix_hits``: what prefix caching found in this run, in words (None: no shared prefixes were asked for,
+    so a version that caches prefixes finds none: a batch or stream of distinct prompts)."""
     m, kv, e, v = s.model, s.kv, s.model.engine, s.version
     c = s.constants
     memory = (
@@ -24,7 +26,11 @@ def assumptions(s: Any) -> dict[str, str]:
         "engine": f"{v.label} ({v.released}); its defaults unless set: block size {e.block_size}, memory share "
         f"{e.memory_fraction:g}, max_num_seqs {e.max_num_seqs}, max_model_len {e.max_model_len}, "
         f"max_num_batched_tokens {e.max_num_batched_tokens}, chunked prefill {'on' if e.chunked_prefill else 'off'}"
-        + (", prefix caching on (no shared prefixes here: no hits)" if v.prefix_caching else "")
+        + (
+            f", prefix caching on ({prefix_hits or 'no shared prefixes here: no hits'})"
+            if v.prefix_caching or prefix_hits
+            else ""
+        )  # fmt: skip
         + (f"; {v.note}" if v.note else ""),
         "kv cache": f"{kv.blocks:,} blocks of {e.block_size} tokens ({kv.kv_pool_bytes / GIB:.1f} GiB per GPU, "
         f"{kv.capacity_tokens:,} tokens): {memory}",

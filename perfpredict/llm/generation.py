@@ -55,7 +55,6 @@ def predict_generation(model_or_config: Any, generation: Any = None, **options: 
     Memory figures are per GPU with ``tp`` > 1.
     """
     from perfpredict.compiler_hooks.attention_choice import check
-    from perfpredict.compiler_hooks.hf_frontend import load_config
     from perfpredict.llm.decode_trace import check_decoder
     from perfpredict.llm.generation_options import Generation
     from perfpredict.predictors import host_model
@@ -63,7 +62,7 @@ def predict_generation(model_or_config: Any, generation: Any = None, **options: 
     g = generation.but(**options) if generation is not None else Generation.of(**options)
     check(g.attn_implementation)
     host_model.profile_file(g.host)  # an unknown host (or "calibrated" before calibrate-host) fails here, in one line
-    check_decoder(load_config(getattr(model_or_config, "config", model_or_config)))  # BERT generates nothing
+    check_decoder(getattr(model_or_config, "config", model_or_config))  # BERT generates nothing
     opts = g.engine
     hf_only = g.cache if g.quant_kernel is None and g.attn_implementation is None else "given"
     chosen = choose_engine(opts.engine, model_or_config, g.device, g.mode, hf_only)

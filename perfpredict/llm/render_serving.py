@@ -10,8 +10,16 @@ from perfpredict.render.formats import fmt_time_ms
 
 
 def title(r: ServingReport) -> str:
-    gpus = f"{r.tp} x {r.device}" if r.tp > 1 else r.device
-    return f"perfpredict serve-sim: {r.model_name} on {gpus} (vLLM-class engine), {r.load}"
+    gpus = f"{r.pp} x {r.tp} x {r.device}" if r.pp > 1 else f"{r.tp} x {r.device}" if r.tp > 1 else r.device
+    return f"perfpredict serve-sim: {r.model_name} on {gpus} ({engine_name(r)}), {r.load}"
+
+
+def engine_name(r: ServingReport) -> str:
+    """The engine and its version, and its server where one fronts it ("TensorRT-LLM 0.11")."""
+    from perfpredict.llm.engine_versions import ENGINE_NAMES
+
+    behind = ", behind its OpenAI server" if r.frontend == "openai-server" else ""
+    return f"{ENGINE_NAMES.get(r.engine, r.engine)} {r.engine_version}".rstrip() + behind
 
 
 def latency_rows(r: ServingReport) -> list[tuple[str, str, str, str, str]]:
@@ -32,7 +40,11 @@ def summary_rows(r: ServingReport) -> list[tuple[str, str, str]]:
         ("preemptions", f"{r.preemptions:,}", f"{r.steps:,} steps, {r.prefill_steps:,} with a prefill"),
         ("KV cache", f"peak {r.peak_kv_tokens:,} tokens", f"of {r.kv_capacity_tokens:,} the pool holds (per GPU)"),
         ("engine busy", f"{r.busy_share:.0%}", f"GPU running kernels {r.gpu_busy_share:.0%} of {r.makespan_s:.1f} s"),
-        ("energy per token", f"{r.energy_per_token_j:.3f} J", f"per output token, {r.tp} GPU(s), idle time included"),
+        (
+            "energy per token",
+            f"{r.energy_per_token_j:.3f} J",
+            f"per output token, {r.tp * r.pp} GPU(s), idle time included",
+        ),
         (
             "cost per 1M tokens",
             "-" if r.cost_per_million_tokens_usd is None else f"${r.cost_per_million_tokens_usd:.3f}",

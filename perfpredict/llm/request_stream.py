@@ -44,9 +44,18 @@ class Requests:
     prompt: np.ndarray
     output: np.ndarray
     lengths: str  # how the lengths were chosen, for the report's assumptions
+    of: int | None = None  # the stream's requests this is a share of (``every``); None: the whole stream
 
     def __len__(self) -> int:
         return len(self.prompt)
+
+    def every(self, n: int, start: int = 0) -> Requests:
+        """Every ``n``-th request from ``start``: one of ``n`` virtual engines' share when each request goes to the
+        least-loaded one (in turn, for requests alike)."""
+        if n == 1:
+            return self
+        pick = slice(start, None, n)
+        return Requests(self.arrival_s[pick], self.prompt[pick], self.output[pick], self.lengths, len(self))
 
 
 def sample(stream, max_model_len: int) -> Requests:

@@ -13,7 +13,8 @@ of what it runs (``StepCosts``):
 - **With chunked prefill**: each step spends the token budget on the running sequences' decodes first, then on
   chunks of prompts (a prompt's blocks are allocated when it is first scheduled); a step mixes both.
 - **Mixed** (TensorRT-LLM's in-flight batching without chunked context): as chunked prefill, but a prompt enters
-  a step only whole, when the budget left holds it.
+  a step only whole, when the budget left holds it. With chunked prefill on (TensorRT-LLM's
+  ``enable_chunked_context``) its prompts are chunked as above.
 
 An engine that reserves (``admission="reserve"``, TensorRT-LLM's GUARANTEED_NO_EVICT) admits a request only when
 the blocks of its prompt and all its new tokens are free, and takes them at once: nothing is ever preempted.
@@ -109,7 +110,7 @@ class Scheduler:
         self.watermark = int(engine.config.watermark * kv.blocks)
         version = engine.engine_version
         self.reserve = version.admission == "reserve"
-        self.whole_prompts = version.policy == "mixed"
+        self.whole_prompts = version.policy == "mixed" and not engine.chunked_prefill
 
     def run(self, batch: int, prompt: int, new: int) -> Trace:
         self.trace = Trace(seqs=[_Seq(prompt, new) for _ in range(batch)])

@@ -1,4 +1,5 @@
-"""``predict_serving``: a vLLM-class engine under a stream of requests (``perfpredict serve-sim``).
+"""``predict_serving``: a serving engine (vLLM, SGLang, TensorRT-LLM, ...) under a stream of requests
+(``perfpredict serve-sim``).
 
 The engine is ``vllm_engine.setup``'s (the model's sizes, the KV pool, the step costs of the device model, the
 engine's host time); the stream is ``request_stream``'s; the run is ``serving_sim``'s, each step timed through the
@@ -42,7 +43,8 @@ def build(model: Any, serving: Serving) -> ServingEngine:
     from perfpredict.llm import vllm_engine
     from perfpredict.llm.step_time import EngineStepTime, SpeculativeStepTime, StepTimeSurface
 
-    s = vllm_engine.setup(model, device=serving.device, tp=serving.tp, dtype=serving.dtype, weights=serving.weights,
+    s = vllm_engine.setup(model, device=serving.device, tp=serving.tp, pp=serving.pp, dtype=serving.dtype,
+                          weights=serving.weights,
                           kv_dtype=serving.kv_dtype, engine=serving.engine_config, host=serving.host,
                           options=serving.engine_options())  # fmt: skip
     e = s.model.engine
@@ -51,8 +53,8 @@ def build(model: Any, serving: Serving) -> ServingEngine:
             f"vLLM does not cache prefixes for a sliding-window model ({s.model.spec.name}, {s.model.spec.window} "
             "tokens): drop --prefix-tokens/--prefix-hit-rate"
         )
-    exact = EngineStepTime(s.costs, s.host_cost, s.gpus, capture_len=e.config.max_seq_len_to_capture)
-    kv, draft, step, spec = s.kv, None, exact, serving.speculative
+    exact = EngineStepTime(s.costs, s.host_cost, s.gpus, capture_len=e.config.max_seq_len_to_capture, pp=s.pp)
+    kv, draft, step, spec = s.engine_kv, None, exact, serving.speculative  # one virtual engine's blocks
     if spec is not None:
         draft_exact = None
         if spec.method == "draft":
@@ -69,6 +71,8 @@ def build(model: Any, serving: Serving) -> ServingEngine:
         watermark=e.config.watermark,
         tokens_per_step=spec.tokens_per_step if spec is not None else 1.0,
         lookahead=spec.tokens if spec is not None else 0,
+        reserve=s.version.admission == "reserve",
+        whole_prompts=s.version.policy == "mixed" and not e.chunked_prefill,
     )
     return ServingEngine(s, sim, serving, draft)
 
@@ -106,11 +110,15 @@ def _with_draft(kv, draft_kv, max_model_len: int, name: str):
 
 
 def simulate(engine: ServingEngine, stream=None) -> tuple[SimTrace, Any, Any]:
-    """(the trace, the requests, the prefix plan) of ``stream`` (default: the engine's own) through ``engine``."""
+    """(the trace, the requests, the prefix plan) of ``stream`` (default: the engine's own) through ``engine``.
+
+    With pipeline parallelism (pp virtual engines, each with its own scheduler and a pp-th of the blocks) the
+    requests go to the least-loaded virtual engine, in turn for requests alike: the first one's share, every pp-th
+    request, is simulated and stands for all (the trace and the requests are that share's)."""
     from perfpredict.llm import prefix_cache
 
     stream = stream or engine.serving.stream
-    requests = request_stream.sample(stream, engine.max_model_len)
+    requests = request_stream.sample(stream, engine.max_model_len).every(engine.setup.pp)
     prefix = None
     if engine.serving.prefix_cache is not None:
         prefix = prefix_cache.plan(engine.serving.prefix_cache, requests.prompt, engine.sim.kv.block_size, stream.seed)
@@ -118,7 +126,7 @@ def simulate(engine: ServingEngine, stream=None) -> tuple[SimTrace, Any, Any]:
 
 
 def predict_serving(model: Any, serving: Serving | None = None, **options: Any) -> ServingReport:
-    """A vLLM-class engine on ``tp`` GPUs serving a stream of requests: TTFT, TPOT and end-to-end latency at
+    """A serving engine on ``tp`` GPUs serving a stream of requests: TTFT, TPOT and end-to-end latency at
     p50/p90/p99, requests/s and output tokens/s, goodput under an SLO, mean running batch, energy per token.
 
     ``serving``: a ``serving_options.Serving``, or its fields as keywords (flat: ``rate_per_s``, ``arrival``,
@@ -147,7 +155,10 @@ def report(engine: ServingEngine, trace: SimTrace, requests, prefix=None) -> Ser
     s, serving = engine.setup, engine.serving
     m, dev, stats = s.model, s.model.device, trace.stats
     span = max(trace.makespan_s, 1e-12)
-    tokens = int(trace.output.sum())
+    # pipeline parallelism: the trace is one virtual engine's share, and the others run theirs alike beside it
+    total = requests.of or len(trace.output)
+    scale = total / max(len(trace.output), 1)
+    tokens = int(trace.output.sum()) * scale
     slo = serving.slo
     busy_w = _power_w(s, stats, span, requests)
     energy = s.gpus * busy_w * span
@@ -156,23 +167,23 @@ def report(engine: ServingEngine, trace: SimTrace, requests, prefix=None) -> Ser
     return ServingReport(
         model_name=m.spec.name,
         device=dev.name,
-        tp=s.gpus,
+        tp=s.gpus // s.pp,
         engine=s.version.engine,
-        num_requests=len(trace.output),
+        num_requests=total,
         load=stream.describe() if stream.lengths != "file" else requests.lengths,
         mean_prompt_tokens=float(requests.prompt.mean()),
         mean_output_tokens=float(requests.output.mean()),
         ttft=serving_metrics.Percentiles.of(serving_metrics.ttft_s(trace)),
         tpot=serving_metrics.Percentiles.of(serving_metrics.tpot_s(trace)),
         e2e=serving_metrics.Percentiles.of(serving_metrics.e2e_s(trace)),
-        requests_per_s=len(trace.output) / span,
+        requests_per_s=total / span,
         output_tokens_per_s=tokens / span,
         offered_rate_per_s=stream.rate_per_s if stream.resolved_arrival != "burst" else None,
         slo=slo.describe(),
-        goodput_per_s=serving_metrics.goodput_per_s(trace, slo) if slo.given else None,
+        goodput_per_s=serving_metrics.goodput_per_s(trace, slo) * scale if slo.given else None,
         slo_met=serving_metrics.slo_percentiles_met(trace, slo) if slo.given else None,
-        mean_running_batch=stats.seq_s / max(stats.busy_s, 1e-12),
-        peak_running_batch=stats.peak_running,
+        mean_running_batch=stats.seq_s / max(stats.busy_s, 1e-12) * s.pp,
+        peak_running_batch=stats.peak_running * s.pp,
         preemptions=stats.preemptions,
         steps=stats.steps,
         prefill_steps=stats.prefill_steps,
@@ -181,11 +192,14 @@ def report(engine: ServingEngine, trace: SimTrace, requests, prefix=None) -> Ser
         gpu_busy_share=stats.gpu_s / span,
         energy_per_token_j=energy / max(tokens, 1),
         cost_per_million_tokens_usd=None if price is None else price * s.gpus * span / 3600 / max(tokens, 1) * 1e6,
-        kv_capacity_tokens=engine.sim.kv.capacity_tokens,
-        peak_kv_tokens=stats.peak_blocks * engine.sim.kv.block_size,
+        kv_capacity_tokens=engine.sim.kv.capacity_tokens * s.pp,
+        peak_kv_tokens=stats.peak_blocks * engine.sim.kv.block_size * s.pp,
         cached_prompt_share=stats.cached_tokens / max(int(requests.prompt.sum()), 1),
         tokens_per_step=engine.sim.tokens_per_step,
-        assumptions=_assumptions(engine, requests, prefix, busy_w),
+        engine_version=s.version.version,
+        frontend=serving.engine_options().frontend,
+        pp=s.pp,
+        assumptions=_assumptions(engine, requests, stats, busy_w),
         warnings=_warnings(trace),
     )
 
@@ -202,26 +216,27 @@ def _power_w(s, stats, span_s: float, requests) -> float:
                         prompt=int(requests.prompt.mean()))  # fmt: skip
 
 
-def _assumptions(engine: ServingEngine, requests, prefix, busy_w: float) -> dict[str, str]:
+def _assumptions(engine: ServingEngine, requests, stats, busy_w: float) -> dict[str, str]:
     from perfpredict.llm.engine_assumptions import assumptions
     from perfpredict.llm.step_time import CONTEXT_POINTS
 
     s, serving = engine.setup, engine.serving
-    out = assumptions(s)
+    hits = _prefix_hits(stats, requests) if serving.prefix_cache is not None else None
+    out = assumptions(s, prefix_hits=hits)
     out["load"] = f"{serving.stream.describe()}; lengths {requests.lengths}"
-    out["scheduler over time"] = (
-        "requests queue first come, first served; the head of the queue is admitted under the token budget, "
-        "max_num_seqs and the free KV blocks less the watermark, and blocks the rest while it does not fit"
-        + (
-            f" (vLLM's policy: {s.version.name}'s own admission and batching are simulated as vLLM's)"
-            if s.version.admission == "reserve" or s.version.policy == "mixed"
-            else ""
-        )
-    )
+    out["scheduler over time"] = _scheduler_line(engine)
     out["step times"] = (
         "decode steps from exact step costs at every batch size that occurs and at mean contexts "
         f"{CONTEXT_POINTS} per doubling, linear between; prefill and mixed steps exact"
     )
+    if s.pp > 1:
+        out["virtual engines"] = (
+            f"{s.pp} (one per pipeline stage), each with its own scheduler, 1/{s.pp} of the KV blocks "
+            f"({engine.sim.kv.blocks:,}) and up to max_num_seqs sequences; a request goes to the least-loaded one, "
+            f"in turn for requests alike: the first one's share (one request in {s.pp}, {len(requests):,}) is "
+            f"simulated and stands for all, so throughput, goodput, the running batch and the KV cache are {s.pp} "
+            "times its, its latencies everyone's (its steps and preemptions are its own)"
+        )
     out["slo"] = serving.slo.describe()
     out["energy"] = (
         f"{busy_w:.0f} W per GPU on average over the run (the GPU's power model: {s.model.device.idle_power_w:.0f} W "
@@ -229,7 +244,7 @@ def _assumptions(engine: ServingEngine, requests, prefix, busy_w: float) -> dict
         "host's part of each step and the gaps between requests idle)"
     )
     if serving.prefix_cache is not None:
-        out["prefix caching"] = serving.prefix_cache.describe(engine.sim.kv.block_size)
+        out["prefix caching"] = f"{serving.prefix_cache.describe(engine.sim.kv.block_size)}; in this run {hits}"
     spec = serving.speculative
     if spec is not None:
         source = f"the draft model {spec.draft_model}" if spec.method == "draft" else "n-gram lookup in the prompt"
@@ -246,6 +261,38 @@ def _assumptions(engine: ServingEngine, requests, prefix, busy_w: float) -> dict
             )
         )
     return out
+
+
+def _prefix_hits(stats, requests) -> str:
+    """What prefix caching found over the run, in words: the requests that hit and the prompt tokens skipped."""
+    n, prompt = len(requests.prompt), max(int(requests.prompt.sum()), 1)
+    return (
+        f"{stats.hit_requests:,} of {n:,} requests hit the cache: {stats.cached_tokens:,} prompt tokens "
+        f"({stats.cached_tokens / prompt:.0%}) not computed"
+    )
+
+
+def _scheduler_line(engine: ServingEngine) -> str:
+    """How the simulated engine admits and batches requests, in words: its own rule, as ``generate``'s scheduler
+    runs it."""
+    sim, name = engine.sim, engine.setup.version.name
+    held = (
+        "the blocks of its prompt and of every token it will generate, taken at once (GUARANTEED_NO_EVICT: "
+        "nothing is preempted)"
+        if sim.reserve
+        else "the blocks of its prompt; a decoding sequence short of a block preempts the newest (recomputed later)"
+    )
+    if sim.whole_prompts:
+        steps = "whole prompts join the decodes of a step while the budget left holds them (no chunked context)"
+    elif sim.chunked_prefill:
+        steps = "each step spends its budget on the decodes first, then on prompt chunks"
+    else:
+        steps = "a step that admits prompts runs those prefills alone, else it decodes every running sequence"
+    return (
+        f"{name}'s: requests queue first come, first served; the head of the queue is admitted under the token "
+        f"budget ({sim.budget_tokens:,}), max_num_seqs ({sim.max_num_seqs}) and the free KV blocks less the "
+        f"watermark, holding {held}, and blocks the rest while it does not fit; {steps}"
+    )
 
 
 def _warnings(trace: SimTrace) -> tuple[str, ...]:

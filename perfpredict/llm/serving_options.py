@@ -16,7 +16,7 @@ from typing import Any
 
 from perfpredict.core.errors import InvalidInputError
 from perfpredict.llm.engine_versions import SERVING_ENGINES
-from perfpredict.llm.host_costs import FRONTENDS
+from perfpredict.llm.host_costs import FRONTEND_PROCESSES, FRONTENDS
 from perfpredict.llm.weight_formats import FORMATS
 from perfpredict.request import DEFAULT_DEVICE
 
@@ -199,6 +199,8 @@ class Serving:
 
     device: str = field(default=DEFAULT_DEVICE, metadata=meta("catalog device name (see `perfpredict devices`)"))
     tp: int = field(default=1, metadata=meta("tensor-parallel GPUs per replica"))
+    pp: int = field(default=1, metadata=meta(
+        "pipeline stages per replica, each of --tp GPUs (vLLM's virtual engines, as generate --pp runs them)"))  # fmt: skip
     dtype: str | None = field(default=None, metadata=meta(
         "compute dtype (default: the config's)", ("bfloat16", "float16", "float32")))  # fmt: skip
     weights: str | None = field(default=None, metadata=meta(
@@ -213,6 +215,16 @@ class Serving:
     frontend: str = field(default="offline", metadata=meta(
         "offline: the engine's generate loop; openai-server: behind its API server, streaming every token",
         FRONTENDS))  # fmt: skip
+    frontend_process: str | None = field(default=None, metadata=meta(
+        "where the API server runs: the engine's process (vLLM 0.4-0.5) or a separate one (default: the version's)",
+        FRONTEND_PROCESSES))  # fmt: skip
+    scheduler_steps: int = field(default=1, metadata=meta(
+        "vLLM 0.6's multi-step scheduling: the scheduling phases' host cost once per this many steps (admission "
+        "is still simulated every step)", flag="--num-scheduler-steps"))  # fmt: skip
+    async_output: bool | None = field(default=None, metadata=meta(
+        "vLLM 0.6's asynchronous output processing (default on in 0.6; off in 0.4-0.5)"))  # fmt: skip
+    async_scheduling: bool = field(default=False, metadata=meta(
+        "vLLM V1's --async-scheduling: the next step scheduled while this one runs on the GPU"))  # fmt: skip
     engine_config: Any = field(default=None, metadata=meta("the engine's settings, a vllm_config.EngineConfig"))
     stream: RequestStream = field(default_factory=RequestStream, metadata=meta("the load"))
     slo: Slo = field(default_factory=Slo, metadata=meta("the targets"))
@@ -221,6 +233,12 @@ class Serving:
 
     def __post_init__(self) -> None:
         _positive("--tp", self.tp, whole=True)
+        _positive("--pp", self.pp, whole=True)
+        if self.pp > 1 and self.speculative is not None:
+            raise InvalidInputError(
+                f"--pp {self.pp} with speculative decoding is not modelled (the draft's steps would pass every stage "
+                "too): drop --speculative, or use --tp alone"
+            )
         self.engine_options()  # an unknown engine, version or frontend fails here, in one line
 
     def engine_options(self):
@@ -229,7 +247,9 @@ class Serving:
         from perfpredict.llm.generation_options import EngineOptions
 
         get_version(self.engine, self.engine_version)
-        return EngineOptions(engine=self.engine, version=self.engine_version, frontend=self.frontend)
+        return EngineOptions(engine=self.engine, version=self.engine_version, frontend=self.frontend,
+                             frontend_process=self.frontend_process, scheduler_steps=self.scheduler_steps,
+                             async_output=self.async_output, async_scheduling=self.async_scheduling)  # fmt: skip
 
     @classmethod
     def of(cls, **options: Any) -> Serving:

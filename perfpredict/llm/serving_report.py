@@ -10,7 +10,7 @@ from perfpredict.llm.serving_metrics import Percentiles
 
 @dataclass(frozen=True)
 class ServingReport(JsonReport):
-    """One stream of requests served by one replica (``tp`` GPUs); memory figures are per GPU."""
+    """One stream of requests served by one replica (``pp`` stages of ``tp`` GPUs); memory figures are per GPU."""
 
     model_name: str
     device: str
@@ -43,6 +43,9 @@ class ServingReport(JsonReport):
     peak_kv_tokens: int
     cached_prompt_share: float = 0.0  # of the prompt tokens, those prefix caching skipped
     tokens_per_step: float = 1.0  # speculative decoding's expected tokens per decode step (1: off)
+    engine_version: str = ""  # the engine's version ("0.10", "0.11", ...); "" in a report written before it
+    frontend: str = "offline"  # "offline" (the engine's generate call) or "openai-server"
+    pp: int = 1  # pipeline stages per replica, each of ``tp`` GPUs
     assumptions: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()

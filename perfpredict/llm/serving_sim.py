@@ -7,11 +7,15 @@ under a second):
 
 - **Admission**: the request at the head of the queue is admitted while the step's token budget
   (``max_num_batched_tokens``), the sequence limit (``max_num_seqs``) and the free KV blocks less a 1% watermark
-  allow; a head that does not fit blocks the queue behind it.
+  allow; a head that does not fit blocks the queue behind it. Blocks for its prompt (vLLM, SGLang, MII), or with
+  ``reserve`` (TensorRT-LLM's GUARANTEED_NO_EVICT) for its prompt and every token it will generate, taken at
+  once: such an engine never preempts.
 - **Without chunked prefill** a step that admits any runs those prefills alone (each emits its first token);
   otherwise it decodes every running sequence.
 - **With chunked prefill** each step spends its budget on one token per decoding sequence first, then on chunks
   of the prompts being prefilled, then on new prompts; a step mixes both.
+- **Whole prompts** (``whole_prompts``: TensorRT-LLM's in-flight batching without chunked context) as chunked
+  prefill, but a prompt joins a step only whole, while the budget left holds it.
 - **Preemption**: a decoding sequence that needs a new block when none is free evicts the most recently admitted
   sequence (its blocks freed, its prompt and generated tokens prefilled again later: recompute).
 - **Prefix caching** (``prefix_cache.PrefixPlan``): a request skips computing its cached tokens, and a shared
@@ -50,6 +54,8 @@ class SimEngine:
     watermark: float = 0.01
     tokens_per_step: float = 1.0  # speculative decoding's expected tokens per sequence per decode step
     lookahead: int = 0  # KV slots a speculative step writes ahead of the sequence
+    reserve: bool = False  # admission takes the blocks of the prompt and all its new tokens (no preemption)
+    whole_prompts: bool = False  # prompts join a step only whole (mixed batching without chunking)
 
 
 @dataclass
@@ -67,6 +73,7 @@ class SimStats:
     peak_running: int = 0
     prefill_tokens: int = 0  # computed (a cache hit's tokens are not)
     cached_tokens: int = 0  # skipped by prefix caching
+    hit_requests: int = 0  # requests whose first prefill found tokens in the prefix cache
 
     @property
     def host_s(self) -> float:
@@ -126,7 +133,9 @@ class Simulator:
                 continue
             if not self.running and not self._can_allocate(self.waiting[0]):
                 self._refuse(self.waiting[0])
-            if self.e.chunked_prefill:
+            if not self.running and self.e.whole_prompts and self._computed(self.waiting[0]) > self.e.budget_tokens:
+                self._refuse_long(self.waiting[0])
+            if self.e.chunked_prefill or self.e.whole_prompts:
                 self._chunked_step()
             else:
                 self._default_step()
@@ -145,12 +154,19 @@ class Simulator:
             "cache more memory (--gpu-memory-utilization, --tp)"
         )
 
+    def _refuse_long(self, i: int) -> None:
+        raise InvalidInputError(
+            f"request {i} computes {self._computed(i)} prompt tokens, more than a step's budget of "
+            f"{self.e.budget_tokens} (max_num_tokens), and this engine batches only whole prompts: raise "
+            "--max-num-batched-tokens, turn on --chunked-prefill (chunked context), or shorten the prompt"
+        )
+
     # -- the default (prefill-first) policy -------------------------------------------------------------------
     def _default_step(self) -> None:
         admitted, tokens = [], 0
         while self.waiting and len(self.running) + len(admitted) < self.e.max_num_seqs:
             i = self.waiting[0]
-            need = self._target(i) - self._skip(i)
+            need = self._computed(i)
             if tokens + need > self.e.budget_tokens or not self._can_allocate(i):
                 break
             self.waiting.popleft()
@@ -185,7 +201,7 @@ class Simulator:
         new = 0
         while left > 0 and self.waiting and len(self.running) < self.e.max_num_seqs:
             i = self.waiting[0]
-            if not self._can_allocate(i):
+            if not self._can_allocate(i) or (self.e.whole_prompts and self._computed(i) > left):
                 break
             self.waiting.popleft()
             self._allocate(i)
@@ -304,6 +320,10 @@ class Simulator:
         """Tokens a (re)prefill puts in the cache: the prompt, and after a preemption what it had generated."""
         return int(self.prompt[i] + int(self.gen[i]))
 
+    def _computed(self, i: int) -> int:
+        """Tokens admitting ``i`` would prefill: its target less what the prefix cache holds."""
+        return self._target(i) - self._skip(i)
+
     def _skip(self, i: int) -> int:
         """Prompt tokens found in the prefix cache (never the whole target: the last token is computed)."""
         if self.carrier[i] and not self.resident:
@@ -317,7 +337,10 @@ class Simulator:
         return self.shared_blocks if self.shared_blocks and self.carrier[i] else 0
 
     def _admission_blocks(self, i: int) -> int:
-        own = self._blocks_one(self._target(i)) - self._shared_one(i)
+        """Blocks admitting ``i`` takes: its (re)prefill's, or with reservation its whole length's (the prompt,
+        every new token and a speculative step's slots ahead), and the shared prefix's if it computes them first."""
+        tokens = self.prompt[i] + self.output[i] + self.e.lookahead if self.e.reserve else self._target(i)
+        own = self._blocks_one(tokens) - self._shared_one(i)
         first = self.carrier[i] and self.owner is None
         return max(own, 0) + (self.shared_blocks if first else 0)
 
@@ -334,6 +357,7 @@ class Simulator:
         self.goal[i], self.pre[i], self.blocks[i] = self._target(i), skip, blocks
         self.free -= blocks
         self.stats.cached_tokens += skip
+        self.stats.hit_requests += int(skip > 0 and self.preempted[i] == 0)
 
     def _settle_prefix(self) -> None:
         if self.owner is not None and not self.resident and self.pre[self.owner] >= self.goal[self.owner] > 0:

@@ -28,7 +28,10 @@ PAGE_FIELDS = {
     "lengths_file": "lengths_file", "ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "percentile": "percentile",
     "prefix_tokens": "shared_tokens", "prefix_hit_rate": "hit_rate", "speculative": "method",
     "spec_tokens": "tokens", "acceptance_rate": "acceptance_rate", "draft_model": "draft_model",
+    "engine": "engine", "engine_version": "engine_version", "frontend": "frontend",
 }  # fmt: skip
+#: the deployment tab's engine axis (``deploy_search.Grid.engines``, the CLI's ``--engines``) by default
+DEPLOY_ENGINES = "vllm"
 MAX_LENGTHS_FILE_BYTES = 16 << 20
 
 
@@ -43,6 +46,7 @@ def build(gr: Any, models: list[str], devices: list[str]) -> None:
                 ui["tp"] = gr.Number(value=1, precision=0, minimum=1, label="tp", elem_id="sim_tp")
                 ui["max_num_seqs"] = gr.Number(value=256, precision=0, minimum=1, label="max batch (max_num_seqs)")
                 ui["chunked_prefill"] = gr.Radio(["default", "on", "off"], value="default", label="chunked prefill")
+            _engine_fields(gr, ui, "sim", grid=False)
             _load_fields(gr, ui, "sim", num_requests=1000)
             _option_fields(gr, ui, models)
             _answer_button(gr, ui, "Simulate", "sim", serve_sim_answer)
@@ -54,6 +58,7 @@ def build(gr: Any, models: list[str], devices: list[str]) -> None:
                 ui["devices"] = gr.CheckboxGroup(devices, value=choices, label="GPUs", elem_id="deploy_devices")
                 ui["tps"] = gr.CheckboxGroup(list(TPS), value=list(TPS), label="tp", elem_id="deploy_tps")
                 ui["max_num_seqs"] = gr.Textbox(value="256", label="max batch (max_num_seqs), comma-separated")
+            _engine_fields(gr, ui, "deploy", grid=True)
             _load_fields(gr, ui, "deploy", num_requests=300)
             _option_fields(gr, ui, models)
             _answer_button(gr, ui, "Search", "deploy", deploy_answer)
@@ -77,6 +82,25 @@ def _source_fields(gr: Any, ui: dict, prefix: str) -> None:
         ui["model"] = gr.Dropdown(known_models(), value="llama-2-7b", label="shipped decoder LLM",
                                   allow_custom_value=True, elem_id=f"{prefix}_model")  # fmt: skip
         ui["upload"] = gr.File(label="or upload a config.json", file_types=[".json"], elem_id=f"{prefix}_upload")
+
+
+def _engine_fields(gr: Any, ui: dict, prefix: str, grid: bool) -> None:
+    """The engine, its version and its frontend (``Serving.engine``, ``engine_version``, ``frontend``, as
+    ``serve-sim --engine --engine-version --frontend`` take them); the deployment tab's engines are an axis of its
+    grid, each named with or without its version (``deploy --engines``), the frontend on every candidate."""
+    from perfpredict.llm.engine_versions import SERVING_ENGINES
+    from perfpredict.llm.host_costs import FRONTENDS
+
+    with gr.Row():
+        if grid:
+            ui["engines"] = gr.Textbox(value=DEPLOY_ENGINES, elem_id=f"{prefix}_engines",
+                                       label="engines, comma-separated, each with or without its version "
+                                       "(vllm, vllm-0.6, sglang, trtllm, mii, llamacpp)")  # fmt: skip
+        else:
+            ui["engine"] = gr.Dropdown(list(SERVING_ENGINES), value="vllm", label="engine", elem_id=f"{prefix}_engine")
+            ui["engine_version"] = gr.Textbox(value="default", label="engine version (default: its current one)",
+                                              elem_id=f"{prefix}_engine_version")  # fmt: skip
+        ui["frontend"] = gr.Radio(list(FRONTENDS), value="offline", label="frontend", elem_id=f"{prefix}_frontend")
 
 
 def _load_fields(gr: Any, ui: dict, prefix: str, num_requests: int) -> None:
@@ -132,6 +156,8 @@ def serving_fields(page: dict[str, Any]) -> dict[str, Any]:
     from perfpredict.llm.vllm_config import EngineConfig
 
     given = {PAGE_FIELDS[k]: v for k, v in page.items() if k in PAGE_FIELDS and v not in (None, "", 0, "off")}
+    if str(given.get("engine_version", "")).strip().lower() in ("", "default"):
+        given.pop("engine_version", None)  # the engine's current version
     for name in ("tp", "num_requests", "seed", "prompt_tokens", "new_tokens", "shared_tokens", "tokens"):
         if name in given:
             given[name] = int(given[name])
@@ -162,9 +188,10 @@ def serving_fields(page: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
-def serve_sim_answer(model, upload, device, tp, max_num_seqs, chunked_prefill, rate, arrival, num_requests, seed,
-                     lengths, prompt_tokens, new_tokens, lengths_file, ttft_ms, tpot_ms, percentile, prefix_tokens,
-                     prefix_hit_rate, speculative, spec_tokens, acceptance_rate, draft_model):  # fmt: skip
+def serve_sim_answer(model, upload, device, tp, max_num_seqs, chunked_prefill, engine, engine_version, frontend,
+                     rate, arrival, num_requests, seed, lengths, prompt_tokens, new_tokens, lengths_file, ttft_ms,
+                     tpot_ms, percentile, prefix_tokens, prefix_hit_rate, speculative, spec_tokens, acceptance_rate,
+                     draft_model):  # fmt: skip
     """The "Serve under load" tab: (message, the report's tables, downloads)."""
     page = dict(locals())  # every field, by name
     from perfpredict.llm.render_serving import latency_rows, render_serving_html, summary_rows, title
@@ -180,8 +207,8 @@ def serve_sim_answer(model, upload, device, tp, max_num_seqs, chunked_prefill, r
     return _guarded(answer)
 
 
-def deploy_answer(model, upload, devices, tps, max_num_seqs, rate, arrival, num_requests, seed, lengths,
-                  prompt_tokens, new_tokens, lengths_file, ttft_ms, tpot_ms, percentile, prefix_tokens,
+def deploy_answer(model, upload, devices, tps, max_num_seqs, engines, frontend, rate, arrival, num_requests, seed,
+                  lengths, prompt_tokens, new_tokens, lengths_file, ttft_ms, tpot_ms, percentile, prefix_tokens,
                   prefix_hit_rate, speculative, spec_tokens, acceptance_rate, draft_model):  # fmt: skip
     """The "Choose a deployment" tab: (message, the verdict, the frontier and the ranked table, downloads)."""
     page = dict(locals())
@@ -191,12 +218,13 @@ def deploy_answer(model, upload, devices, tps, max_num_seqs, rate, arrival, num_
     from perfpredict.llm.serving_options import Serving
 
     def answer():
-        grid = Grid(tuple(devices or ()), tuple(int(t) for t in tps or ()), (1,), _batches(max_num_seqs))
+        grid = Grid(tuple(devices or ()), tuple(int(t) for t in tps or ()), (1,), _batches(max_num_seqs),
+                    _engines(engines))  # fmt: skip
         if not grid.devices or not grid.tps:
             from perfpredict.core.errors import InvalidInputError
 
             raise InvalidInputError("choose at least one GPU and one tp")
-        serving = Serving.of(**serving_fields({k: v for k, v in page.items() if k != "max_num_seqs"}))
+        serving = Serving.of(**serving_fields({k: v for k, v in page.items() if k not in ("max_num_seqs", "engines")}))
         r = cached_search(_source(model, upload), grid, serving)
         svg = frontier_svg(r, serving.slo.tpot_ms)
         html = (f'<p id="verdict"><b>{escape(verdict_line(r))}</b></p><h3>Cost per 1M tokens against TPOT</h3>'
@@ -204,6 +232,16 @@ def deploy_answer(model, upload, devices, tps, max_num_seqs, rate, arrival, num_
         return html, _files(r, lambda rep: render_deploy_html(rep, serving.slo.tpot_ms, svg), "deploy")
 
     return _guarded(answer)
+
+
+def _engines(text: Any) -> tuple[str, ...]:
+    """The engine axis: names with or without their version, comma-separated (an unknown one fails in one line)."""
+    from perfpredict.llm.engine_versions import parse_engine
+
+    names = tuple(n.strip() for n in str(text or DEPLOY_ENGINES).split(",") if n.strip())
+    for name in names:
+        parse_engine(name)
+    return names or (DEPLOY_ENGINES,)
 
 
 def _batches(text: Any) -> tuple[int, ...]:

@@ -353,6 +353,35 @@ def test_a_repeated_generate_question_is_answered_from_the_cache(tmp_path, monke
     assert answer_cache.cached_generation("gpt2", **ask) == first and len(calls) == 4  # answered and rewritten
 
 
+def test_a_serving_engine_question_imports_neither_transformers_nor_torch_and_bert_is_still_refused(tmp_path):
+    """Deciding "is this a decoder" through transformers' auto mappings imported transformers and torch (7-12 s of
+    CPU in a fresh process) for an engine that reads the config's raw fields; a decoder the serving engines build is
+    now known from its model_type, and anything else still asks transformers."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from perfpredict.cli import main; "
+        f"rc = main(['generate', '--hf', 'llama-2-7b', '--device', 'H100', '--json', {str(tmp_path / 'r.json')!r}]); "
+        "print(rc, sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
+    env = {**os.environ, "PERFPREDICT_CACHE_DIR": str(tmp_path)}
+    env.pop("PERFPREDICT_NO_GRAPH_CACHE", None)
+    for _ in ("a new question", "the same, from the answer cache"):
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert run.stdout.strip().splitlines()[-1] == "0 []", run.stdout + run.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["engine"] == "vllm"
+
+    from perfpredict.llm.decode_trace import check_decoder
+
+    with pytest.raises(InvalidInputError, match=r"bert-base-uncased \(bert\) is an encoder-only model"):
+        check_decoder("bert-base")
+    config = hf.load_config("bert-base")
+    config.is_decoder = True  # BERT's causal-LM class as a decoder: generates
+    check_decoder(config)
+
+
 def test_the_answer_cache_key_is_the_same_in_every_process(shipped_ceilings):
     """A measured device carries a frozenset of measured keys, whose order follows the per-process hash seed."""
     import os

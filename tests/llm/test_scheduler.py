@@ -106,7 +106,8 @@ def test_a_sliding_window_caps_the_blocks_a_sequence_holds():
 
 
 def _engine_of(version, budget: int = 4096) -> ResolvedEngine:
-    return ResolvedEngine(EngineConfig(watermark=0.0), 8192, version.policy != "prefill-first", budget,
+    # chunked prefill as the version resolves it by default (TensorRT-LLM: off, its chunked context not enabled)
+    return ResolvedEngine(EngineConfig(watermark=0.0), 8192, version.chunked_default == "always", budget,
                           "flash_attn", "", version=version)  # fmt: skip
 
 

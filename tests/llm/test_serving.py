@@ -69,6 +69,18 @@ def test_prefix_caching_cuts_ttft_and_speculation_cuts_tpot_at_low_load(tiny):
     assert "speculative decoding" in spec.assumptions and "prefix caching" in cached.assumptions
 
 
+def test_the_assumptions_state_the_prefix_hits_the_run_had_not_none(tiny):
+    # the engine line had said "prefix caching on (no shared prefixes here: no hits)" beside a table of 89% skipped
+    base = Serving.of(engine_config=SMALL, rate_per_s=5, num_requests=20, prompt_tokens=512, new_tokens=32)
+    hits = "19 of 20 requests hit the cache: 9,120 prompt tokens (89%) not computed"  # 19 x 480; of 20 x 512
+    for version in ("0.10", "0.6"):  # V1 caches prefixes by default; 0.6 when asked (--prefix-tokens)
+        r = serving.predict_serving(tiny, base.but(engine_version=version), shared_tokens=480)
+        assert f"prefix caching on ({hits})" in r.assumptions["engine"] and "no hits" not in r.assumptions["engine"]
+        assert r.assumptions["prefix caching"].endswith(f"in this run {hits}")
+    plain = serving.predict_serving(tiny, base).assumptions["engine"]
+    assert "prefix caching on (no shared prefixes here: no hits)" in plain  # distinct prompts: true
+
+
 def test_a_draft_model_takes_its_weights_and_its_cache_from_the_pool(tiny, engine):
     drafted = serving.build(tiny, engine.serving.but(method="draft", draft_model=tiny))
     kv, draft = engine.sim.kv, drafted.draft.kv
@@ -155,6 +167,73 @@ def test_serve_sim_steps_take_the_versions_host_cost_and_frontend(tiny):
     assert extra == pytest.approx(4 * per_token)
     with pytest.raises(InvalidInputError, match="version '9.9' is not modelled"):
         Serving.of(engine_version="9.9")
+
+
+def test_serve_sim_runs_each_engines_admission_and_its_title_names_the_engine_and_version(tiny):
+    from perfpredict.llm.render_serving import title
+
+    ask = Serving.of(engine_config=SMALL, num_requests=8, prompt_tokens=64, new_tokens=16, rate_per_s=20.0)
+    trt, vllm = serving.build(tiny, ask.but(engine="trtllm")), serving.build(tiny, ask)
+    assert (trt.sim.reserve, trt.sim.whole_prompts) == (True, True)  # GUARANTEED_NO_EVICT, no chunked context
+    assert (vllm.sim.reserve, vllm.sim.whole_prompts) == (False, False)
+    chunked = serving.build(tiny, ask.but(engine="trtllm", engine_config=EngineConfig(chunked_prefill=True)))
+    assert chunked.sim.whole_prompts is False and chunked.sim.chunked_prefill  # its chunked context, when enabled
+    r = serving.predict_serving(tiny, ask.but(engine="trtllm", frontend="openai-server"))
+    assert "(TensorRT-LLM 0.11, behind its OpenAI server)" in title(r) and "vLLM" not in title(r)
+    assert r.assumptions["scheduler over time"].startswith("TensorRT-LLM 0.11's: ")
+    assert "every token it will generate" in r.assumptions["scheduler over time"]
+    assert "(vLLM 0.10)" in title(serving.predict_serving(tiny, ask))
+
+
+def test_serve_sim_takes_generates_host_choices_multi_step_scheduling_among_them(tiny):
+    """vLLM 0.6 with 10 scheduler steps (what its v0.6.0 post benchmarked): the scheduling phases' host cost is paid
+    once per 10 steps, as generate's --num-scheduler-steps pays it."""
+    base = Serving.of(engine_config=SMALL, num_requests=8, prompt_tokens=64, new_tokens=16, engine_version="0.6")
+    one, ten = serving.build(tiny, base), serving.build(tiny, base.but(scheduler_steps=10))
+    phases = {p.name: p for p in one.setup.host_cost.phases}
+    sched = sum(phases[n].seconds(4, 0, 4, 0, 1) for n in ("schedule", "prepare_inputs"))  # 4 sequences, a step
+    saved = one.sim.step.wall_s(1e-3, 4, 0, 4, 0) - ten.sim.step.wall_s(1e-3, 4, 0, 4, 0)
+    assert sched > 0 and saved == pytest.approx(sched * (1 - 1 / 10))
+    off = serving.build(tiny, base.but(async_output=False))  # its outputs processed in turn with the GPU
+    assert off.sim.step.wall_s(1e-3, 4, 0, 4, 0) > one.sim.step.wall_s(1e-3, 4, 0, 4, 0)
+    served = serving.build(tiny, base.but(frontend="openai-server", frontend_process="engine"))
+    assert served.setup.options.frontend_process == "engine"
+
+
+def test_a_pipeline_runs_virtual_engines_each_its_share_as_generates_scheduler_does(tiny):
+    """pp 2: two virtual engines, each with its own scheduler and half the KV blocks; a request goes to the
+    least-loaded one (in turn, for requests alike), so the first one's share stands for both, as generate --pp runs
+    one virtual engine's ceil(batch / pp) sequences."""
+    from perfpredict.llm.render_serving import title
+
+    ask = Serving.of(engine_config=SMALL, pp=2, num_requests=12, prompt_tokens=64, new_tokens=32)  # all at t = 0
+    engine = serving.build(tiny, ask)
+    assert engine.setup.pp == 2 and engine.sim.kv.blocks == engine.setup.kv.blocks // 2
+    trace, requests, _ = serving.simulate(engine)
+    assert len(requests) == 6 and requests.of == 12  # every other request
+    batch = vllm_engine.run(engine.setup, 12, 64, 32)  # generate's scheduler: one virtual engine's 6
+    assert trace.first_token_s == pytest.approx(batch.ttft_s, rel=1e-9)
+    assert trace.finish_s == pytest.approx([s.finish_s for s in batch.seqs], rel=0.005)
+    r = serving.report(engine, trace, requests)
+    assert (r.pp, r.tp, r.num_requests) == (2, 1, 12) and r.requests_per_s == pytest.approx(12 / r.makespan_s)
+    one = trace.stats.seq_s / trace.stats.busy_s  # one virtual engine's mean running batch; the other runs alike
+    assert r.mean_running_batch == pytest.approx(2 * one) and r.kv_capacity_tokens == 2 * engine.sim.kv.capacity_tokens
+    assert "2 x 1 x " in title(r) and "virtual engines" in r.assumptions
+    with pytest.raises(InvalidInputError, match="--pp 2 with speculative decoding is not modelled"):
+        Serving.of(pp=2, method="ngram")
+
+
+def test_a_deployment_grid_sizes_pipeline_parallel_replicas_instead_of_refusing_them(tiny):
+    from perfpredict.llm.deploy import search_deployments
+    from perfpredict.llm.deploy_search import Grid
+
+    ask = Serving.of(engine_config=SMALL, num_requests=8, prompt_tokens=64, new_tokens=16, rate_per_s=2.0,
+                     tpot_ms=1000.0, price_usd_per_hour=1.0)  # fmt: skip
+    r = search_deployments(tiny, Grid(("H100-SXM",), (1,), (1, 2), (16,)), ask)
+    by_pp = {o.pp: o for o in r.outcomes}
+    assert by_pp[2].status == "meets" and by_pp[1].status == "meets"
+    assert by_pp[2].gpus == 2 * by_pp[2].replicas  # a replica of 2 stages of 1 GPU
+    assert by_pp[2].usd_per_hour == pytest.approx(by_pp[2].gpus * 1.0)
 
 
 def test_a_deployment_grid_names_an_engine_with_its_version(tiny):

@@ -88,6 +88,55 @@ def test_requests_arriving_at_once_get_the_batch_schedulers_answer(batch, prompt
     assert sim.stats.steps == batch_trace.steps
 
 
+def trtllm(blocks=10_000, budget=4096, step=None) -> SimEngine:
+    """TensorRT-LLM's rules: the whole request reserved at admission, whole prompts mixed into decode steps."""
+    return SimEngine(step or LinearStep(), kv(blocks), 256, budget, False, 0.0, reserve=True, whole_prompts=True)
+
+
+def test_tensorrt_llm_reserves_each_request_whole_and_waits_where_vllm_admits_both_and_preempts():
+    # 8 blocks of 16 tokens; two requests at t = 0 of a 48-token prompt (3 blocks) and 33 new tokens
+    reqs = requests([0.0, 0.0], 48, 33)
+    # vLLM: both admitted on their prompts' 3 blocks (6 of 8) and prefilled together, 96 tokens = 9.6 ms. 16 decode
+    # steps of 12 ms (2 sequences) fill a 4th block each (tokens 49-64) -> 201.6 ms, 17 tokens each; the next needs
+    # a 5th block, none is free: r2, the newest, is evicted. r1 decodes its last 16 alone, 11 ms each -> 377.6 ms.
+    # r2 is recomputed (48 + 17 = 65 tokens, 6.5 ms) -> 384.1 ms, then 15 steps alone -> 549.1 ms
+    v = Simulator(engine(blocks=8), reqs).run()
+    assert v.first_token_s == pytest.approx([0.0096, 0.0096]) and v.finish_s == pytest.approx([0.3776, 0.5491])
+    assert v.stats.preemptions == 1 and v.preempted.tolist() == [0, 1]
+    # TensorRT-LLM: r1 reserves ceil((48 + 33) / 16) = 6 blocks; r2 needs 6 of the 2 left and waits. r1's prompt
+    # joins a step whole (4.8 ms), then 32 decode steps of 11 ms -> 356.8 ms; r2 then prefills (4.8 ms) -> first
+    # token at 361.6 ms, and decodes 32 steps -> 713.6 ms; nothing is ever preempted
+    t = Simulator(trtllm(blocks=8), reqs).run()
+    assert t.first_token_s == pytest.approx([0.0048, 0.3616]) and t.finish_s == pytest.approx([0.3568, 0.7136])
+    assert t.stats.preemptions == 0 and t.stats.peak_blocks == 6
+
+
+def test_tensorrt_llm_mixes_only_whole_prompts_and_refuses_one_over_its_budget():
+    # a 100-token budget: three 32-token prompts join the first step (9.6 ms), the fourth does not fit the 4 tokens
+    # left and is not chunked: it waits for the next step, which decodes the three and takes it whole
+    t = Simulator(trtllm(budget=100), requests([0.0] * 4, 32, 4)).run()
+    assert t.first_token_s[:3] == pytest.approx([PREFILL_PER_TOKEN_S * 96] * 3)
+    assert t.first_token_s[3] == pytest.approx(PREFILL_PER_TOKEN_S * 96 + PREFILL_PER_TOKEN_S * (3 + 32))
+    with pytest.raises(InvalidInputError, match="only whole prompts: raise --max-num-batched-tokens"):
+        Simulator(trtllm(budget=100), requests([0.0], 101, 4)).run()
+
+
+@pytest.mark.parametrize("batch, prompt, new, blocks, budget", [(4, 32, 64, 14, 100), (5, 300, 40, 60, 700)])
+def test_tensorrt_llm_requests_arriving_at_once_get_generates_scheduler_answer(batch, prompt, new, blocks, budget):
+    from perfpredict.llm.engine_versions import get_version
+
+    resolved = ResolvedEngine(EngineConfig(watermark=0.0), 8192, False, budget, "flash_attn", "",
+                              version=get_version("trtllm"))  # fmt: skip
+    batch_trace = Scheduler(LinearCosts(), kv(blocks), resolved, serial_host(0.0, 0.0), workers=1).run(
+        batch, prompt, new
+    )
+    sim = Simulator(trtllm(blocks, budget), requests([0.0] * batch, prompt, new)).run()
+    assert sim.stats.preemptions == batch_trace.preemptions == 0
+    assert sim.first_token_s == pytest.approx(batch_trace.ttft_s)
+    assert sim.finish_s == pytest.approx([s.finish_s for s in batch_trace.seqs])
+    assert sim.stats.peak_blocks == batch_trace.peak_blocks
+
+
 def test_a_request_arriving_mid_decode_is_prefilled_at_the_next_step_boundary():
     # r1 at t=0: prefill 100 tokens = 10 ms; decode steps of 11 ms (1 sequence) end at 21, 32 ms. r2 arrives at
     # 30.5 ms: the step running then ends at 32 ms, r2's prefill takes 10 ms -> first token at 42 ms (TTFT 11.5 ms).
