@@ -13,6 +13,7 @@ pytest.importorskip("transformers")
 import perfpredict  # noqa: E402
 from perfpredict.cli import main  # noqa: E402
 from perfpredict.parallel import ParallelReport, parallel_report  # noqa: E402
+from perfpredict.parallel.build import VALIDATION_FIGURES, VALIDATION_NOTE  # noqa: E402
 
 TINY = ["--hf", "llama-2-7b", "--seq", "128", "--batch", "1"]
 
@@ -32,7 +33,8 @@ def test_cli_json_is_the_library_report_for_the_same_plan(capsys):
 def test_cli_text_and_one_line_errors(capsys):
     assert main(["predict", *TINY, "--device", "H100-SXM", "--tp", "2"]) == 0
     text = capsys.readouterr().out
-    assert "tp=2" in text and "not validated on hardware" in text
+    # the validation line names what the step times are scored on (llm-foundry's and NeuSight's runs)
+    assert "tp=2" in text and f"validation: {VALIDATION_NOTE}" in text and "not validated on hardware" not in text
     assert main(["predict", *TINY, "--device", "H100-SXM", "--tp", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "tp=3" in err[0] and "choose tp from" in err[0]
@@ -69,7 +71,8 @@ def test_the_web_question_carries_the_plan():
     )
     assert [r[0] for r in ans.rows] == ["H100-SXM", "L4"] and all(r[1] == "8" for r in ans.rows)
     assert ans.rows[0][7] == "yes" and ans.rows[1][7] == "NO"  # 41 GiB per GPU: no L4 holds it
-    assert "not validated on hardware" in ans.notes[0]
+    assert f"Multi-GPU step times are scored on {VALIDATION_FIGURES}" in ans.notes[0]
+    assert "llm-foundry" in ans.notes[0] and "NeuSight" in ans.notes[0] and "not validated" not in ans.notes[0]
     gen = compare(Question(model="llama-2-7b", phase="generation", devices=("H100-SXM",), parallel={"tp": 2}))
     assert gen.rows[0][0] == "2 x H100-SXM" and gen.rows[0][1].startswith("vLLM 0.10") and gen.reports[0].tp == 2
     with pytest.raises(
