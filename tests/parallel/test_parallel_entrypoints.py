@@ -80,3 +80,83 @@ def test_the_web_question_carries_the_plan():
         match="generation runs over tensor-parallel GPUs in pipeline stages: keep tp and pp, clear dp",
     ):
         compare(Question(model="llama-2-7b", phase="generation", devices=("H100-SXM",), parallel={"dp": 2}))
+
+
+# Llama-3-8B's config (perfpredict/data/hf_configs), 4 of its 32 layers: one per model chunk of pp 2 x 2 virtual
+# stages, so the capture stays small while every width is the real model's
+LLAMA3_8B_STYLE = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 4,
+    "vocab_size": 128256,
+    "max_position_embeddings": 8192,
+    "rope_theta": 500000.0,
+    "rms_norm_eps": 1e-05,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+COMBINED_FLAGS = [
+    *("--tp", "4", "--sp", "--async-tp", "--cp", "2", "--pp", "2", "--schedule", "interleaved"),
+    *("--virtual-stages", "2", "--microbatches", "4", "--dp", "2", "--fsdp", "hybrid_shard"),
+    *("--activation-checkpointing", "selective-op"),
+]
+COMBINED_PLAN = {
+    "tp": 4,
+    "sp": True,
+    "async_tp": True,
+    "cp": 2,
+    "pp": 2,
+    "schedule": "interleaved",
+    "virtual_stages": 2,
+    "microbatches": 4,
+    "dp": 2,
+    "fsdp": True,
+    "fsdp_strategy": "hybrid_shard",
+}
+
+
+def _check_the_combined_plan(report: ParallelReport) -> None:
+    """The step split sums to the step, each rank's memory terms to its peak, and every option is an assumption."""
+    assert report.world_size == 4 * 2 * 2 * 2 and report.global_batch_size == 1 * 4 * 2
+    split = report.step_split.rows()
+    assert sum(ms for _, ms in split) == pytest.approx(report.step_ms, rel=1e-9)
+    assert all(ms >= 0 for _, ms in split) and dict(split)["pipeline bubble"] > 0 and dict(split)["recompute"] > 0
+    for stage in report.stages:
+        assert sum(b for _, b in stage.memory.rows()) == stage.memory.total_bytes
+    assert max(s.memory.total_bytes for s in report.stages) == report.peak_memory_bytes
+    said = report.assumptions
+    assert "sequence parallelism" in said["tensor_parallel"]  # tp 4 with sp
+    assert said["async_tp"].startswith("async TP: each sequence-parallel all-gather and reduce-scatter cut into tp")
+    assert said["context_parallel"].startswith("ring attention over cp=2")
+    assert said["pipeline"].startswith("interleaved 1F1B with 2 model chunks per rank")
+    assert "HYBRID_SHARD" in said["overlap"] and said["memory"].startswith("FSDP HYBRID_SHARD")
+    assert said["activation checkpointing"].startswith("selective-op")
+
+
+def test_one_plan_with_every_axis_through_the_cli_and_the_api(tmp_path, capsys):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA3_8B_STYLE))
+    argv = ["predict", "--config", str(config), "--seq", "256", "--batch", "1", "--device", "H100-SXM", "--training"]
+    assert main([*argv, *COMBINED_FLAGS, "--json", "-"]) == 0
+    cli = ParallelReport.from_dict(json.loads(capsys.readouterr().out))
+    _check_the_combined_plan(cli)
+
+    fields = {k: v for k, v in LLAMA3_8B_STYLE.items() if k not in ("model_type", "architectures", "torch_dtype")}
+    with torch.device("meta"):
+        model = LlamaForCausalLM(LlamaConfig(**fields)).to(torch.bfloat16)
+    api = perfpredict.predict(
+        model,
+        (torch.zeros(1, 256, dtype=torch.long),),
+        device="H100-SXM",
+        phase="training",
+        parallel=COMBINED_PLAN,
+        activation_checkpointing="selective-op",
+    )
+    _check_the_combined_plan(api)
+    assert {k: api.plan[k] for k in COMBINED_PLAN} == {k: cli.plan[k] for k in COMBINED_PLAN} == COMBINED_PLAN
