@@ -103,9 +103,10 @@ def main() -> int:
         "",
         f"{header(__file__, packages=())}.",
         "",
-        "Multi-GPU step "
-        "times are **not validated on hardware**; these tables check the parts that can be checked from published "
-        "figures. Message sizes against torch.distributed (gloo): `pytest tests/parallel/test_parallel_gloo.py`.",
+        "These tables check the parts of the multi-GPU model that can be checked from published figures alone. "
+        "Step times are scored on llm-foundry's and NeuSight's published runs (`benchmarks/external_llm_foundry.py`, "
+        "`benchmarks/external_neusight.py`). Message sizes against torch.distributed (gloo): `pytest "
+        "tests/parallel/test_parallel_gloo.py`.",
         "",
         "## Bus bandwidth at 8 GiB messages, against published nccl-tests figures",
         "",

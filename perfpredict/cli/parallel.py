@@ -14,7 +14,9 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("multi-GPU (docs: multi-GPU); --batch is then one rank's micro-batch")
     g.add_argument("--dp", type=positive_int("--dp"), default=None, help="data-parallel replicas")
     g.add_argument("--tp", type=positive_int("--tp"), default=None, help="tensor-parallel ranks (Megatron-style)")
-    g.add_argument("--pp", type=positive_int("--pp"), default=None, help="pipeline stages (1F1B schedule)")
+    g.add_argument(
+        "--pp", type=positive_int("--pp"), default=None, help="pipeline stages (--schedule picks the schedule)"
+    )
     g.add_argument(
         "--microbatches",
         type=positive_int("--microbatches"),

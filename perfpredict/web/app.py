@@ -15,10 +15,29 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from perfpredict.parallel.plan import FSDP_STRATEGIES, SCHEDULES
 from perfpredict.predictors.base import DEFAULT_MODE, RUN_MODES
 from perfpredict.request import DEFAULT_DEVICE
 from perfpredict.web.compare import MAX_ONNX_BYTES, PHASES, Answer, Question, compare, config_from_upload
+from perfpredict.web.training_inputs import (
+    SCALE_FIELDS,
+    choice_given,
+    parallel_plan,
+    scale_inputs,
+    training_memory_inputs,
+    training_options,
+)
+
+__all__ = [
+    "SCALE_FIELDS",
+    "answer",
+    "build_app",
+    "memory_html",
+    "memory_terms",
+    "parallel_plan",
+    "serve",
+    "table_html",
+    "training_options",
+]
 
 DEFAULT_DEVICES = (DEFAULT_DEVICE, "A100-80GB")
 
@@ -93,22 +112,8 @@ def build_app():
             ui["tp"] = gr.Number(value=1, precision=0, minimum=1, label="tensor parallel (tp)", elem_id="tp")
             ui["pp"] = gr.Number(value=1, precision=0, minimum=1, label="pipeline stages (pp)", elem_id="pp")
             ui["fsdp"] = gr.Checkbox(value=False, label="FSDP (shard weights, gradients, optimizer)", elem_id="fsdp")
-        with gr.Accordion("training at scale (optional): schedule, FSDP, network, context and async TP", open=False):
-            with gr.Row():
-                ui["cp"] = gr.Number(value=1, precision=0, minimum=1, label="context parallel (cp)", elem_id="cp")
-                ui["global_batch"] = gr.Number(
-                    value=0, precision=0, minimum=0, label="global batch, samples (0: one micro-batch per rank)"
-                )
-                ui["schedule"] = gr.Dropdown(list(SCHEDULES), value="1f1b", label="pipeline schedule")
-                ui["virtual_stages"] = gr.Number(value=1, precision=0, minimum=1, label="virtual stages (interleaved)")
-            with gr.Row():
-                ui["fsdp_strategy"] = gr.Dropdown(list(FSDP_STRATEGIES), value="full_shard", label="FSDP strategy")
-                ui["gpus_per_node"] = gr.Number(value=8, precision=0, minimum=1, label="GPUs per node")
-                ui["nvlink_domain"] = gr.Number(value=0, precision=0, minimum=0, label="NVLink domain (0: a node)")
-                ui["inter_node_gbps"] = gr.Number(value=0, minimum=0, label="network Gb/s per GPU (0: catalog)")
-                ui["sp"] = gr.Checkbox(value=False, label="sequence parallel (with tp)")
-                ui["async_tp"] = gr.Checkbox(value=False, label="async TP (with sp)")
-        _training_memory_inputs(gr, ui)
+        scale_inputs(gr, ui)
+        training_memory_inputs(gr, ui)
         with gr.Accordion("LLM generation (phase generation): as `perfpredict generate` asks", open=False):
             with gr.Row():
                 ui["engine"] = gr.Radio(
@@ -223,11 +228,21 @@ def answer(
     power_limit_w=0,
     disable_custom_all_reduce=False,
     enable_expert_parallel=False,
+    microbatches=1,
+    zero_stage=0,
+    shard_group=0,
+    fsdp_param_dtype="default",
+    fsdp_reduce_dtype="default",
+    float8_all_gather=False,
+    lora_targets="",
+    checkpoint_every=2,
 ):
     """The page's handler: every error becomes one line in the page, never a traceback. ``mode`` is a step's
     (inference, training); ``generation_mode``, ``new_tokens`` and ``weights`` are generation's, as `perfpredict
-    generate`'s --mode, --new-tokens and --weights ("default": the option left out); ``cp`` to ``async_tp`` are the
-    training-at-scale plan keys (:data:`SCALE_FIELDS`, each left out at its default)."""
+    generate`'s --mode, --new-tokens and --weights ("default": the option left out); ``cp`` to ``async_tp``, and
+    ``microbatches`` to ``float8_all_gather``, are the training-at-scale plan keys (:data:`SCALE_FIELDS`, each left
+    out at its default); the training-memory fields are Request fields (``training_options``: ``checkpoint_every`` is
+    the k of the "every-k" checkpointing choice)."""
     inputs = dict(locals())  # every input, by name (the page lists them once: build_app reads this signature)
     from perfpredict.core.errors import PerfPredictError
 
@@ -239,11 +254,6 @@ def answer(
     except Exception as err:  # noqa: BLE001 - the server keeps serving; the page says what went wrong
         return _message(f"perfpredict could not answer this ({type(err).__name__}: {err})"), "", "", "", None
     return "", table_html(result), _roofline(result), _kinds(result), _downloads(result)
-
-
-def _given(choice: Any) -> Any:
-    """A selector's choice, or None for "default" (the option left out)."""
-    return None if choice in (None, "", "default") else choice
 
 
 def _question(page: dict[str, Any]) -> Question:
@@ -268,8 +278,8 @@ def _question(page: dict[str, Any]) -> Question:
         phase=page["phase"],
         batch=int(page["batch"] or 1),
         seq=int(page["seq"]) if page["seq"] else None,
-        dtype=_given(page["dtype"]),
-        precision=_given(page["precision"]),
+        dtype=choice_given(page["dtype"]),
+        precision=choice_given(page["precision"]),
         devices=(*(page["devices"] or ()), *(page["mig"] or ())),
         max_latency_ms=page["max_latency"] or None,
         min_throughput_per_s=page["min_throughput"] or None,
@@ -277,83 +287,17 @@ def _question(page: dict[str, Any]) -> Question:
             page["dp"], page["tp"], page["pp"], page["fsdp"], **{k: page[k] for k in SCALE_FIELDS if k in page}
         ),
         engine=page["engine"] or "auto",
-        engine_version=_given(page["engine_version"]),
+        engine_version=choice_given(page["engine_version"]),
         frontend=page["frontend"] or "offline",
-        mode=_given(page["generation_mode"]) if generation else (page["mode"] or DEFAULT_MODE),
-        host=_given(page["host"]),
+        mode=choice_given(page["generation_mode"]) if generation else (page["mode"] or DEFAULT_MODE),
+        host=choice_given(page["host"]),
         new_tokens=int(page["new_tokens"]) if page["new_tokens"] not in (None, "") else 128,
-        weights=_given(page["weights"]),
-        attn_implementation=_given(page.get("attn_implementation")),
+        weights=choice_given(page["weights"]),
+        attn_implementation=choice_given(page.get("attn_implementation")),
         options=training_options(page),
         disable_custom_all_reduce=bool(page.get("disable_custom_all_reduce")),
         enable_expert_parallel=bool(page.get("enable_expert_parallel")),
     )
-
-
-def _training_memory_inputs(gr: Any, ui: dict[str, Any]) -> None:
-    """The training-memory and fine-tuning options (Request fields), as `perfpredict predict --training` has them."""
-    from perfpredict.hardware.precision import FLOAT8_RECIPES, OPTIMIZER_IMPLS
-
-    with gr.Accordion("training memory and fine-tuning (phase training)", open=False), gr.Row():
-        ui["activation_checkpointing"] = gr.Dropdown(
-            ["default", "none", "full", "selective-op", "every-2"],
-            value="default",
-            label="activation checkpointing (default: the model's own)",
-            elem_id="activation_checkpointing",
-        )
-        ui["float8"] = gr.Dropdown(list(FLOAT8_RECIPES), value="none", label="float8 linears", elem_id="float8")
-        ui["lora_rank"] = gr.Number(value=0, precision=0, minimum=0, label="LoRA rank (0: full)", elem_id="lora_rank")
-        ui["qlora"] = gr.Checkbox(value=False, label="QLoRA (NF4 base)", elem_id="qlora")
-        ui["optimizer_impl"] = gr.Dropdown(
-            ["default", *OPTIMIZER_IMPLS], value="default", label="optimizer implementation", elem_id="optimizer_impl"
-        )
-        ui["offload_optimizer"] = gr.Checkbox(value=False, label="ZeRO-Offload (optimizer on the CPU)")
-        ui["power_limit_w"] = gr.Number(value=0, minimum=0, label="power limit, W (0: the board's)")
-
-
-def training_options(page: dict[str, Any]) -> dict[str, Any]:
-    """The Request fields of the training-memory inputs that differ from their defaults ("default", 0: left out)."""
-    given = {
-        "activation_checkpointing": _given(page.get("activation_checkpointing")),
-        "float8": _given(page.get("float8")) if page.get("float8") not in (None, "none") else None,
-        "lora_rank": int(page["lora_rank"]) if page.get("lora_rank") else None,
-        "qlora": bool(page.get("qlora")) or None,
-        "optimizer_impl": _given(page.get("optimizer_impl")),
-        "offload_optimizer": bool(page.get("offload_optimizer")) or None,
-        "power_limit_w": float(page["power_limit_w"]) if page.get("power_limit_w") else None,
-    }
-    return {name: value for name, value in given.items() if value is not None}
-
-
-#: the page's training-at-scale fields (issue 46), each a plan key; a field at its default is left out
-SCALE_FIELDS = {
-    "cp": 1,
-    "global_batch": 0,
-    "schedule": "1f1b",
-    "virtual_stages": 1,
-    "fsdp_strategy": "full_shard",
-    "gpus_per_node": 8,
-    "nvlink_domain": 0,
-    "inter_node_gbps": 0,
-    "sp": False,
-    "async_tp": False,
-}
-
-
-def parallel_plan(dp: Any, tp: Any, pp: Any, fsdp: bool, **scale: Any) -> dict | None:
-    """The multi-GPU plan the page's fields ask for; None for one GPU. ``scale``: the fields of
-    :data:`SCALE_FIELDS`, each left out at its default."""
-    plan: dict[str, Any] = {k: int(v) for k, v in (("dp", dp), ("tp", tp), ("pp", pp)) if v and int(v) > 1}
-    if fsdp:
-        plan["fsdp"] = True
-    for key, value in scale.items():
-        if value in (None, "") or value == SCALE_FIELDS[key]:
-            continue
-        if isinstance(SCALE_FIELDS[key], bool | str):
-            plan[key] = value
-        else:
-            plan[key] = float(value) if key == "inter_node_gbps" else int(value)
-    return plan or None
 
 
 def _message(text: str) -> str:
@@ -366,8 +310,47 @@ def table_html(result: Answer) -> str:
     notes = "".join(f'<p class="note">{escape(n)}</p>' for n in result.notes)
     return (
         f'<table id="comparison"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}'
+        + memory_html(result)
         + timelines_html(result)
     )
+
+
+def memory_html(result: Answer) -> str:
+    """Memory per GPU on each device, term by term, as the reports list them: a multi-GPU step's worst rank (the
+    stage that holds the most), or the one GPU. The terms sum to the peak (a term of 0 is left out)."""
+    from perfpredict.render.formats import fmt_bytes
+
+    tables = []
+    for r in result.reports:
+        terms = memory_terms(r)
+        if terms is None:
+            continue
+        where, rows = terms
+        cells = "".join(
+            f'<tr><td>{escape(name)}</td><td class="num">{escape(fmt_bytes(size))}</td></tr>'
+            for name, size in rows
+            if size
+        )
+        total = fmt_bytes(sum(size for _, size in rows))
+        tables.append(
+            f'<table class="memory-terms" id="memory-{escape(r.device)}"><caption>{escape(r.device)}: '
+            f"{escape(where)}</caption><tbody>{cells}</tbody><tfoot><tr><th>peak memory per GPU</th>"
+            f'<th class="num">{escape(total)}</th></tr></tfoot></table>'
+        )
+    return f'<h3>Memory per GPU, term by term</h3><div id="memory">{"".join(tables)}</div>' if tables else ""
+
+
+def memory_terms(report: Any) -> tuple[str, list[tuple[str, int]]] | None:
+    """(whose memory it is, its (term, bytes) rows) for a step's report; None for one without terms (generation)."""
+    stages = getattr(report, "stages", None)
+    if stages:  # a ParallelReport: its worst rank, as the CLI's memory lines mark it
+        worst = report.worst_stage
+        where = f"the worst rank, stage {worst.stage} of {len(stages)}" if len(stages) > 1 else "every rank alike"
+        return f"{where} (peak at {worst.memory.peak_at or 'the step'})", worst.memory.rows()
+    memory = getattr(report, "memory", None)
+    if memory is not None and hasattr(memory, "rows"):
+        return f"one GPU (peak at {memory.peak_at or 'the step'})", memory.rows()
+    return None
 
 
 def timelines_html(result: Answer) -> str:

@@ -118,6 +118,7 @@ def compare(q: Question) -> Answer:
 
 def _parallel(q: Question, devices: list) -> Answer:
     """One step over ``q.parallel``'s GPUs, per device: step time, communication, bubble, memory per GPU."""
+    from perfpredict.parallel.build import VALIDATION_FIGURES
     from perfpredict.pipeline import predict
     from perfpredict.render.formats import fmt_bytes, fmt_rate, fmt_share, fmt_time_ms
 
@@ -157,7 +158,8 @@ def _parallel(q: Question, devices: list) -> Answer:
     )
     note = (
         f"{reports[0].world_size} GPUs; the batch is one GPU's micro-batch (global batch "
-        f"{reports[0].global_batch_size}). Multi-GPU step times are not validated on hardware (docs: multi-GPU)."
+        f"{reports[0].global_batch_size}). Multi-GPU step times are scored on {VALIDATION_FIGURES} (docs: training "
+        "at scale, Validation)."
     )
     host_notes = tuple(f"{r.device}: {n}" for r in reports for n in r.notes)
     return Answer(columns, rows, tuple(reports), None, (note, *host_notes))

@@ -62,3 +62,20 @@ def test_the_mpt_built_for_them_has_each_runs_parameters(runs):
     published = {(r["model"], r["seq_len"]): r["num_params"] for r in runs}  # 49 sizes and lengths
     built = {(size, seq): mpt.param_count(mpt.config(size, seq)) for size, seq in published}
     assert built == published
+
+
+def test_the_benchmark_asks_the_fp8_rows_with_transformer_engines_delayed_scaling(runs):
+    """llm-foundry's amp_fp8 runs used Transformer Engine's linears (data/external/llm_foundry/README.md), which is
+    float8='delayed' here, not torchao's tensorwise; the bf16 rows ask for no float8."""
+    from benchmarks import external_llm_foundry as bench
+    from perfpredict.hardware.precision import FLOAT8_RECIPES
+
+    assert "`amp_fp8` (Transformer Engine linears)" in (llm_foundry.OUT_DIR / "README.md").read_text()
+    fp8 = [r for r in runs if r["precision"] == "amp_fp8"]
+    assert len(fp8) == 7 and {r["device"] for r in fp8} == {"H100-SXM"}
+    for row in runs:
+        fields, marks = bench.request_fields(row)
+        assert marks == []  # every feature the rows need is in this checkout
+        assert fields.get("float8") == ("delayed" if row in fp8 else None), row["source_line"]
+        assert fields.get("activation_checkpointing") == ("full" if row["activation_checkpointing"] else None)
+    assert FLOAT8_RECIPES["delayed"].startswith("Transformer Engine")

@@ -38,7 +38,8 @@ def test_a_full_plan_is_consistent_and_round_trips(decoder_graphs):
     }
     assert ParallelReport.from_dict(json.loads(report.to_json())) == report
     text = render_parallel_text(report)
-    assert "step time" in text and "scaling efficiency" in text and "not validated on hardware" in text
+    assert "step time" in text and "scaling efficiency" in text
+    assert "validation: multi-GPU step times are scored, never fitted, on llm-foundry's 216 MPT training runs" in text
 
 
 def test_tensor_parallelism_divides_the_compute(big_training_graph):

@@ -234,6 +234,58 @@ def test_a_fsdp_rank_at_dp_64_with_full_checkpointing_end_to_end(llama):
     assert report.stages[0].memory.total_bytes == report.peak_memory_bytes
 
 
+def test_float8_all_gather_halves_the_gathered_bytes_and_the_all_gathers_traffic(llama):
+    from perfpredict.parallel import parallel_report
+
+    model, graph = llama
+
+    def fsdp_rank(**plan):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # memory advice
+            return parallel_report(
+                graph,
+                {"dp": 64, "fsdp": True, **plan},
+                device="H100-SXM",
+                predictor="analytical",
+                precision="amp-bf16",
+                float8="tensorwise",
+                activation_checkpointing="full",
+            )
+
+    bf16, fp8 = fsdp_rank(), fsdp_rank(float8_all_gather=True)
+    # memory at the backward's peak: two layers and the root (with RoPE's 64-element inv_freq buffer) gathered, in
+    # bf16 2 bytes a parameter, in float8 1; one layer's gradients before their reduce-scatter at 2 + 4 bytes either
+    # way. Llama-2-7B: (2 x 202,383,360 + 262,148,096 + 64) x 2 + 202,383,360 x 6 = 2,548,129,920 bytes in bf16,
+    # (...) x 1 + 1,214,300,160 = 1,881,215,040 in float8
+    gathered = 2 * model.layer + model.root + 64
+    (b,), (f,) = bf16.stages, fp8.stages
+    assert b.memory.peak_at == f.memory.peak_at == "backward"
+    assert b.memory.gathered_weights_bytes == gathered * 2 + model.layer * 6
+    assert f.memory.gathered_weights_bytes == gathered * 1 + model.layer * 6
+    assert "gathered layers in 1 bytes per parameter" in fp8.assumptions["memory"]
+    assert fp8.plan["float8_all_gather"] and not bf16.plan["float8_all_gather"]
+
+    def collective(report, kind, phase):
+        (c,) = [c for c in report.collectives if (c.group, c.kind, c.phase) == ("dp", kind, phase)]
+        return c
+
+    # the backward re-gathers each of the L layers once per step: L calls of a layer's parameters, 2 bytes each in
+    # bf16 (Llama-2-7B: 32 x 404,766,720 bytes), 1 in float8 (32 x 202,383,360)
+    back_b, back_f = collective(bf16, "all_gather", "backward"), collective(fp8, "all_gather", "backward")
+    assert (back_b.calls_per_step, back_b.bytes_per_call) == (model.L, model.layer * 2)
+    assert (back_f.calls_per_step, back_f.bytes_per_call) == (model.L, model.layer * 1)
+    # the forward gathers the root once and every layer: the same parameters, half the bytes
+    fwd_b, fwd_f = collective(bf16, "all_gather", "forward"), collective(fp8, "all_gather", "forward")
+    assert fwd_b.calls_per_step == fwd_f.calls_per_step == model.L + 1
+    assert fwd_b.bytes_per_step == 2 * fwd_f.bytes_per_step
+    # the all-gather's time: half the bytes on the wire, the same per-call latency, so less than bf16's, more than
+    # half of it; the gradients' reduce-scatter is not float8's and moves as many bytes
+    for b16, f8 in ((back_b, back_f), (fwd_b, fwd_f)):
+        assert f8.time_ms_per_step < b16.time_ms_per_step < 2 * f8.time_ms_per_step
+    rs_b, rs_f = collective(bf16, "reduce_scatter", "backward"), collective(fp8, "reduce_scatter", "backward")
+    assert rs_b.bytes_per_step == rs_f.bytes_per_step
+
+
 @pytest.mark.parametrize("model", [LLAMA2_7B, LLAMA3_70B], ids=["llama2-7b", "llama3-70b"])
 def test_qlora_on_one_gpu_by_hand(model):
     from perfpredict.core.graph import OpGraph

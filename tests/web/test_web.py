@@ -283,3 +283,103 @@ def test_the_pages_training_memory_inputs_become_the_requests_fields():
     request = Question(model="gpt2", phase="training", options=options).request("H100-SXM")
     assert (request.activation_checkpointing, request.lora_rank, request.qlora) == ("selective-op", 16, True)
     assert training_options({"float8": "none", "lora_rank": 0, "activation_checkpointing": "default"}) == {}
+
+
+def _page(**inputs) -> dict:
+    """Every input of the page at its default (the handler's signature), changed by ``inputs``."""
+    import inspect
+
+    from perfpredict.web.app import answer
+
+    page = {
+        name: (p.default if p.default is not inspect.Parameter.empty else None)
+        for name, p in inspect.signature(answer).parameters.items()
+    }
+    return {**page, "model": "gpt2", "phase": "training", "batch": 1, "devices": ["H100-SXM"], **inputs}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "flags"),
+    [
+        (
+            {
+                **dict(dp=8, fsdp=True, fsdp_strategy="hybrid_shard", shard_group=4, microbatches=4),
+                **dict(fsdp_param_dtype="bfloat16", fsdp_reduce_dtype="float32", float8="tensorwise"),
+                **dict(float8_all_gather=True, activation_checkpointing="every-k", checkpoint_every=3),
+                **dict(lora_rank=16, lora_targets=" q_proj,v_proj "),
+            },
+            [
+                *("--dp", "8", "--fsdp", "hybrid_shard", "--shard-group", "4", "--microbatches", "4"),
+                *("--fsdp-dtype", "bfloat16", "--fsdp-reduce-dtype", "float32", "--float8", "tensorwise"),
+                *("--float8-all-gather", "--activation-checkpointing", "every-3"),
+                *("--lora-rank", "16", "--lora-targets", "q_proj,v_proj"),
+            ],
+        ),
+        ({"dp": 4, "zero_stage": 2, "microbatches": 8}, ["--dp", "4", "--zero-stage", "2", "--microbatches", "8"]),
+    ],
+    ids=["fsdp-hybrid-float8-lora-every-3", "zero-2-accumulation"],
+)
+def test_the_pages_training_inputs_ask_what_the_cli_flags_ask(inputs, flags):
+    """ZeRO stage, HYBRID_SHARD's group, FSDP's MixedPrecisionPolicy dtypes, micro-batches, float8 all-gather, LoRA's
+    target modules and checkpointing every k blocks: each page input fills the Request field or plan key the CLI's
+    flag fills."""
+    from perfpredict.cli.entry import build_parser
+    from perfpredict.cli.model_args import request_from_args
+    from perfpredict.parallel.plan import parse_plan
+    from perfpredict.request import DEFAULT_DEVICE, field_names
+    from perfpredict.web.app import _question
+
+    web = _question(_page(**inputs)).request(DEFAULT_DEVICE)
+    cli = request_from_args(build_parser().parse_args(["predict", "--hf", "gpt2", "--training", *flags]))
+    assert parse_plan(web.parallel) == parse_plan(cli.parallel)
+    for name in field_names():
+        if name not in ("source", "parallel", "batch", "mode"):  # the page names its batch and mode itself
+            assert getattr(web, name) == getattr(cli, name), name
+    assert web.parallel == cli.parallel  # the same keys, not only the same plan once parsed
+    plan = parse_plan(web.parallel)
+    if "zero_stage" in inputs:
+        assert (plan.zero_stage, plan.microbatches, plan.fsdp) == (2, 8, False)
+    else:
+        assert (plan.shard_group, plan.fsdp_param_dtype, plan.fsdp_reduce_dtype) == (4, "bfloat16", "float32")
+        assert plan.float8_all_gather and (web.activation_checkpointing, web.lora_targets) == (
+            "every-3",
+            "q_proj,v_proj",
+        )
+
+
+def test_the_multi_gpu_answer_shows_the_worst_ranks_memory_term_by_term(tiny_llama_upload):
+    """The page's multi-GPU answer lists the memory of each device's worst rank term by term, and the terms it shows
+    sum to the peak memory per GPU, as the single-GPU report's terms do."""
+    import re
+
+    from perfpredict.core.units import GIB, KIB, MIB
+    from perfpredict.render.formats import fmt_bytes
+    from perfpredict.web.app import _question, memory_html, memory_terms
+    from perfpredict.web.compare import compare
+
+    page = _page(model=None, upload=tiny_llama_upload, seq=64, devices=["H100-SXM", "L4"], dp=2, pp=2, microbatches=4)
+    message, table, *_ = answer_of(page)
+    assert message == "" and 'id="memory"' in table
+    result = compare(_question(page))
+    html = memory_html(result)
+    unit = {"B": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB}
+    for r in result.reports:
+        worst = max(r.stages, key=lambda s: s.memory.total_bytes)  # the stage that holds the most
+        where, rows = memory_terms(r)
+        assert len(r.stages) == 2 and where.startswith(f"the worst rank, stage {worst.stage} of 2")
+        assert rows == worst.memory.rows()
+        assert sum(size for _, size in rows) == r.peak_memory_bytes
+        block = re.search(rf'<table class="memory-terms" id="memory-{r.device}">(.*?)</table>', html).group(1)
+        shown = re.findall(r"<tr><td>(.*?)</td><td class=\"num\">([\d.]+) (B|KiB|MiB|GiB)</td></tr>", block)
+        assert [name for name, _, _ in shown] == [name for name, size in rows if size]
+        total = re.search(r"<th>peak memory per GPU</th><th class=\"num\">(.*?)</th>", block).group(1)
+        assert total == fmt_bytes(r.peak_memory_bytes)
+        # each shown term rounds to 3 significant figures: their sum is the peak to within that rounding
+        summed = sum(float(v) * unit[u] for _, v, u in shown)
+        assert summed == pytest.approx(r.peak_memory_bytes, rel=0.01)
+
+
+def answer_of(page: dict):
+    from perfpredict.web.app import answer
+
+    return answer(**page)
