@@ -28,7 +28,10 @@ def measured_fractions(device: Any) -> tuple[dict[str, float], tuple[str, ...]]:
 
     if device.kind != "gpu":
         return {}, ()
-    key = (catalog_generation(), device.parent or device.name, frozenset(device.measured))
+    # the whole device (its measured values, not only which fields were measured) and the catalog it sits in
+    key = (catalog_generation(), device.parent or "", device if not device.parent else None)
+    if any(k[0] != key[0] for k in _MEMO):  # a rebuilt catalog: what was derived from the old one goes
+        _MEMO.clear()
     if key not in _MEMO:
         _MEMO[key] = _fractions(device)
     return _MEMO[key]

@@ -109,8 +109,9 @@ def list_devices() -> list[Device]:
 
 def catalog_generation() -> int:
     """A number that changes whenever the catalog is rebuilt (a device file added, a reset): a memo of anything
-    derived from the whole catalog keys on it."""
-    return id(_catalog())
+    derived from the whole catalog keys on it (a counter, never an object's id, which a rebuild may reuse)."""
+    _catalog()
+    return _BUILDS[0]
 
 
 def local_cpu() -> Device:
@@ -278,8 +279,12 @@ def _lookup(index: Mapping[str, str], name: str) -> str | None:
     return None
 
 
+_BUILDS = [0]  # catalogs built so far (catalog_generation)
+
+
 @functools.cache
 def _catalog() -> _Catalog:
+    _BUILDS[0] += 1
     builtin = json.loads(DEVICES_FILE.read_text())
     defaults, tables = builtin.get("defaults", {}), builtin.get("mig_tables", {})
     records: dict[str, dict[str, Any]] = {}

@@ -91,12 +91,12 @@ def _less_overhead(ms: float, bound_ms: float, floor_ms: float, overhead_ms: flo
 
 
 def fp32_bound_s(rows: Any) -> np.ndarray:
-    """Each row's roofline bound on its GPU at float32 without tensor cores (how NeuSight's rows ran)."""
-    from perfpredict.hardware.devices import get_device
+    """Each row's roofline bound on its GPU's datasheet at float32 without tensor cores (how NeuSight's rows ran)."""
+    from perfpredict.hardware.devices import datasheet_device, get_device
 
     out = np.empty(len(rows))
     for name in rows["device"].unique():
-        device = get_device(name)
+        device = datasheet_device(get_device(name))
         mine = (rows["device"] == name).to_numpy()
         memory_s = rows["bytes"].to_numpy(float)[mine] / device.memory_bandwidth_bytes_per_s
         compute_s = rows["flops"].to_numpy(float)[mine] / device.peak_flops("float32", False)[0]

@@ -69,7 +69,9 @@ class EngineOptions:
                 f"frontend process {self.frontend_process!r} is not one of {', '.join(FRONTEND_PROCESSES)}"
             )
         if not isinstance(self.scheduler_steps, int) or self.scheduler_steps < 1:
-            raise InvalidInputError(f"scheduler steps {self.scheduler_steps!r} must be a whole number of at least 1")
+            raise InvalidInputError(
+                f"scheduler steps {self.scheduler_steps!r} (--num-scheduler-steps) must be a whole number of at least 1"
+            )
 
     @property
     def serving(self) -> bool:

@@ -38,7 +38,11 @@ def summary_rows(r: ServingReport) -> list[tuple[str, str, str]]:
         ),
         ("mean running batch", f"{r.mean_running_batch:.1f}", f"peak {r.peak_running_batch}; time-weighted over steps"),
         ("preemptions", f"{r.preemptions:,}", f"{r.steps:,} steps, {r.prefill_steps:,} with a prefill"),
-        ("KV cache", f"peak {r.peak_kv_tokens:,} tokens", f"of {r.kv_capacity_tokens:,} the pool holds (per GPU)"),
+        (
+            "KV cache",
+            f"peak {r.peak_kv_tokens:,} tokens",
+            f"of {r.kv_capacity_tokens:,} the pool holds (over the replica's GPUs)",
+        ),
         ("engine busy", f"{r.busy_share:.0%}", f"GPU running kernels {r.gpu_busy_share:.0%} of {r.makespan_s:.1f} s"),
         (
             "energy per token",

@@ -136,8 +136,8 @@ def predict_serving(model: Any, serving: Serving | None = None, **options: Any) 
     ``dtype``, ``weights``, ``kv_dtype``, ``host``, ``price_usd_per_hour``, ``engine_config``)."""
     s = serving.but(**options) if serving is not None else Serving.of(**options)
     engine = build(model, s)
-    trace, requests, prefix = simulate(engine)
-    return report(engine, trace, requests, prefix)
+    trace, requests, _ = simulate(engine)
+    return report(engine, trace, requests)
 
 
 def cached_serving(model: Any, serving: Serving, *, use_cache: bool = True) -> ServingReport:
@@ -149,7 +149,7 @@ def cached_serving(model: Any, serving: Serving, *, use_cache: bool = True) -> S
     return serving_cache.cached(cache_key, lambda: predict_serving(model, serving), ServingReport.from_dict, use_cache)
 
 
-def report(engine: ServingEngine, trace: SimTrace, requests, prefix=None) -> ServingReport:
+def report(engine: ServingEngine, trace: SimTrace, requests) -> ServingReport:
     from perfpredict.hardware import cost
 
     s, serving = engine.setup, engine.serving
@@ -235,7 +235,10 @@ def _assumptions(engine: ServingEngine, requests, stats, busy_w: float) -> dict[
             f"({engine.sim.kv.blocks:,}) and up to max_num_seqs sequences; a request goes to the least-loaded one, "
             f"in turn for requests alike: the first one's share (one request in {s.pp}, {len(requests):,}) is "
             f"simulated and stands for all, so throughput, goodput, the running batch and the KV cache are {s.pp} "
-            "times its, its latencies everyone's (its steps and preemptions are its own)"
+            "times its, its latencies everyone's (its steps and preemptions are its own; the peak batch and KV are "
+            "an upper bound, as if the engines peaked together). Each of its steps passes every stage, but the other "
+            "engines' prefills at the shared stages are not queued in front of its decodes: TPOT is optimistic "
+            "where prefills are heavy"
         )
     out["slo"] = serving.slo.describe()
     out["energy"] = (

@@ -148,9 +148,14 @@ class Simulator:
             self.next += 1
 
     def _refuse(self, i: int) -> None:
+        if self.e.reserve:  # admission reserves the prompt and every token the request will generate
+            tokens = int(self.prompt[i] + self.output[i] + self.e.lookahead)
+            what, fix = f"{tokens} tokens: its prompt and every new token, reserved at admission", "shorter outputs"
+        else:
+            what, fix = f"{self._target(i)} tokens", "a shorter prompt"
         raise InvalidInputError(
-            f"request {i} ({self._target(i)} tokens) needs more KV blocks than the engine has ({self.kv.blocks} "
-            f"less a {self.watermark}-block watermark); vLLM would never schedule it: shorten it, or give the KV "
+            f"request {i} ({what}) needs more KV blocks than the engine has ({self.kv.blocks} less a "
+            f"{self.watermark}-block watermark); the engine would never schedule it: ask for {fix}, or give the KV "
             "cache more memory (--gpu-memory-utilization, --tp)"
         )
 

@@ -116,16 +116,18 @@ class GpuEfficiencyModel:
         (:mod:`perfpredict.hardware.dominance`: where the learned time says otherwise, the op takes that GPU's time,
         read as an efficiency on ``device``'s bound). Each (device, op, unit) is evaluated once per model (a report
         asks again for every mode and MIG slice)."""
+        from perfpredict.hardware.devices import catalog_generation
         from perfpredict.hardware.dominance import dominated
 
         if not shapes:
             return np.zeros(0)
-        keys = [(device, op, u) for op, u in zip(shapes, units)]
+        generation = catalog_generation()  # the GPUs it is held to are the catalog's: a device file can add one
+        keys = [(generation, device, op, u) for op, u in zip(shapes, units)]
         missing = list({k: None for k in keys if k not in self._memo})
         if missing:
             if len(self._memo) > MEMO_OPS:
                 self._memo.clear()
-            ops_, units_ = [k[1] for k in missing], [k[2] for k in missing]
+            ops_, units_ = [k[2] for k in missing], [k[3] for k in missing]
             values = self._raw(ops_, device, units_)
             slower = dominated(device)
             if slower:

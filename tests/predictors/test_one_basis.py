@@ -116,3 +116,14 @@ def test_the_h200s_gain_over_the_h100_comes_from_its_memory_alone(tmp_path, phas
     }
     assert got["H200"] == pytest.approx(got["H100-SXM-141GB"], rel=1e-9)
     assert got["H200"] <= got["H100-SXM"]
+
+
+def test_a_gpu_given_its_own_ceilings_is_read_at_them_not_at_a_remembered_run():
+    from perfpredict.hardware.devices import apply_ceilings, reset_catalog
+
+    h100 = get_device("H100-SXM")
+    assert analytical.attainable_bandwidth(h100) == pytest.approx(H100_HBM_MEASURED, rel=1e-3)
+    slower = apply_ceilings(h100, {"ceilings": {"hbm_bandwidth_bytes_per_s": 2.0e12}})
+    assert analytical.attainable_bandwidth(slower) == pytest.approx(2.0e12)  # its own run, not the shipped one's
+    reset_catalog()  # a rebuilt catalog is read afresh, whatever object ids it reuses
+    assert analytical.attainable_bandwidth(get_device("H100-SXM")) == pytest.approx(H100_HBM_MEASURED, rel=1e-3)
