@@ -52,6 +52,9 @@ SUITE = {
         ("--before", "benchmarks/results/tp_scaling_before.json"),
         True,
     ),
+    "never_slower": Benchmark(
+        "a GPU at least as fast on every datasheet figure, in its architecture, is never predicted slower", (), True
+    ),
     "collective_validation": Benchmark(
         "measured collective curves held out by size decade against Vidur's NCCL timings; vLLM's custom all-reduce",
         (),
