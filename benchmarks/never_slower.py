@@ -29,7 +29,11 @@ CASES = {
     "GPT-2 inference, 8 x 512": ("gpt2", {"batch": 8, "seq": 512}),
 }
 PRECISIONS = {"fp32": {"dtype": "float32"}, "TF32": {"dtype": "float32", "tf32": True}, "AMP": {"dtype": "float16"}}
-TRAINING = {"fp32": {"precision": "fp32"}, "TF32": {"precision": "fp32", "tf32": True}, "AMP": {"precision": "amp-fp16"}}
+TRAINING = {
+    "fp32": {"precision": "fp32"},
+    "TF32": {"precision": "fp32", "tf32": True},
+    "AMP": {"precision": "amp-fp16"},
+}
 
 
 def pairs() -> list[tuple[str, str]]:
@@ -50,7 +54,9 @@ def scan(found: list[tuple[str, str]]) -> list[tuple[str, str, str, str, float, 
     out = []
     for (case, (hf, shape)), precision in itertools.product(CASES.items(), PRECISIONS):
         run = (TRAINING if shape.get("phase") == "training" else PRECISIONS)[precision]
-        ms = {n: pipeline.predict(Request(source=HFSource(hf), device=n, **shape, **run)).latency_ms.value for n in names}
+        ms = {
+            n: pipeline.predict(Request(source=HFSource(hf), device=n, **shape, **run)).latency_ms.value for n in names
+        }
         out += [(case, precision, a, b, ms[a], ms[b]) for a, b in found]
     return out
 
