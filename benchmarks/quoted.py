@@ -151,19 +151,7 @@ QUOTES: tuple[Quote, ...] = (
     Quote(
         ACCURACY, "all 216 rows to 6.4% and the held-out 7B rows to 4.2%", LLM_FOUNDRY, "| **all** | 26 | **4.2%** |"
     ),
-    # every multi-GPU report's validation line (and the web page's note), and docs/parallel.md
-    Quote(
-        "perfpredict/parallel/build.py",
-        "llm-foundry's 216 MPT training runs (8-512 A100/H100 GPUs, FSDP) at 16.5% tokens/s/GPU MAPE",
-        LLM_FOUNDRY,
-        "| **all** | 216 | **16.5%** |",
-    ),
-    Quote(
-        "perfpredict/parallel/build.py",
-        "NeuSight's 11 4-GPU runs (dp4, tp4, pp4) at 2.1%",
-        NEUSIGHT,
-        "| all | 11 | 2.1% | 1.8% |",
-    ),
+    # docs/parallel.md (every multi-GPU report's validation line names the results, not their figures)
     Quote("docs/parallel.md", "16.5% over all 216", LLM_FOUNDRY, "| **all** | 216 | **16.5%** |"),
     Quote(
         "docs/parallel.md",

@@ -4,9 +4,10 @@ A GPU that matches or beats another of its architecture on every datasheet figur
 bandwidth and capacity, SM count, boost clock, L2, board power) runs any kernel at least as fast: it is the same
 design with more of everything. The learned device time cannot know that on its own: each GPU's level comes from
 the public rows that cover it (an A100-80GB PCIe's from NeuSight's per-call timings and its neighbours, an SXM's
-from Vidur's kernel traces), and two protocols or two neighbour sets can put the better card a few percent behind.
-:func:`dominated` names the GPUs a device must never be slower than, for
-``predictors/gpu_device_time.efficiency_fn`` to hold it to them.
+from Vidur's kernel traces), and two protocols or two neighbour sets can put the better card a few percent behind. Where they do, the card whose
+level was measured is believed and the other one moves (``GpuEfficiencyModel._held_in_order``).
+:func:`dominated` names the GPUs a device must never be slower than, and :func:`dominating` those it must never be
+faster than, for ``predictors/gpu_efficiency.GpuEfficiencyModel.efficiency`` to hold it to them.
 """
 
 from __future__ import annotations
@@ -41,10 +42,25 @@ def at_least_as_fast(a: Any, b: Any) -> bool:
 def dominated(device: Any) -> tuple[Any, ...]:
     """The catalog GPUs (datasheet basis, whole GPUs) other than ``device`` that it is at least as fast as (read
     afresh each time: a device file can add GPUs to the catalog)."""
-    from perfpredict.hardware.devices import datasheet_device, list_devices
+    from perfpredict.hardware.devices import datasheet_device
 
     sheet = datasheet_device(device)
     if sheet.kind != "gpu" or sheet.parent:
         return ()
-    others = [datasheet_device(d) for d in list_devices() if d.kind == "gpu" and d.name != sheet.name]
-    return tuple(d for d in others if at_least_as_fast(sheet, d))
+    return tuple(d for d in _others(sheet) if at_least_as_fast(sheet, d))
+
+
+def dominating(device: Any) -> tuple[Any, ...]:
+    """The catalog GPUs (datasheet basis, whole GPUs) other than ``device`` that are at least as fast as it."""
+    from perfpredict.hardware.devices import datasheet_device
+
+    sheet = datasheet_device(device)
+    if sheet.kind != "gpu" or sheet.parent:
+        return ()
+    return tuple(d for d in _others(sheet) if at_least_as_fast(d, sheet))
+
+
+def _others(sheet: Any) -> list[Any]:
+    from perfpredict.hardware.devices import datasheet_device, list_devices
+
+    return [datasheet_device(d) for d in list_devices() if d.kind == "gpu" and d.name != sheet.name]

@@ -26,7 +26,7 @@ def efficiency_fn(model: ge.GpuEfficiencyModel, device: Any, config: Any) -> Eff
     """Efficiency of a list of op shapes on ``device`` under ``config``'s tensor-core rules. A MIG slice runs each
     kernel at the efficiency its whole GPU reaches on it (the slice's bound has its own SMs and bandwidth), so one
     evaluation serves every slice of a MIG table. No op is slower than on a GPU ``device`` matches or beats on every
-    datasheet figure (:meth:`GpuEfficiencyModel.efficiency`)."""
+    datasheet figure, nor faster than on a measured one that beats it (:meth:`GpuEfficiencyModel.efficiency`)."""
     if getattr(device, "parent", None):
         from perfpredict.hardware.devices import get_device
 
@@ -45,6 +45,13 @@ def never_slower_than(device: Any) -> list[str]:
     from perfpredict.hardware.dominance import dominated
 
     return [d.name for d in dominated(device)]
+
+
+def never_faster_than(device: Any) -> list[str]:
+    """The catalog GPUs that hold ``device``'s unmeasured ops from above (same architecture, at least as fast)."""
+    from perfpredict.hardware.dominance import dominating
+
+    return [d.name for d in dominating(device)]
 
 
 def float8_shares(graph: Any, device: Any) -> np.ndarray:
@@ -95,10 +102,16 @@ def classes_used(graph: Any, device: Any, config: Any) -> set[str]:
 def describe(model: ge.GpuEfficiencyModel, graph: Any, device: Any, config: Any) -> str:
     """One line for the report's assumptions: the data behind this GPU's device time."""
     lines = model.sources(device, classes_used(graph, device, config))
-    held = never_slower_than(_whole(device) if getattr(device, "parent", None) else device)
+    whole = _whole(device) if getattr(device, "parent", None) else device
+    held, above = never_slower_than(whole), never_faster_than(whole)
     if held:
         lines.append(
             f"no op slower than on the {', '.join(held)} (same architecture, no faster on any datasheet figure)"
+        )
+    if above:
+        lines.append(
+            f"no op faster than on the {', '.join(above)} (same architecture, at least as fast on every datasheet "
+            "figure) where those were measured and this GPU was not"
         )
     return "learned per-op efficiency on the datasheet (op-efficiency-gpu): " + "; ".join(lines)
 

@@ -111,13 +111,11 @@ class GpuEfficiencyModel:
         return value, "+".join(names)
 
     def efficiency(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
-        """Learned efficiency per op on ``device`` (datasheet basis), clipped to [EFFICIENCY_FLOOR, max], and never
-        slower than on a GPU of its architecture that ``device`` matches or beats on every datasheet figure
-        (:mod:`perfpredict.hardware.dominance`: where the learned time says otherwise, the op takes that GPU's time,
-        read as an efficiency on ``device``'s bound). Each (device, op, unit) is evaluated once per model (a report
-        asks again for every mode and MIG slice)."""
+        """Learned efficiency per op on ``device`` (datasheet basis), clipped to [EFFICIENCY_FLOOR, max], and held
+        in order with the GPUs of its architecture it matches or beats on every datasheet figure, or that match or
+        beat it (:mod:`perfpredict.hardware.dominance`, :meth:`_held_in_order`). Each (device, op, unit) is
+        evaluated once per model (a report asks again for every mode and MIG slice)."""
         from perfpredict.hardware.devices import catalog_generation
-        from perfpredict.hardware.dominance import dominated
 
         if not shapes:
             return np.zeros(0)
@@ -128,15 +126,62 @@ class GpuEfficiencyModel:
             if len(self._memo) > MEMO_OPS:
                 self._memo.clear()
             ops_, units_ = [k[2] for k in missing], [k[3] for k in missing]
-            values = self._raw(ops_, device, units_)
-            slower = dominated(device)
-            if slower:
-                mine = np.array([gf.bound_s(op, device, u)[0] for op, u in zip(ops_, units_)])
-                for other in slower:
-                    theirs = np.array([gf.bound_s(op, other, u)[0] for op, u in zip(ops_, units_)])
-                    values = np.maximum(values, self._raw(ops_, other, units_) * mine / np.maximum(theirs, 1e-30))
-            self._memo.update(zip(missing, values))
+            self._memo.update(zip(missing, self._held_in_order(ops_, device, units_)))
         return np.array([self._memo[k] for k in keys])
+
+    def _held_in_order(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
+        """The learned efficiency, with no op slower than on a GPU ``device`` is at least as fast as, nor faster
+        than on one at least as fast as ``device``, each read as an efficiency on ``device``'s bound.
+
+        Where the two disagree the GPU whose efficiency in the op's class comes from its own measured rows is
+        believed, and the other moves: a GPU read from its neighbours (an A100 40GB PCIe's tensor cores, from the
+        A40's and the A100 SXM's rows) can land a few percent faster than a better card measured (the A100 80GB
+        SXM, Vidur's kernel traces), and lifting the better card to that guess would make every A100 answer as
+        optimistic as the guess. Between two measured GPUs, or two read from neighbours, the better card is lifted
+        to the other's time."""
+        from perfpredict.hardware.dominance import dominating
+
+        values = self._lifted(shapes, device, units)
+        faster = dominating(device)
+        if not faster:
+            return values
+        measured = self._measured(shapes, device, units)
+        for other in faster:  # never faster than a measured GPU that beats this one, where this one was not
+            held = self._lifted(shapes, other, units) * self._bound_ratio(shapes, device, other, units)
+            values = np.where(self._measured(shapes, other, units) & ~measured, np.minimum(values, held), values)
+        return values
+
+    def _lifted(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
+        """The learned efficiency, lifted to no op slower than on a GPU ``device`` is at least as fast as, unless
+        only ``device`` was measured there (the first half of :meth:`_held_in_order`; the second holds a GPU to its
+        betters as lifted: two measured cards on two protocols may have lifted the better one)."""
+        from perfpredict.hardware.dominance import dominated
+
+        values = self._raw(shapes, device, units)
+        slower = dominated(device)
+        if not slower:
+            return values
+        measured = self._measured(shapes, device, units)
+        for other in slower:
+            held = self._raw(shapes, other, units) * self._bound_ratio(shapes, device, other, units)
+            values = np.where(measured & ~self._measured(shapes, other, units), values, np.maximum(values, held))
+        return values
+
+    def _bound_ratio(self, shapes: Sequence[OpShape], device: Any, other: Any, units: Sequence[gf.Unit]) -> np.ndarray:
+        """Per op: ``device``'s bound over ``other``'s (an efficiency on ``other`` times it is the same time read as
+        an efficiency on ``device``)."""
+        mine = np.array([gf.bound_s(op, device, u)[0] for op, u in zip(shapes, units)])
+        theirs = np.array([gf.bound_s(op, other, u)[0] for op, u in zip(shapes, units)])
+        return mine / np.maximum(theirs, 1e-30)
+
+    def _measured(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
+        return np.array([self.has_rows(device, efficiency_class(op, u)) for op, u in zip(shapes, units)])
+
+    def has_rows(self, device: Any, cls: str) -> bool:
+        """Whether ``device`` (or its parent) has measured rows of its own in efficiency class ``cls``."""
+        read = cls if self.levels.get(cls) else FALLBACK.get(cls, cls)
+        covered = self.levels.get(read, {}) if read in LEVELLED else self.dtypes.get(read, {})
+        return any(n and n in covered for n in (device.name, getattr(device, "parent", None)))
 
     def _raw(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
         """The learned efficiency alone (no GPU it must not be slower than), memoised like :meth:`efficiency`."""

@@ -83,3 +83,35 @@ def test_no_gpu_is_predicted_slower_than_one_it_matches_or_beats_on_every_figure
             if latency[a] > latency[b] * (1 + 1e-9)
         ]
     assert not slower, f"{model}: " + "; ".join(slower)
+
+
+def test_the_card_with_measured_rows_is_believed_where_a_pair_disagrees():
+    """An A100 40GB PCIe has no tensor-core rows (NeuSight ran fp32): its bf16 GEMM efficiency is read from its
+    neighbours and landed above the A100 80GB SXM's, measured by Vidur. The measured SXM keeps its learned time, and
+    the PCIe card is held to it, not the SXM lifted to the guess (that had made llm-foundry's A100 rows 15-20% too
+    fast)."""
+    from perfpredict.predictors import gpu_op_features as gf
+    from perfpredict.predictors.gpu_efficiency import GpuEfficiencyModel
+    from perfpredict.predictors.op_efficiency import OpShape
+
+    model = GpuEfficiencyModel.load()
+    sxm, pcie = (datasheet_device(get_device(n)) for n in ("A100-80GB", "A100-40GB-PCIe"))
+    assert model.has_rows(sxm, "tensor") and not model.has_rows(pcie, "tensor") and model.has_rows(pcie, "simt32")
+    gemms = [
+        OpShape(
+            "matmul",
+            "float16",
+            2.0 * m * 4096 * 4096,
+            2.0 * (2 * m * 4096 + 4096**2),
+            (m, 4096),
+            ((m, 4096), (4096, 4096)),
+        )
+        for m in (2048, 16384)
+    ]
+    tensor = [gf.Unit(tensor_core=True, tf32=False)] * len(gemms)
+    raw_pcie = model._raw(gemms, pcie, tensor)
+    raw_sxm = model._raw(gemms, sxm, tensor)
+    assert (raw_pcie > raw_sxm).any()  # the disagreement this test is about (the learned guess is the faster)
+    assert model.efficiency(gemms, sxm, tensor) == pytest.approx(raw_sxm)  # the measured card is not lifted
+    sxm_s = model.device_s(gemms, sxm, tensor)
+    assert (model.device_s(gemms, pcie, tensor) >= sxm_s * (1 - 1e-9)).all()  # the guess is held to it
