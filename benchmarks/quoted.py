@@ -43,34 +43,34 @@ QUOTES: tuple[Quote, ...] = (
         README, "11 runs on 4 GPUs (dp, tp, pp) | 2.1% / 1.8% | NeuSight 7.7%", NEUSIGHT, "| all | 11 | 2.1% | 1.8% |"
     ),
     Quote(README, "every layer GEMM of 43 of the 80 single-GPU runs", NEUSIGHT, "| all | 80 | 43 | 71 | 79 | 1 |"),
-    Quote(README, "| 16.5% (A100 11.8-12.5%, H100 25%) |", LLM_FOUNDRY, "| **all** | 216 | **16.5%** |"),
-    Quote(README, "| 16.5% (A100 11.8-12.5%, H100 25%) |", LLM_FOUNDRY, "| H100-SXM bf16 | 70 | 25.2% |"),
-    Quote(README, "9.6% (median 7.1%)", LLM_SERVING, "| **all** | | | 171 / 171 | **9.6%** | **7.1%** |"),
+    Quote(README, "| 18.9% (A100 12.5-12.6%, H100 31%) |", LLM_FOUNDRY, "| **all** | 216 | **18.9%** |"),
+    Quote(README, "| 18.9% (A100 12.5-12.6%, H100 31%) |", LLM_FOUNDRY, "| H100-SXM bf16 | 70 | 30.8% |"),
+    Quote(README, "7.0% (median 5.4%)", LLM_SERVING, "| **all** | | | 171 / 171 | **7.0%** | **5.4%** |"),
     Quote(
         README,
-        "11.8%, 14.8%, 9.6%; 9.6% (medians 10.4%, 10.2%, 7.5%; 9.7%)",
+        "9.9%, 12.7%, 8.4%; 6.4% (medians 7.1%, 8.8%, 6.6%; 4.7%)",
         FRAMEWORKS,
-        "**TensorRT-LLM 0.11 (C++ runtime)**, test half: MAPE **11.8%**, median **10.4%**",
+        "**TensorRT-LLM 0.11 (C++ runtime)**, test half: MAPE **9.9%**, median **7.1%**",
     ),  # fmt: skip
     Quote(
         README,
-        "11.8%, 14.8%, 9.6%; 9.6% (medians 10.4%, 10.2%, 7.5%; 9.7%)",
+        "9.9%, 12.7%, 8.4%; 6.4% (medians 7.1%, 8.8%, 6.6%; 4.7%)",
         FRAMEWORKS,
-        "**DeepSpeed-MII (FastGen)**, test half: MAPE **14.8%**, median **10.2%**",
+        "**DeepSpeed-MII (FastGen)**, test half: MAPE **12.7%**, median **8.8%**",
     ),  # fmt: skip
     Quote(
         README,
-        "11.8%, 14.8%, 9.6%; 9.6% (medians 10.4%, 10.2%, 7.5%; 9.7%)",
+        "9.9%, 12.7%, 8.4%; 6.4% (medians 7.1%, 8.8%, 6.6%; 4.7%)",
         FRAMEWORKS,
-        "**llama.cpp (llama-bench)**, test half: MAPE **9.6%**, median **7.5%**",
+        "**llama.cpp (llama-bench)**, test half: MAPE **8.4%**, median **6.6%**",
     ),  # fmt: skip
     Quote(
         README,
-        "11.8%, 14.8%, 9.6%; 9.6% (medians 10.4%, 10.2%, 7.5%; 9.7%)",
+        "9.9%, 12.7%, 8.4%; 6.4% (medians 7.1%, 8.8%, 6.6%; 4.7%)",
         FRAMEWORKS,
-        "**vLLM 0.5.3 on GH200 (nothing fitted)**, every row: MAPE **9.6%**, median **9.7%**",
+        "**vLLM 0.5.3 on GH200 (nothing fitted)**, every row: MAPE **6.4%**, median **4.7%**",
     ),  # fmt: skip
-    Quote(README, "| 15.9% (median 11.0%) |", POWER, "48 runs: MAPE **15.9%**, median 11.0%"),
+    Quote(README, "| 16.6% (median 13.9%) |", POWER, "48 runs: MAPE **16.6%**, median 13.9%"),
     Quote(
         README,
         "52% of sizes within 10% (median 9.1%)",
@@ -146,26 +146,26 @@ QUOTES: tuple[Quote, ...] = (
     Quote(ACCURACY, "T4 4.9% / 15.8% (18.5%)", NEUSIGHT, "| T4 | 5 | 4.9% | 15.8% | 18.5% |"),
     Quote(ACCURACY, "V100 3.7% / 17.5% (6.6%)", NEUSIGHT, "| V100-PCIe-32GB | 13 | 3.7% | 17.5% | 6.6% |"),
     # docs/accuracy.md, llm-foundry's training table
-    Quote(ACCURACY, "| all (216) | **16.5%** |", LLM_FOUNDRY, "| **all** | 216 | **16.5%** |"),
-    Quote(ACCURACY, "| H100-SXM bf16 (70) | 25.2% | +25.2% |", LLM_FOUNDRY, "| H100-SXM bf16 | 70 | 25.2% | +25.2% |"),
+    Quote(ACCURACY, "| all (216) | **18.9%** |", LLM_FOUNDRY, "| **all** | 216 | **18.9%** |"),
+    Quote(ACCURACY, "| H100-SXM bf16 (70) | 30.8% | +30.8% |", LLM_FOUNDRY, "| H100-SXM bf16 | 70 | 30.8% | +30.8% |"),
     Quote(
-        ACCURACY, "all 216 rows to 6.4% and the held-out 7B rows to 4.2%", LLM_FOUNDRY, "| **all** | 26 | **4.2%** |"
+        ACCURACY, "all 216 rows to 5.5% and the held-out 7B rows to 4.2%", LLM_FOUNDRY, "| **all** | 26 | **4.2%** |"
     ),
     # docs/parallel.md (every multi-GPU report's validation line names the results, not their figures)
-    Quote("docs/parallel.md", "16.5% over all 216", LLM_FOUNDRY, "| **all** | 216 | **16.5%** |"),
+    Quote("docs/parallel.md", "18.9% over all 216", LLM_FOUNDRY, "| **all** | 216 | **18.9%** |"),
     Quote(
         "docs/parallel.md",
-        "llm-foundry's 216 runs (16.5% tokens/s/GPU MAPE",
+        "llm-foundry's 216 runs (18.9% tokens/s/GPU MAPE",
         LLM_FOUNDRY,
-        "| **all** | 216 | **16.5%** |",
+        "| **all** | 216 | **18.9%** |",
     ),
     Quote("docs/parallel.md", "NeuSight's 11 4-GPU runs (2.1%", NEUSIGHT, "| all | 11 | 2.1% | 1.8% |"),
     # docs/accuracy.md, GPU device time per op
     Quote(
-        ACCURACY, "330,131 labelled rows", GPU_OPS, "Labelled rows (NeuSight's floor-dominated rows left out): 330131"
+        ACCURACY, "319,790 labelled rows", GPU_OPS, "Labelled rows (NeuSight's floor-dominated rows left out): 319790"
     ),
-    Quote(ACCURACY, "24.2% / 13.8% (2,189)", GPU_OPS, "24.2% / 13.8% (2189)"),
-    Quote(ACCURACY, "fp16 GEMMs 18.8%, median 9.9%", GPU_OPS, "18.8% / 9.9% (1006)"),
+    Quote(ACCURACY, "24.0% / 12.3% (2,189)", GPU_OPS, "24.0% / 12.3% (2189)"),
+    Quote(ACCURACY, "fp16 GEMMs 17.3%, median 8.9%", GPU_OPS, "17.3% / 8.9% (1006)"),
     Quote(ACCURACY, "leave one GPU out, all GPUs | 28.1% / 16.8%", GPU_OP_SPLITS, "28.1% / 16.8%"),
     # docs/accuracy.md, our own measurements
     Quote(
@@ -191,9 +191,9 @@ QUOTES: tuple[Quote, ...] = (
     # docs/accuracy.md, tensor-parallel serving
     Quote(
         ACCURACY,
-        "H100-SXM 31.4 / 18.9 / 13.8 ms at tp 2 / 4 / 8",
+        "H100-SXM 31.8 / 19.0 / 14.0 ms at tp 2 / 4 / 8",
         TP_SCALING,
-        "| Llama-2-70b-hf | H100-SXM | 1 | 8 | 13.82 |",
+        "| Llama-2-70b-hf | H100-SXM | 1 | 8 | 13.98 |",
     ),
 )
 
