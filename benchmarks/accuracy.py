@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import sys
 import time
@@ -47,7 +48,7 @@ from perfpredict.predictors.memory_model import physics_versions
 from perfpredict.profiling.dataset import batch_sweep_inversions, neighbour_oracle_mape, trusted_label
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
-from benchmarks import inputs_digest, provenance
+from benchmarks import inputs_digest, measuring_host, provenance
 from benchmarks.provenance import header
 
 BASELINES = {"analytical": AnalyticalBaseline, "flops_linear": FlopsLinearBaseline, "two_timeline": TwoTimelineLearner}
@@ -126,9 +127,18 @@ def features_id(data=None) -> str:
     rows (``data``), the GPU memory model behind their physics features. A stored run made with other features or
     graphs is stale, and the report leaves it out."""
     base = f"{schema_hash(TABULAR_FEATURES)}/{TRAINING_CAPTURE}"
-    physics = physics_versions(get_device(data.devices[0]).kind) if data is not None else {}
+    device = get_device(data.devices[0]) if data is not None else None
+    physics = physics_versions(device.kind) if device is not None else {}
     # "gpu_memory_model" -> "/gpu-memory-2": the spelling of the runs stored before the manifests recorded physics
-    return base + "".join(f"/{name.removesuffix('_model').replace('_', '-')}-{v}" for name, v in physics.items())
+    base += "".join(f"/{name.removesuffix('_model').replace('_', '-')}-{v}" for name, v in physics.items())
+    # a CPU's features read its peaks, which are the measuring host's only where measuring_host.pin ran: a run
+    # stored with another CPU's peaks predicted for another machine
+    return base + (f"/cpu-{_peaks_id(device)}" if device is not None and device.kind == "cpu" else "")
+
+
+def _peaks_id(device) -> str:
+    peaks = json.dumps(sorted(device.peak_flops_per_s.items()))
+    return hashlib.sha256(peaks.encode()).hexdigest()[:8]
 
 
 def save_oof(path: Path, data, oof: dict[str, np.ndarray], seconds: float, seed: int, digest: str) -> None:
@@ -271,12 +281,13 @@ def write(path: Path, args, data, store: Path, results, metas, skipped) -> None:
     lines = [
         f"# Accuracy on `{args.device}` ({data.devices[0]})",
         "",
-        f"- {header(__file__, packages=(), inputs=(args.folder,), digest=runs_digest(metas.values()))}; built from "
+        f"- {header(__file__, packages=(), inputs=args.inputs, digest=runs_digest(metas.values()))}; built from "
         f"{len(results)} stored runs "
         f"({runs[0] if runs else '-'} to {runs[-1] if runs else '-'})",
         f"- commands: `python benchmarks/accuracy.py --device {args.device} --predictors <names> --splits "
         f"<splits>` stores each run under `{store.relative_to(RESULTS.parent.parent)}`; "
         f"`--report-only` rebuilds this file from them",
+        *([f"- {args.host_line}"] if data.devices[0] == "cpu" else []),
         f"- latency target: the {args.latency_stat} of each row's timed runs",
         f"- rows: {len(data.keys)} measured rows (status ok), {len(set(data.families.tolist()))} families, "
         f"{len(np.unique(data.group_ids))} architectures; data hash {data.data_hash}",
@@ -358,10 +369,12 @@ def main() -> int:
         "merges the shards once all N are stored)",
     )
     args = ap.parse_args()
+    args.host_line = measuring_host.pin(dataset_folder(args.device))
     data = load_training_set(
         [dataset_folder(args.device)], max_rows=args.max_rows, progress=True, latency_stat=args.latency_stat
     )
     args.folder = dataset_folder(args.device)
+    args.inputs = (args.folder, Path(measuring_host.__file__))
     store = oof_dir(args.device, args.latency_stat)
     if args.max_rows:
         store = store.with_name(f"{store.name}_max{args.max_rows}")
@@ -374,7 +387,7 @@ def main() -> int:
             store,
             tuple(args.splits.split(",")),
             args.shard,
-            (args.folder,),
+            args.inputs,
         )
     results, metas, skipped = load_oof(store, data)
     # the report holds the predictors named (default: every one): a run re-made on today's code is not reported

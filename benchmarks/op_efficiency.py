@@ -34,6 +34,7 @@ from perfpredict.predictors.host_model import load_profile
 from perfpredict.profiling.dataset import load_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks import measuring_host
 from benchmarks.provenance import header, write_result
 
 
@@ -76,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         "host the rows were measured on)",
     )
     args = p.parse_args(argv)
+    if get_device(args.device).kind == "cpu":
+        print(measuring_host.pin(args.folder), file=sys.stderr)  # the rows' CPU, not this host's
     device = get_device(args.device)
     rows = [r for r in load_dataset(args.folder, join_features=False).rows if r.get("status") == "ok"]
     cores = os.cpu_count() or 1

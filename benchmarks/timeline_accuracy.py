@@ -37,6 +37,7 @@ from perfpredict.profiling import zoo
 from perfpredict.profiling.dataset import load_dataset, quiet_host
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: benchmarks.* from this checkout
+from benchmarks import measuring_host
 from benchmarks.provenance import header, write_result
 
 
@@ -114,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         help="fit the dispatch and device-time scales for the device's kind (all rows, and leave-one-family-out)",
     )
     args = p.parse_args(argv)
+    if get_device(args.device).kind == "cpu":
+        print(measuring_host.pin(args.folder), file=sys.stderr)  # the rows' CPU, not this host's
     device = get_device(args.device)
     rows = [r for r in load_dataset(args.folder).rows if r.get("status") == "ok" and quiet_host(r)]
     rows = rows[: args.max_rows]

@@ -121,10 +121,10 @@ class GpuEfficiencyModel:
             return np.zeros(0)
         generation = catalog_generation()  # the GPUs it is held to are the catalog's: a device file can add one
         keys = [(generation, device, op, u) for op, u in zip(shapes, units)]
+        if len(self._memo) > MEMO_OPS:  # before the lookup: cleared after it, the hits it found would be gone
+            self._memo.clear()
         missing = list({k: None for k in keys if k not in self._memo})
         if missing:
-            if len(self._memo) > MEMO_OPS:
-                self._memo.clear()
             ops_, units_ = [k[2] for k in missing], [k[3] for k in missing]
             self._memo.update(zip(missing, self._held_in_order(ops_, device, units_)))
         return np.array([self._memo[k] for k in keys])
@@ -145,9 +145,9 @@ class GpuEfficiencyModel:
         faster = dominating(device)
         if not faster:
             return values
-        measured = self._measured(shapes, device, units)
+        measured, bounds = self._measured(shapes, device, units), self._bounds(shapes, device, units)
         for other in faster:  # never faster than a measured GPU that beats this one, where this one was not
-            held = self._lifted(shapes, other, units) * self._bound_ratio(shapes, device, other, units)
+            held = self._lifted(shapes, other, units) * (bounds / np.maximum(self._bounds(shapes, other, units), 1e-30))
             values = np.where(self._measured(shapes, other, units) & ~measured, np.minimum(values, held), values)
         return values
 
@@ -161,18 +161,17 @@ class GpuEfficiencyModel:
         slower = dominated(device)
         if not slower:
             return values
-        measured = self._measured(shapes, device, units)
+        measured, bounds = self._measured(shapes, device, units), self._bounds(shapes, device, units)
         for other in slower:
-            held = self._raw(shapes, other, units) * self._bound_ratio(shapes, device, other, units)
+            held = self._raw(shapes, other, units) * (bounds / np.maximum(self._bounds(shapes, other, units), 1e-30))
             values = np.where(measured & ~self._measured(shapes, other, units), values, np.maximum(values, held))
         return values
 
-    def _bound_ratio(self, shapes: Sequence[OpShape], device: Any, other: Any, units: Sequence[gf.Unit]) -> np.ndarray:
-        """Per op: ``device``'s bound over ``other``'s (an efficiency on ``other`` times it is the same time read as
-        an efficiency on ``device``)."""
-        mine = np.array([gf.bound_s(op, device, u)[0] for op, u in zip(shapes, units)])
-        theirs = np.array([gf.bound_s(op, other, u)[0] for op, u in zip(shapes, units)])
-        return mine / np.maximum(theirs, 1e-30)
+    @staticmethod
+    def _bounds(shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
+        """Per op, ``device``'s bound in seconds: an efficiency on another GPU times this one's bound over that one's
+        is the same time read as an efficiency here."""
+        return np.array([gf.bound_s(op, device, u)[0] for op, u in zip(shapes, units)])
 
     def _measured(self, shapes: Sequence[OpShape], device: Any, units: Sequence[gf.Unit]) -> np.ndarray:
         return np.array([self.has_rows(device, efficiency_class(op, u)) for op, u in zip(shapes, units)])

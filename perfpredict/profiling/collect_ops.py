@@ -120,10 +120,12 @@ def collect_ops(
     did. ``build_on_device`` draws each op's random operands on the device (:meth:`OpInstance.materialize`)."""
     import statistics
 
+    from perfpredict.profiling.host_record import record_host_cpu
     from perfpredict.profiling.monitor import Monitor
 
     folder = cfg.out / OPS_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
+    record_host_cpu(cfg.out, cfg.device)  # the dataset's record; benchmarks read an ops folder's parent's
     label = cfg.label()
     summary = engine.CollectSummary(out=folder, device=label)
     done = {r["key"] for r in ds.load_dataset(folder, join_features=False).rows if r.get("device") == label}

@@ -23,6 +23,7 @@ from perfpredict.profiling import collect_engine as engine
 from perfpredict.profiling import dataset as ds
 from perfpredict.profiling import protocol_v3, rounds, zoo
 from perfpredict.profiling.graph_features import GraphFeatureCache
+from perfpredict.profiling.host_record import record_host_cpu
 from perfpredict.profiling.measurement import MEASUREMENT_SCHEMA_VERSION
 from perfpredict.progress import Progress
 
@@ -242,6 +243,7 @@ def collect_rounds(
         "started_at": engine.utc_now(),
     }
     (cfg.write_dir() / "collector.json").write_text(json.dumps(meta, indent=2) + "\n")
+    record_host_cpu(cfg.out, cfg.device)
     budget = cfg.budget()
 
     def stop() -> bool:

@@ -93,6 +93,19 @@ def test_time_is_never_under_the_roofline_bound(toy_model):
         assert caps[-1] == ge.L2_SPEEDUP and caps[2] == 1.0
 
 
+def test_a_full_memo_starts_again_without_losing_the_ops_it_had_found(toy_model, monkeypatch):
+    # A long process (the H100 accuracy benchmark, a NAS search, the web server) fills the memo: it was cleared
+    # after the lookup had counted the ops it held as found, and the next ask raised KeyError on them.
+    device = gf.datasheet_basis(get_device("T4"))
+    first, second = [_gemm(1024, 1024, 1024), _add(2**20)], [_gemm(2048, 512, 256), _add(2**22)]
+    units = [gf.unit_of(op, device, AS_MEASURED) for op in first + second]
+    expected = toy_model.efficiency(first + second, device, units)
+    toy_model._memo.clear()
+    monkeypatch.setattr(ge, "MEMO_OPS", 1)
+    toy_model.efficiency(first, device, units[:2])
+    np.testing.assert_array_equal(toy_model.efficiency(first + second, device, units), expected)
+
+
 def test_every_gpu_is_on_the_datasheet_basis(shipped_ceilings):
     measured = get_device("H100-SXM")
     assert measured.measured  # the shipped roofline run

@@ -58,6 +58,7 @@ def test_v3_rows_are_medians_of_interleaved_rounds_with_raw_samples_kept(tmp_pat
         assert r["aten_op_count"] > 0 and r["param_count"] > 0 and r["peak_memory_bytes"] is not None
         assert r["env_sentinel_matmul_ms"] > 0  # the host sentinel, read beside every round
         assert all(len(x["eager_samples_ms"]) == 3 and x["samples_ms"] for x in mine)  # raw samples kept
+    assert (tmp_path / "host_device.json").exists()  # the CPU that measured them (profiling/host_record.py)
     # interleaved: every row's round 0 comes before any row's round 1 (one block)
     first = [x["at"] for rs in recs.values() for x in rs if x["round"] == 0]
     second = [x["at"] for rs in recs.values() for x in rs if x["round"] == 1]
