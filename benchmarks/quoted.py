@@ -38,9 +38,9 @@ POWER = f"{RESULTS}/llm_power.md"
 
 QUOTES: tuple[Quote, ...] = (
     # README.md, "How accurate is it?"
-    Quote(README, "80 single-GPU runs | 6.4% / 10.2% | NeuSight 8.9%", NEUSIGHT, "| all | 80 | 6.4% | 10.2% | 8.9% |"),
+    Quote(README, "80 single-GPU runs | 7.4% / 11.3% | NeuSight 8.9%", NEUSIGHT, "| all | 80 | 7.4% | 11.3% | 8.9% |"),
     Quote(
-        README, "11 runs on 4 GPUs (dp, tp, pp) | 2.1% / 1.8% | NeuSight 7.7%", NEUSIGHT, "| all | 11 | 2.1% | 1.8% |"
+        README, "11 runs on 4 GPUs (dp, tp, pp) | 2.8% / 4.1% | NeuSight 7.7%", NEUSIGHT, "| all | 11 | 2.8% | 4.1% |"
     ),
     Quote(README, "every layer GEMM of 43 of the 80 single-GPU runs", NEUSIGHT, "| all | 80 | 43 | 71 | 79 | 1 |"),
     Quote(README, "| 18.9% (A100 12.5-12.6%, H100 31%) |", LLM_FOUNDRY, "| **all** | 216 | **18.9%** |"),
@@ -81,28 +81,28 @@ QUOTES: tuple[Quote, ...] = (
     Quote(
         README, "H100 SXM eager latency 24.5% / 24.6%", H100_ACCURACY, "| two_timeline | leave_one_family_out | 24.57 |"
     ),
-    Quote(README, "CPU 23.2% / 23.1%", CPU_ACCURACY, "| two_timeline | random_5fold | 23.15 |"),
-    Quote(README, "CPU 23.2% / 23.1%", CPU_ACCURACY, "| two_timeline | leave_one_family_out | 23.08 |"),
-    Quote(README, "(xgboost 23.7% / 21.9%", CPU_ACCURACY, "| xgboost | random_5fold | 23.70 |"),
-    Quote(README, "(xgboost 23.7% / 21.9%", CPU_ACCURACY, "| xgboost | leave_one_family_out | 21.88 |"),
+    Quote(README, "CPU 22.5% / 22.9%", CPU_ACCURACY, "| two_timeline | random_5fold | 22.54 |"),
+    Quote(README, "CPU 22.5% / 22.9%", CPU_ACCURACY, "| two_timeline | leave_one_family_out | 22.91 |"),
+    Quote(README, "(xgboost 23.1% / 22.4%", CPU_ACCURACY, "| xgboost | random_5fold | 23.14 |"),
+    Quote(README, "(xgboost 23.1% / 22.4%", CPU_ACCURACY, "| xgboost | leave_one_family_out | 22.41 |"),
     Quote(
         README,
-        "after `calibrate-host`, 14.9%",
+        "after `calibrate-host`, 21.3%",
         CPU_CALIBRATED,
-        "| two_timeline (default, calibrated) | 14.8% | 15.2% | 14.9% |",
+        "| two_timeline (default, calibrated) | 21.0% | 21.9% | 21.3% |",
     ),
     # docs/accuracy.md, NeuSight's end-to-end table
     Quote(
         ACCURACY,
-        "181,211 of the training split",
+        "171,174 of the training split",
         NEUSIGHT,
-        "| labelled, train | 27,257 | 4,787 | 0 | 0 | 33,081 | 42,927 | 40,406 | 32,753 | 181,211 |",
+        "| labelled, train | 23,377 | 4,122 | 0 | 0 | 31,005 | 42,576 | 39,404 | 30,690 | 171,174 |",
     ),
     Quote(
         ACCURACY,
-        "27,151 of the test split",
+        "26,847 of the test split",
         NEUSIGHT,
-        "| labelled, test | 4,178 | 4,329 | 3,423 | 3,948 | 3,767 | 1,760 | 3,821 | 1,925 | 27,151 |",
+        "| labelled, test | 4,097 | 4,260 | 3,307 | 3,934 | 3,761 | 1,760 | 3,803 | 1,925 | 26,847 |",
     ),
     Quote(
         ACCURACY,
@@ -112,39 +112,39 @@ QUOTES: tuple[Quote, ...] = (
     ),
     Quote(
         ACCURACY,
-        "| single GPU, inference (54) | **6.2%** | 11.2% | 9.7% |",
+        "| single GPU, inference (54) | **6.8%** | 11.6% | 9.7% |",
         NEUSIGHT,
-        "| all | 54 | 6.2% | 11.2% | 9.7% |",
+        "| all | 54 | 6.8% | 11.6% | 9.7% |",
     ),
     Quote(
         ACCURACY,
-        "| single GPU, training (26) | **6.8%** | 8.0% | 7.3% |",
+        "| single GPU, training (26) | 8.9% | 10.5% | **7.3%** |",
         NEUSIGHT,
-        "| all | 26 | 6.8% | 8.0% | 7.3% |",
+        "| all | 26 | 8.9% | 10.5% | 7.3% |",
     ),
     Quote(
-        ACCURACY, "| single GPU, all (80) | **6.4%** | 10.2% | 8.9% |", NEUSIGHT, "| all | 80 | 6.4% | 10.2% | 8.9% |"
-    ),
-    Quote(
-        ACCURACY,
-        "| torch.compile, inference (12) | **5.4%** | 10.6% | 14.9% |",
-        NEUSIGHT,
-        "| all | 12 | 5.4% | 10.6% | 14.9% |",
+        ACCURACY, "| single GPU, all (80) | **7.4%** | 11.3% | 8.9% |", NEUSIGHT, "| all | 80 | 7.4% | 11.3% | 8.9% |"
     ),
     Quote(
         ACCURACY,
-        "| 4 GPUs: dp4, tp4, pp4 (11) | **2.1%** | 1.8% | 7.7% |",
+        "| torch.compile, inference (12) | **5.2%** | 12.0% | 14.9% |",
         NEUSIGHT,
-        "| all | 11 | 2.1% | 1.8% | 7.7% |",
+        "| all | 12 | 5.2% | 12.0% | 14.9% |",
     ),
-    Quote(ACCURACY, "A100-40GB PCIe 4.9% / 6.0% (6.5%)", NEUSIGHT, "| A100-40GB-PCIe | 12 | 4.9% | 6.0% | 6.5% |"),
-    Quote(ACCURACY, "A100-80GB PCIe 9.6% / 7.8% (7.6%)", NEUSIGHT, "| A100-80GB-PCIe | 10 | 9.6% | 7.8% | 7.6% |"),
-    Quote(ACCURACY, "H100 SXM 2.8% / 4.5% (6.3%)", NEUSIGHT, "| H100-SXM | 22 | 2.8% | 4.5% | 6.3% |"),
-    Quote(ACCURACY, "L4 10.7% / 16.7% (12.4%)", NEUSIGHT, "| L4 | 10 | 10.7% | 16.7% | 12.4% |"),
-    Quote(ACCURACY, "P100 2.3% / 8.9% (7.1%)", NEUSIGHT, "| P100-PCIe-16GB | 5 | 2.3% | 8.9% | 7.1% |"),
-    Quote(ACCURACY, "P4 33.9% / 15.3% (27.1%)", NEUSIGHT, "| P4 | 3 | 33.9% | 15.3% | 27.1% |"),
-    Quote(ACCURACY, "T4 4.9% / 15.8% (18.5%)", NEUSIGHT, "| T4 | 5 | 4.9% | 15.8% | 18.5% |"),
-    Quote(ACCURACY, "V100 3.7% / 17.5% (6.6%)", NEUSIGHT, "| V100-PCIe-32GB | 13 | 3.7% | 17.5% | 6.6% |"),
+    Quote(
+        ACCURACY,
+        "| 4 GPUs: dp4, tp4, pp4 (11) | **2.8%** | 4.1% | 7.7% |",
+        NEUSIGHT,
+        "| all | 11 | 2.8% | 4.1% | 7.7% |",
+    ),
+    Quote(ACCURACY, "A100-40GB PCIe 4.2% / 5.8% (6.5%)", NEUSIGHT, "| A100-40GB-PCIe | 12 | 4.2% | 5.8% | 6.5% |"),
+    Quote(ACCURACY, "A100-80GB PCIe 12.1% / 9.6% (7.6%)", NEUSIGHT, "| A100-80GB-PCIe | 10 | 12.1% | 9.6% | 7.6% |"),
+    Quote(ACCURACY, "H100 SXM 5.1% / 7.3% (6.3%)", NEUSIGHT, "| H100-SXM | 22 | 5.1% | 7.3% | 6.3% |"),
+    Quote(ACCURACY, "L4 10.4% / 17.4% (12.4%)", NEUSIGHT, "| L4 | 10 | 10.4% | 17.4% | 12.4% |"),
+    Quote(ACCURACY, "P100 2.4% / 15.5% (7.1%)", NEUSIGHT, "| P100-PCIe-16GB | 5 | 2.4% | 15.5% | 7.1% |"),
+    Quote(ACCURACY, "P4 34.8% / 13.8% (27.1%)", NEUSIGHT, "| P4 | 3 | 34.8% | 13.8% | 27.1% |"),
+    Quote(ACCURACY, "T4 4.3% / 16.3% (18.5%)", NEUSIGHT, "| T4 | 5 | 4.3% | 16.3% | 18.5% |"),
+    Quote(ACCURACY, "V100 5.5% / 15.3% (6.6%)", NEUSIGHT, "| V100-PCIe-32GB | 13 | 5.5% | 15.3% | 6.6% |"),
     # docs/accuracy.md, llm-foundry's training table
     Quote(ACCURACY, "| all (216) | **18.9%** |", LLM_FOUNDRY, "| **all** | 216 | **18.9%** |"),
     Quote(ACCURACY, "| H100-SXM bf16 (70) | 30.8% | +30.8% |", LLM_FOUNDRY, "| H100-SXM bf16 | 70 | 30.8% | +30.8% |"),
@@ -159,34 +159,40 @@ QUOTES: tuple[Quote, ...] = (
         LLM_FOUNDRY,
         "| **all** | 216 | **18.9%** |",
     ),
-    Quote("docs/parallel.md", "NeuSight's 11 4-GPU runs (2.1%", NEUSIGHT, "| all | 11 | 2.1% | 1.8% |"),
+    Quote("docs/parallel.md", "NeuSight's 11 4-GPU runs (2.8%", NEUSIGHT, "| all | 11 | 2.8% | 4.1% |"),
     # docs/accuracy.md, GPU device time per op
     Quote(
         ACCURACY, "319,790 labelled rows", GPU_OPS, "Labelled rows (NeuSight's floor-dominated rows left out): 319790"
     ),
     Quote(ACCURACY, "24.0% / 12.3% (2,189)", GPU_OPS, "24.0% / 12.3% (2189)"),
     Quote(ACCURACY, "fp16 GEMMs 17.3%, median 8.9%", GPU_OPS, "17.3% / 8.9% (1006)"),
-    Quote(ACCURACY, "leave one GPU out, all GPUs | 28.1% / 16.8%", GPU_OP_SPLITS, "28.1% / 16.8%"),
+    Quote(
+        ACCURACY,
+        "leave one GPU out, all GPUs | 22.7% / 14.4%",
+        GPU_OP_SPLITS,
+        "| all | 114.6% / 77.9% (114) | 30.7% / 23.4% (22654) |",
+    ),
+    Quote(ACCURACY, "leave one GPU out, all GPUs | 22.7% / 14.4%", GPU_OP_SPLITS, "22.7% / 14.4% (165640)"),
     # docs/accuracy.md, our own measurements
     Quote(
         ACCURACY, "24.5% / 24.6% (tau 0.86", H100_ACCURACY, "| two_timeline | random_5fold | 24.45 | 64.68 | 0.860 |"
     ),
     Quote(ACCURACY, "| 18.4% / 21.5% |", H100_ACCURACY, "| xgboost | leave_one_family_out | 21.47 |"),
     Quote(
-        ACCURACY, "23.2% / 23.1% (tau 0.86)", CPU_ACCURACY, "| two_timeline | random_5fold | 23.15 | 2.008 | 0.864 |"
+        ACCURACY, "22.5% / 22.9% (tau 0.86)", CPU_ACCURACY, "| two_timeline | random_5fold | 22.54 | 2.166 | 0.864 |"
     ),
     Quote(ACCURACY, "59.5% off", H100_ACCURACY, "| analytical | random_5fold | 59.55 |"),
     Quote(
         ACCURACY,
-        "the default is 14.9% off",
+        "the default is 21.3% off",
         CPU_CALIBRATED,
-        "| two_timeline (default, calibrated) | 14.8% | 15.2% | 14.9% |",
+        "| two_timeline (default, calibrated) | 21.0% | 21.9% | 21.3% |",
     ),
     Quote(
         ACCURACY,
-        "against 50.5% before",
+        "against 49.8% before",
         CPU_CALIBRATED,
-        "| before: learned op efficiency, estimated ceilings | 52.5% | 46.2% | 50.5% |",
+        "| before: learned op efficiency, estimated ceilings | 49.6% | 50.0% | 49.8% |",
     ),
     # docs/accuracy.md, tensor-parallel serving
     Quote(
